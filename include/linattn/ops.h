@@ -1,0 +1,119 @@
+// Public ops: chunked GDN / KDA attention (forward, backward) and the short causal conv.
+// Semantics follow FLA's chunk_gated_delta_rule / chunk_kda / causal_conv1d (ALGORITHMS.md).
+// Lifecycle (ARCHITECTURE.md section 3.6): *_workspace_bytes(desc) sizes the caller's workspace;
+// the op validates, plans and runs on the backend of its tensors (all on one device), on the
+// caller's stream. With use_graph = true the op takes the fixed-capacity path
+// (GRAPH_CONTRACT.md): it never allocates, never reads device data on the host, and every
+// mismatch is an Error naming the argument, the expected and the actual value.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "linattn/tensor.h"
+
+namespace linattn {
+
+// Where and how an op runs. Outputs and workspace are passed in.
+struct ExecContext {
+  void* stream = nullptr;        // cudaStream_t on CUDA (nullptr = legacy default); unused on CPU
+  void* workspace = nullptr;     // caller-owned scratch (may be null on the eager path)
+  size_t workspace_bytes = 0;
+  int num_threads = 0;           // CPU: 0 = the library's pool size
+};
+
+// ---------------------------------------------------------------- chunked GDN / KDA
+enum class ChunkOp : uint8_t { kGdn, kKda };
+
+struct ChunkAttnOptions {
+  ChunkOp op = ChunkOp::kGdn;
+  double scale = 0.0;                     // 0 = K^-0.5; multiplies the query side of o only
+  int chunk_size = 64;                    // BT: 16, 32 or 64 (KDA: 32 or 64 on CUDA)
+  bool use_qk_l2norm_in_kernel = false;   // q,k <- x / sqrt(sum x^2 + 1e-6)
+  bool use_gate_in_kernel = false;        // g is raw; gate from A_log / dt_bias
+  bool use_beta_sigmoid_in_kernel = false;// beta is a logit
+  bool allow_neg_eigval = false;          // beta = 2 sigmoid(logit); needs the sigmoid in kernel
+  bool state_v_first = false;             // states are [.., V, K] instead of [.., K, V]
+  bool has_lower_bound = false;           // KDA: gate = lower_bound * sigmoid(...)
+  double lower_bound = 0.0;
+  bool safe_gate = false;                 // KDA: caller promises g in [lower_bound, 0)
+  bool output_final_state = false;
+  // Graph contract (fixed capacity).
+  bool use_graph = false;
+  int64_t max_num_seqs = 0;               // must equal cu_seqlens.size(0) - 1 when use_graph
+};
+
+// Inputs of one call. Absent optional tensors are default TensorViews.
+struct ChunkAttnInputs {
+  TensorView q;              // [B, T, H, K]
+  TensorView k;              // [B, T, H, K]
+  TensorView v;              // [B, T, HV, V]
+  TensorView g;              // GDN [B, T, HV]; KDA [B, T, HV, K] (log-decay, or raw if in kernel)
+  TensorView beta;           // [B, T, HV] (post-sigmoid, or logit if in kernel)
+  TensorView A_log;          // [HV] fp32, optional
+  TensorView dt_bias;        // GDN [HV]; KDA [HV * K] or [HV, K]; fp32, optional
+  TensorView initial_state;  // [N, HV, K, V] (or [N, HV, V, K] if state_v_first), optional
+  TensorView cu_seqlens;     // [N + 1] int32 / int64, optional (then N = B)
+  TensorView chunk_indices;  // graph mode, optional: [NT_max, 2] int32
+  TensorView chunk_offsets;  // graph mode, optional: [N_max + 1] int32
+};
+
+struct ChunkAttnOutputs {
+  TensorView o;              // [B, T, HV, V], dtype of q
+  TensorView final_state;    // like initial_state, fp32; required iff output_final_state
+};
+
+struct ChunkAttnGrads {      // every present tensor is written; absent ones are skipped
+  TensorView dq, dk;         // like q, k
+  TensorView dv;             // like v
+  TensorView dg;             // like g (w.r.t. the raw gate when the gate is in kernel)
+  TensorView dbeta;          // like beta (w.r.t. the logit when the sigmoid is in kernel)
+  TensorView dA_log;         // [HV] fp32
+  TensorView ddt_bias;       // like dt_bias, fp32
+  TensorView dinitial_state; // like initial_state, fp32
+};
+
+void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
+                    const ChunkAttnOptions& opt, const ExecContext& ctx = {});
+// d_o: [B, T, HV, V]; d_final_state: like final_state, optional.
+void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const TensorView& d_final_state,
+                    const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
+                    const ExecContext& ctx = {});
+
+// ---------------------------------------------------------------- short causal conv
+enum class Activation : uint8_t { kNone, kSilu };
+
+struct ConvOptions {
+  Activation activation = Activation::kSilu;
+  bool output_final_state = false;
+  bool use_graph = false;
+  int64_t max_num_seqs = 0;
+  int chunk_size = 64;   // token tile for metadata in graph mode
+};
+
+struct ConvInputs {
+  TensorView x;              // [B, T, D]
+  TensorView weight;         // [D, W]
+  TensorView bias;           // [D], optional
+  TensorView residual;       // [B, T, D], optional
+  TensorView initial_state;  // [N, D, W], optional (slot W-1 = newest token)
+  TensorView cu_seqlens;     // [N + 1], optional
+};
+
+struct ConvOutputs {
+  TensorView y;              // [B, T, D], dtype of x
+  TensorView final_state;    // [N, D, W], dtype of x; required iff output_final_state
+};
+
+struct ConvGrads {
+  TensorView dx, dweight, dbias, dresidual, dinitial_state;
+};
+
+void conv_fwd(const ConvInputs& in, const ConvOutputs& out, const ConvOptions& opt,
+              const ExecContext& ctx = {});
+void conv_bwd(const ConvInputs& in, const TensorView& dy, const TensorView& d_final_state,
+              const ConvGrads& grads, const ConvOptions& opt, const ExecContext& ctx = {});
+
+// Library version string, e.g. "0.1.0".
+const char* version();
+
+}  // namespace linattn
