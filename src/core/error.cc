@@ -3,6 +3,8 @@
 
 #include "core/check.h"
 
+#include <sstream>
+
 namespace linattn {
 
 const char* error_code_name(ErrorCode c) {
@@ -31,17 +33,12 @@ const char* failure_category_name(FailureCategory c) {
 
 static std::string format_what(ErrorCode code, FailureCategory cat, const char* file, int line,
                                const std::string& msg) {
-  std::string s = "linattn ";
-  s += error_code_name(code);
-  if (cat != FailureCategory::kNone) {
-    s += " [";
-    s += failure_category_name(cat);
-    s += "]";
-  }
-  s += " at ";
-  s += file;
-  s += ":" + std::to_string(line) + ": " + msg;
-  return s;
+  // ostringstream rather than string += chains: GCC 12 warns falsely (-Wrestrict) on the latter.
+  std::ostringstream os;
+  os << "linattn " << error_code_name(code);
+  if (cat != FailureCategory::kNone) os << " [" << failure_category_name(cat) << "]";
+  os << " at " << file << ":" << line << ": " << msg;
+  return os.str();
 }
 
 Error::Error(ErrorCode code, FailureCategory category, const char* file, int line,
