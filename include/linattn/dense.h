@@ -1,0 +1,60 @@
+// Dense helper ops used by the layers: GEMM, gated RMSNorm (forward and backward), row masking,
+// and copies. Same conventions as ops.h: outputs passed in, caller's stream, capturable on the
+// CPU backend (recorded by an active CPU graph capture).
+#pragma once
+#include "linattn/ops.h"
+
+namespace linattn {
+
+// c = alpha * op(a) @ op(b) + beta * c, 2-D row-major; op(x) = x^T when trans_x.
+// CPU: fp32 (OpenBLAS). CUDA: fp32 / bf16 / fp16 with fp32 accumulation (cuBLAS).
+void gemm(const TensorView& a, bool trans_a, const TensorView& b, bool trans_b, const TensorView& c,
+          float alpha = 1.0f, float beta = 0.0f, const ExecContext& ctx = {});
+
+enum class NormGate : uint8_t { kSilu, kSigmoid };
+
+// Per row r of length D: y = x * rsqrt(mean(x^2) + eps) * w * act(g).
+// x, g, y: [R, D]; w: [D] fp32; rstd: [R] fp32, optional (saved for backward).
+void rms_norm_gated_fwd(const TensorView& x, const TensorView& g, const TensorView& w,
+                        const TensorView& y, const TensorView& rstd, NormGate act, float eps,
+                        const ExecContext& ctx = {});
+// dx, dg: [R, D]; dw: [D] fp32 (overwritten; fixed-order reduction over rows). Rows at or past
+// `valid_rows` (when >= 0) contribute nothing to dw and get dx = dg = 0.
+void rms_norm_gated_bwd(const TensorView& x, const TensorView& g, const TensorView& w,
+                        const TensorView& dy, const TensorView& dx, const TensorView& dg,
+                        const TensorView& dw, NormGate act, float eps, int64_t valid_rows = -1,
+                        const ExecContext& ctx = {});
+
+// Zero the rows (dim 0 .. of a [B, T, ...] tensor viewed as [B*T, rest]) at or past
+// cu_seqlens[N] (the padding tokens of a fixed-capacity batch). cu_seqlens is read when the op
+// runs (at replay time in a graph), never when it is recorded.
+void zero_padding_rows(const TensorView& t, const TensorView& cu_seqlens, const ExecContext& ctx = {});
+
+// dst = src (same dtype and shape, any devices), and dst = 0.
+void copy_tensor(const TensorView& dst, const TensorView& src, const ExecContext& ctx = {});
+void fill_zero(const TensorView& t, const ExecContext& ctx = {});
+
+// Owning memory on a device (host memory for the CPU), 256-byte aligned.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device device, size_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  // A contiguous view of `shape` starting `offset_bytes` into the buffer (bounds-checked).
+  TensorView view(DType dtype, std::initializer_list<int64_t> shape, size_t offset_bytes = 0) const;
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_{};
+};
+
+}  // namespace linattn
