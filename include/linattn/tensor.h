@@ -58,6 +58,11 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, std::vector<int64_t> shape);
+  // Copies own their storage: the view is rebound to the copy's bytes.
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
   static Tensor empty(DType dtype, std::vector<int64_t> shape) { return Tensor(dtype, std::move(shape)); }
 
   const TensorView& view() const { return view_; }

@@ -95,6 +95,21 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : shape_(std::move(shape
   view_ = TensorView::contiguous(storage_.data(), dtype, shape_);
 }
 
+Tensor::Tensor(const Tensor& other)
+    : shape_(other.shape_), storage_(other.storage_), view_(other.view_) {
+  if (view_.data) view_.data = storage_.data();
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) {
+    shape_ = other.shape_;
+    storage_ = other.storage_;
+    view_ = other.view_;
+    if (view_.data) view_.data = storage_.data();
+  }
+  return *this;
+}
+
 double Tensor::get(int64_t i) const {
   const void* p = view_.data;
   switch (view_.dtype) {
