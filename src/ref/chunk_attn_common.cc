@@ -84,8 +84,8 @@ meta::ChunkAttnDesc describe_and_validate(const ChunkAttnInputs& in, const Chunk
   shown.A_log = fp64_as_fp32(in.A_log);
   shown.dt_bias = fp64_as_fp32(in.dt_bias);
   meta::ChunkAttnDesc d = meta::describe_chunk_attn(shown, opt);
-  LINATTN_CHECK(d.device.type == DeviceType::kCPU, "ref: tensors must be on the host, got ",
-                device_name(d.device));
+  LINATTN_CHECK(d.device.type == DeviceType::kCPU,
+                "q: the reference runs on host tensors, expected device cpu, got ", device_name(d.device));
   if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.total_tokens(), false);
   return d;
 }
