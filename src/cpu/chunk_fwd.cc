@@ -1,0 +1,248 @@
+// Driver of the CPU chunked forward (see chunk_fwd.h): scratch carving, the longest-first task
+// queue, and the per-chunk step shared by GDN and KDA (the gate policy only changes the factors
+// built in chunk_intra.cc and which scales the shared products take).
+#include "cpu/chunk_fwd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "core/check.h"
+#include "core/thread_pool.h"
+#include "core/util.h"
+#include "cpu/chunk_prep.h"
+#include "cpu/chunk_work.h"
+#include "cpu/gemm.h"
+#include "cpu/simd.h"
+#include "cpu/state_io.h"
+
+namespace linattn::cpu {
+namespace {
+
+using namespace simd;
+constexpr int64_t kAlign = 16;  // floats (64 bytes)
+
+int64_t split_width(const ChunkParams& p, const ChunkSchedule& s) {
+  return s.v_splits > 1 && s.v_tile > 0 ? s.v_tile : p.V;
+}
+
+// Walks the buffer list once: with base == nullptr it only counts.
+int64_t layout(const ChunkParams& p, int64_t vt_max, float* base, ChunkWork* w) {
+  const int64_t BT = p.BT, ldk = round_up(p.K, kW), ldv = round_up(vt_max, kW);
+  int64_t off = 0;
+  auto take = [&](float** dst, int64_t count) {
+    if (base) *dst = base + off;
+    off += round_up(count, kAlign);
+  };
+  ChunkWork tmp;
+  ChunkWork& c = w ? *w : tmp;
+  c.K = p.K;
+  c.vt = vt_max;
+  c.ldk = ldk;
+  c.ldv = ldv;
+  c.BT = p.BT;
+  take(&c.S, p.K * ldv);
+  take(&c.Kc, BT * ldk);
+  take(&c.Qc, BT * ldk);
+  take(&c.KT, ldk * BT);
+  take(&c.X, BT * ldv);
+  take(&c.KS, BT * ldv);
+  take(&c.QS, BT * ldv);
+  take(&c.Ln, BT * BT);
+  take(&c.P, BT * BT);
+  take(&c.beta, BT);
+  take(&c.gam, BT);
+  take(&c.rs, BT);
+  take(&c.rd, BT);
+  if (p.kda) {
+    for (float** b : {&c.Ag, &c.Kg, &c.Qg, &c.Kd, &c.Qr, &c.Kr, &c.K2}) take(b, BT * ldk);
+    take(&c.Z, 32 * ldk);
+    take(&c.ZO, 32 * 16);
+    take(&c.xv, ldk);
+    take(&c.el, ldk);
+    take(&c.bp, 4 * ldk);
+  }
+  return off;
+}
+
+// Loads rows [t0, t0 + n) of q, k, v (columns [v0, v0 + vt)), beta and the gate.
+void prep_rows(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int64_t j, int64_t v0) {
+  const int64_t h = j / p.G;
+  for (int i = 0; i < n; ++i) {
+    const int64_t t = t0 + i;
+    prep_qk(p, t, h, w.Qc + i * w.ldk, w.Kc + i * w.ldk);
+    w.beta[i] = prep_beta(p, t, j);
+    load_row(p.v, p.v_dtype, (t * p.HV + j) * p.V + v0, w.vt, w.X + i * w.ldv);
+    if (p.kda) {
+      float* a = w.Ag + i * w.ldk;
+      prep_gate_vec(p, t, j, a);
+      for (int64_t d = 0; d < p.K; d += kW) {
+        const Tail tm = tail_mask(static_cast<int>(std::min<int64_t>(kW, p.K - d)));
+        store(a + d, exp(load(a + d, tm)), tm);
+      }
+    } else {
+      w.gam[i] = (i ? w.gam[i - 1] : 0.0f) + prep_gate_scalar(p, t, j);
+    }
+  }
+  if (!p.kda) {
+    const VF last = set1(w.gam[n - 1]);
+    for (int i = 0; i < n; i += kW) {
+      const Tail tm = tail_mask(std::min(kW, n - i));
+      const VF g = load(w.gam + i, tm);
+      store(w.rs + i, exp(g), tm);
+      store(w.rd + i, exp(sub(last, g)), tm);
+    }
+  }
+}
+
+void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int64_t j, int64_t v0) {
+  prep_rows(p, w, t0, n, j, v0);
+  const int vt = static_cast<int>(w.vt), K = static_cast<int>(p.K);
+  if (p.kda) kda_intra(w, n, p.scale);
+  // GEMM-first: (gated) K S and Q S read the state before it is overwritten.
+  GemmArgs g;
+  g.M = n;
+  g.N = vt;
+  g.Kd = K;
+  g.A = p.kda ? w.Kg : w.Kc;
+  g.a_rs = w.ldk;
+  g.B = w.S;
+  g.ldb = w.ldv;
+  g.C = w.KS;
+  g.ldc = w.ldv;
+  gemm(g);
+  g.A = p.kda ? w.Qg : w.Qc;
+  g.C = w.QS;
+  gemm(g);
+  if (!p.kda) gdn_intra(w, n, p.scale);
+  // X = beta (V - e^gamma K S)   (KDA: the decay is already in Kg)
+  const int nv = (vt + kW - 1) / kW;
+  const Tail vtail = tail_mask(vt - (nv - 1) * kW);
+  for (int i = 0; i < n; ++i) {
+    float* x = w.X + i * w.ldv;
+    const float* ks = w.KS + i * w.ldv;
+    const VF b = set1(w.beta[i]), r = set1(p.kda ? 1.0f : w.rs[i]);
+    for (int c = 0; c < nv; ++c) {
+      const Tail t = c == nv - 1 ? vtail : tail_mask(kW);
+      store(x + c * kW, mul(b, fnma(r, load(ks + c * kW, t), load(x + c * kW, t))), t);
+    }
+  }
+  trsm_unit_lower(n, vt, w.Ln, w.BT, w.X, w.ldv);  // X = V^
+  // O = scale e^gamma Q S + P V^
+  if (!p.kda)
+    for (int i = 0; i < n; ++i) w.rs[i] *= p.scale;
+  g = GemmArgs{};
+  g.M = n;
+  g.N = vt;
+  g.Kd = n;
+  g.A = w.P;
+  g.a_rs = w.BT;
+  g.B = w.X;
+  g.ldb = w.ldv;
+  g.C = w.QS;
+  g.ldc = w.ldv;
+  g.accumulate = true;
+  g.c_scale = p.scale;
+  g.c_row_scale = p.kda ? nullptr : w.rs;
+  g.k_tri = true;
+  gemm(g);
+  for (int i = 0; i < n; ++i)
+    store_row(w.QS + i * w.ldv, vt, p.qk_dtype, p.o, ((t0 + i) * p.HV + j) * p.V + v0);
+  // S <- e^{gamma_last} S + (e^{gamma_last - gamma} (.) K)^T V^   (in place, after the reads)
+  g = GemmArgs{};
+  g.M = K;
+  g.N = vt;
+  g.Kd = n;
+  g.a_rs = 1;
+  g.a_ks = w.ldk;
+  g.B = w.X;
+  g.ldb = w.ldv;
+  g.C = w.S;
+  g.ldc = w.ldv;
+  g.accumulate = true;
+  if (p.kda) {
+    g.A = w.Kd;
+    g.c_row_scale = w.el;
+  } else {
+    for (int i = 0; i < n; ++i) {
+      float* x = w.X + i * w.ldv;
+      const VF r = set1(w.rd[i]);
+      for (int c = 0; c < nv; ++c) store(x + c * kW, mul(r, load(x + c * kW)));
+    }
+    g.A = w.Kc;
+    g.c_scale = std::exp(w.gam[n - 1]);
+  }
+  gemm(g);
+}
+
+void run_task(const ChunkParams& p, int64_t vtile, ChunkWork w, int64_t task, int64_t splits) {
+  const int64_t split = task % splits, nj = task / splits;
+  const int64_t n = nj / p.HV, j = nj % p.HV;
+  const int64_t v0 = split * vtile;
+  w.vt = std::min(vtile, p.V - v0);
+  int64_t bos, eos;
+  seq_bounds(p, n, &bos, &eos);
+  load_state(p, n, j, v0, w.vt, w.S, w.ldv);
+  for (int64_t t0 = bos; t0 < eos; t0 += p.BT)
+    chunk_step(p, w, t0, static_cast<int>(std::min<int64_t>(p.BT, eos - t0)), j, v0);
+  store_state(p, n, j, v0, w.vt, w.S, w.ldv);
+}
+
+int64_t num_tasks(const ChunkParams& p, const ChunkSchedule& s) { return p.N * p.HV * std::max(1, s.v_splits); }
+
+int num_workers(const ChunkParams& p, const ChunkSchedule& s) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(std::max(1, s.num_threads), num_tasks(p, s))));
+}
+
+}  // namespace
+
+size_t chunk_fwd_workspace_bytes(const ChunkParams& p, const ChunkSchedule& s) {
+  const int64_t per = layout(p, split_width(p, s), nullptr, nullptr);
+  return static_cast<size_t>(num_tasks(p, s)) * sizeof(int64_t) +
+         static_cast<size_t>(per * num_workers(p, s)) * sizeof(float) + 128;
+}
+
+void chunk_fwd(const ChunkParams& p, const ChunkSchedule& s, void* ws, size_t ws_bytes) {
+  LINATTN_CHECK(ws_bytes >= chunk_fwd_workspace_bytes(p, s), "workspace: expected at least ",
+                chunk_fwd_workspace_bytes(p, s), " bytes, got ", ws_bytes);
+  const int64_t splits = std::max(1, s.v_splits), vtile = split_width(p, s);
+  LINATTN_ASSERT(vtile * splits >= p.V && vtile > 0, "V split ", splits, " x ", vtile, " does not cover V = ", p.V);
+  const int64_t ntasks = num_tasks(p, s);
+  const int workers = num_workers(p, s);
+  uintptr_t cur = (reinterpret_cast<uintptr_t>(ws) + 63) & ~uintptr_t{63};
+  int64_t* order = reinterpret_cast<int64_t*>(cur);
+  cur = (cur + static_cast<uintptr_t>(ntasks) * sizeof(int64_t) + 63) & ~uintptr_t{63};
+  float* base = reinterpret_cast<float*>(cur);
+  const int64_t per = layout(p, vtile, nullptr, nullptr);
+  // Longest sequences first (lengths read now, at run time), ties in task order.
+  for (int64_t i = 0; i < ntasks; ++i) order[i] = i;
+  auto len = [&](int64_t task) {
+    int64_t b, e;
+    seq_bounds(p, task / splits / p.HV, &b, &e);
+    return e - b;
+  };
+  if (p.cu_seqlens != nullptr)
+    std::sort(order, order + ntasks, [&](int64_t a, int64_t b) {
+      const int64_t la = len(a), lb = len(b);
+      return la != lb ? la > lb : a < b;
+    });
+  std::atomic<int64_t> next{0};
+  parallel_for(
+      workers,
+      [&](int64_t b, int64_t, int) {
+        ChunkWork w;
+        layout(p, vtile, base + b * per, &w);
+        for (int64_t i = next.fetch_add(1); i < ntasks; i = next.fetch_add(1)) run_task(p, vtile, w, order[i], splits);
+      },
+      workers);
+}
+
+int64_t chunk_work_floats(const ChunkParams& p, int64_t vt_max) { return layout(p, vt_max, nullptr, nullptr); }
+
+ChunkWork carve_chunk_work(const ChunkParams& p, int64_t vt_max, float* base) {
+  ChunkWork w;
+  layout(p, vt_max, base, &w);
+  return w;
+}
+
+}  // namespace linattn::cpu

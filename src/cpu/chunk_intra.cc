@@ -1,0 +1,177 @@
+// Intra-chunk matrices of the chunked forward (see chunk_work.h):
+//   Ln_ij = -beta_i D_ij (k_i . k_j) for j < i,  P_ij = scale D_ij (q_i . k_j) for j <= i,
+// with D_ij = e^{gamma_i - gamma_j} (GDN) or channelwise inside the dot (KDA).
+// GDN: K K^T and Q K^T as triangular GEMMs, then D from the cumulative gate; masked lanes are
+// selected away before the exponential, never multiplied by 0 (no inf * 0).
+// KDA: every decay factor is a running product of a_t = e^{g_t} <= 1 (no e^{+gamma}, safe for
+// gates of -1000): rows of sub-chunk r are scaled to its first row n_r, columns of sub-chunk c to
+// its last row e_c, and the pair factor e^{gamma_{n_r} - gamma_{e_c}} joins them, so sub-chunk
+// pairs are GEMMs; the diagonal 16 x 16 sub-chunks pair row by row with a running product.
+#include <algorithm>
+
+#include "cpu/chunk_work.h"
+#include "cpu/gemm.h"
+#include "cpu/simd.h"
+
+namespace linattn::cpu {
+namespace {
+
+using namespace simd;
+constexpr int kBC = 16;  // KDA sub-chunk
+
+inline Tail tail_of(int64_t rem) { return tail_mask(static_cast<int>(rem < kW ? rem : kW)); }
+
+// dst = a (.) b over K values.
+inline void vmul(const float* a, const float* b, float* dst, int64_t K) {
+  for (int64_t d = 0; d < K; d += kW) {
+    const Tail t = tail_of(K - d);
+    store(dst + d, mul(load(a + d, t), load(b + d, t)), t);
+  }
+}
+
+inline void vfill(float* dst, float x, int64_t K) {
+  for (int64_t d = 0; d < K; d += kW) store(dst + d, set1(x), tail_of(K - d));
+}
+
+inline float vdot(const float* a, const float* b, int64_t K) {
+  VF acc = zero();
+  for (int64_t d = 0; d < K; d += kW) {
+    const Tail t = tail_of(K - d);
+    acc = fma(load(a + d, t), load(b + d, t), acc);
+  }
+  return hsum(acc);
+}
+
+}  // namespace
+
+void gdn_intra(const ChunkWork& w, int n, float scale) {
+  const int BT = w.BT;
+  const int K = static_cast<int>(w.K);
+  transpose(n, K, w.Kc, w.ldk, w.KT, BT);
+  GemmArgs g;
+  g.M = n;
+  g.N = n;
+  g.Kd = K;
+  g.A = w.Kc;
+  g.a_rs = w.ldk;
+  g.B = w.KT;
+  g.ldb = BT;
+  g.C = w.Ln;
+  g.ldc = BT;
+  g.n_tri = true;
+  gemm(g);
+  g.A = w.Qc;
+  g.C = w.P;
+  gemm(g);
+  const VF ninf = set1(-INFINITY), zv = zero();
+  for (int i = 0; i < n; ++i) {
+    float* l = w.Ln + i * BT;
+    float* pr = w.P + i * BT;
+    const VF gi = set1(w.gam[i]), fi = set1(static_cast<float>(i));
+    const VF nb = set1(-w.beta[i]), sc = set1(scale);
+    for (int j0 = 0; j0 < n; j0 += kW) {
+      const Tail t = tail_of(n - j0);
+      const VF jv = add(iota(), set1(static_cast<float>(j0)));
+      const VF arg = select_gt(jv, fi, ninf, sub(gi, load(w.gam + j0, t)));
+      const VF d = exp(arg);  // 0 above the diagonal
+      store(pr + j0, select_gt(jv, fi, zv, mul(mul(sc, d), load(pr + j0, t))), t);
+      store(l + j0, select_lt(jv, fi, mul(mul(nb, d), load(l + j0, t)), zv), t);
+    }
+  }
+}
+
+void kda_intra(const ChunkWork& w, int n, float scale) {
+  const int BT = w.BT;
+  const int64_t K = w.K, ldk = w.ldk;
+  auto row = [ldk](float* base, int i) { return base + i * ldk; };
+  // Whole-chunk running products: e^{gamma_i} (Kg, Qg) and e^{gamma_last - gamma_i} (Kd).
+  float* cum = w.xv;
+  vfill(cum, 1.0f, K);
+  for (int i = 0; i < n; ++i) {
+    vmul(cum, row(w.Ag, i), cum, K);
+    vmul(row(w.Kc, i), cum, row(w.Kg, i), K);
+    vmul(row(w.Qc, i), cum, row(w.Qg, i), K);
+  }
+  std::copy(cum, cum + K, w.el);
+  vfill(cum, 1.0f, K);
+  for (int i = n - 1; i >= 0; --i) {
+    vmul(row(w.Kc, i), cum, row(w.Kd, i), K);
+    vmul(cum, row(w.Ag, i), cum, K);
+  }
+  // Sub-chunk relative factors: rows to their sub-chunk start, columns to their sub-chunk end.
+  const int nb = (n + kBC - 1) / kBC;
+  for (int r = 0; r < nb; ++r) {
+    const int s = r * kBC, e = std::min(n, s + kBC) - 1;
+    vfill(cum, 1.0f, K);
+    for (int i = s; i <= e; ++i) {
+      if (i > s) vmul(cum, row(w.Ag, i), cum, K);
+      vmul(row(w.Qc, i), cum, row(w.Qr, i), K);
+      vmul(row(w.Kc, i), cum, row(w.Kr, i), K);
+    }
+    vfill(cum, 1.0f, K);
+    for (int j = e; j >= s; --j) {
+      vmul(row(w.Kc, j), cum, row(w.K2, j), K);
+      vmul(cum, row(w.Ag, j), cum, K);
+    }
+    std::copy(cum, cum + K, w.bp + r * ldk);  // product of a_t over the sub-chunk
+  }
+  transpose(n, static_cast<int>(K), w.K2, ldk, w.KT, BT);
+  // Off-diagonal sub-chunk pairs (r > c): [Qr; Kr] (.) x_rc times K''_c^T.
+  float* x = w.xv;
+  for (int r = 1; r < nb; ++r) {
+    const int s = r * kBC, rows = std::min(n - s, kBC);
+    std::copy(row(w.Ag, s), row(w.Ag, s) + K, x);  // x_{r, r-1} = a_{n_r}
+    for (int c = r - 1; c >= 0; --c) {
+      if (c < r - 1) vmul(x, w.bp + (c + 1) * ldk, x, K);
+      for (int i = 0; i < rows; ++i) {
+        vmul(row(w.Qr, s + i), x, row(w.Z, i), K);
+        vmul(row(w.Kr, s + i), x, row(w.Z, rows + i), K);
+      }
+      GemmArgs g;
+      g.M = 2 * rows;
+      g.N = kBC;
+      g.Kd = static_cast<int>(K);
+      g.A = w.Z;
+      g.a_rs = ldk;
+      g.B = w.KT + c * kBC;
+      g.ldb = BT;
+      g.C = w.ZO;
+      g.ldc = kBC;
+      gemm(g);
+      for (int i = 0; i < rows; ++i) {
+        const float nbeta = -w.beta[s + i];
+        float* pr = w.P + (s + i) * BT + c * kBC;
+        float* lr = w.Ln + (s + i) * BT + c * kBC;
+        for (int jj = 0; jj < kBC; ++jj) {
+          pr[jj] = scale * w.ZO[i * kBC + jj];
+          lr[jj] = nbeta * w.ZO[(rows + i) * kBC + jj];
+        }
+      }
+    }
+  }
+  // Diagonal sub-chunks: for each row i, walk j = i, i-1, ... down to the sub-chunk start with
+  // running products Rq = q_i (.) e^{gamma_i - gamma_j}, Rk likewise.
+  float* Rq = w.Z;
+  float* Rk = w.Z + ldk;
+  for (int r = 0; r < nb; ++r) {
+    const int s = r * kBC, e = std::min(n, s + kBC) - 1;
+    for (int i = s; i <= e; ++i) {
+      float* pr = w.P + i * BT;
+      float* lr = w.Ln + i * BT;
+      std::copy(row(w.Qc, i), row(w.Qc, i) + K, Rq);
+      std::copy(row(w.Kc, i), row(w.Kc, i) + K, Rk);
+      pr[i] = scale * vdot(Rq, row(w.Kc, i), K);
+      const float nbeta = -w.beta[i];
+      for (int j = i - 1; j >= s; --j) {
+        vmul(Rq, row(w.Ag, j + 1), Rq, K);
+        vmul(Rk, row(w.Ag, j + 1), Rk, K);
+        pr[j] = scale * vdot(Rq, row(w.Kc, j), K);
+        lr[j] = nbeta * vdot(Rk, row(w.Kc, j), K);
+      }
+      std::fill(pr + i + 1, pr + n, 0.0f);
+      std::fill(lr + i, lr + n, 0.0f);
+    }
+  }
+}
+
+}  // namespace linattn::cpu

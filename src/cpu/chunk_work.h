@@ -1,0 +1,54 @@
+// The per-worker scratch of the chunked forward (count-then-carve: one function both sizes and
+// slices it) and the chunk-level steps shared by the GDN (scalar gate) and KDA (per-channel gate)
+// paths. Buffers are fp32, row-major; ldk / ldv are K and the split width rounded up to a vector.
+// Row i of a chunk is token t0 + i; BT is the chunk capacity, n <= BT the valid rows.
+#pragma once
+#include <cstdint>
+
+#include "cpu/chunk_params.h"
+
+namespace linattn::cpu {
+
+struct ChunkWork {
+  int64_t K = 0, vt = 0, ldk = 0, ldv = 0;
+  int BT = 64;
+  float* S = nullptr;    // [K, ldv] state slice (K-major)
+  float* Kc = nullptr;   // [BT, ldk] keys (fp32, normalized)
+  float* Qc = nullptr;   // [BT, ldk] queries
+  float* KT = nullptr;   // [ldk, BT] GDN: Kc^T; KDA: the column-relative keys K''^T
+  float* X = nullptr;    // [BT, ldv] V, then beta (V - e^g K S), then V^
+  float* KS = nullptr;   // [BT, ldv] K S (gated K for KDA)
+  float* QS = nullptr;   // [BT, ldv] Q S, then the output
+  float* Ln = nullptr;   // [BT, BT] -L (strictly lower, beta-scaled, decayed)
+  float* P = nullptr;    // [BT, BT] scale * (M (.) D (.) Q K^T)
+  float* beta = nullptr; // [BT]
+  float* gam = nullptr;  // [BT] GDN cumulative log-decay
+  float* rs = nullptr;   // [BT] GDN e^{gamma_i}
+  float* rd = nullptr;   // [BT] GDN e^{gamma_last - gamma_i}
+  // KDA only: [BT, ldk] each.
+  float* Ag = nullptr;   // e^{g_t} per channel
+  float* Kg = nullptr;   // K (.) e^{gamma}
+  float* Qg = nullptr;   // Q (.) e^{gamma}
+  float* Kd = nullptr;   // K (.) e^{gamma_last - gamma}
+  float* Qr = nullptr;   // Q (.) e^{gamma_i - gamma_{sub-chunk start}}
+  float* Kr = nullptr;   // K (.) e^{gamma_i - gamma_{sub-chunk start}}
+  float* K2 = nullptr;   // K (.) e^{gamma_{sub-chunk end} - gamma_j} (K'', transposed into KT)
+  float* Z = nullptr;    // [32, ldk] one sub-chunk pair's scaled rows
+  float* ZO = nullptr;   // [32, 16] its products
+  float* xv = nullptr;   // [ldk] decay between a row sub-chunk's start and a column sub-chunk's end
+  float* el = nullptr;   // [ldk] state row decay e^{gamma_last}
+  float* bp = nullptr;   // [4, ldk] per-sub-chunk decay products
+};
+
+// Floats per worker; carve(base) lays the buffers out from `base` (64-byte aligned slices).
+int64_t chunk_work_floats(const ChunkParams& p, int64_t vt_max);
+ChunkWork carve_chunk_work(const ChunkParams& p, int64_t vt_max, float* base);
+
+// Intra-chunk matrices Ln and P for n valid rows (chunk_intra.cc); rows/cols >= n untouched,
+// entries above the diagonal of the first n rows zero.
+void gdn_intra(const ChunkWork& w, int n, float scale);
+// KDA: from Ag = e^g builds Kg, Qg, Kd, el (running products, no e^{+gamma} anywhere) and Ln, P
+// (sub-chunk pairs as products of decay factors <= 1; diagonal sub-chunks pair by pair).
+void kda_intra(const ChunkWork& w, int n, float scale);
+
+}  // namespace linattn::cpu

@@ -1,0 +1,38 @@
+// Planner of the CPU chunked GDN / KDA forward (pure: descriptor + lengths + thread count in,
+// plan out; ARCHITECTURE.md section 2). It picks the mapping tier and the V split:
+//  - tier 1: one task per (sequence, value head), the whole state slice resident per task;
+//  - tier 2: each task owns V / s state columns when sequences x heads leave threads idle; the
+//    V-independent work (K K^T, Q K^T, gates) is redone per split, which the model charges.
+// The choice minimizes a modeled makespan: task costs from meta/cost.h, longest-first greedy
+// assignment onto the threads (what the kernel's task queue does); ties go to fewer splits.
+// With unknown lengths (fixed-capacity mode plans from capacity only) every sequence is assumed
+// to hold rows / N tokens. The chunk size is the caller's (it is part of the op's semantics).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meta/chunk_attn_desc.h"
+
+namespace linattn::plan {
+
+struct ChunkPlan {
+  int tier = 1;           // 1 head per task, 2 V-column splits
+  int v_splits = 1;
+  int v_tile = 0;         // state columns per split (multiple of 16 but the last), 0 = V
+  int num_threads = 1;    // workers the kernel uses
+  int BT = 64;
+  int64_t num_tasks = 0;
+  double makespan_flops = 0.0;  // modeled busiest worker
+  double ideal_flops = 0.0;     // tier-1 work / threads
+  bool lengths_known = false;
+  std::string reason;     // one line: why this tier and split
+
+  std::string to_string() const;
+};
+
+// `lengths`: one entry per sequence (eager-live), or empty when unknown (fixed capacity).
+ChunkPlan plan_chunk_fwd(const meta::ChunkAttnDesc& d, const std::vector<int64_t>& lengths,
+                         int num_threads);
+
+}  // namespace linattn::plan
