@@ -1,0 +1,24 @@
+// Element-type conversion for the CPU chunk backward: rows of any float dtype (fp32, bf16,
+// fp16, fp64) to / from fp32 working buffers, and the index readers for cu_seqlens.
+#pragma once
+#include <cstdint>
+
+#include "cpu/chunk_bwd.h"
+
+namespace linattn::cpu::bwd {
+
+// dst[r * ldd + c] = src[off + r * row_stride + c] for r < rows, c < cols.
+void load_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int cols, float* dst,
+               int ldd);
+// dst[off + r * row_stride + c] = src[r * lds + c], rounded to dst's dtype.
+void store_rows(const BwdOut& dst, int64_t off, int64_t row_stride, int rows, int cols,
+                const float* src, int lds);
+// Writes zeros to rows [r0, r1) of a [rows, width] tensor.
+void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width);
+// Scalar access (for the few per-head values).
+float load_one(const BwdBuf& src, int64_t off);
+void store_one(const BwdOut& dst, int64_t off, double v);
+// Entry i of an int32 / int64 index tensor.
+int64_t load_index(const BwdBuf& idx, int64_t i);
+
+}  // namespace linattn::cpu::bwd

@@ -1,0 +1,58 @@
+// Helpers of the CPU chunk-backward tests: run linattn::chunk_attn_bwd on generated inputs,
+// compare against the fp64 reference, and compare two runs bit for bit.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "common/chunk_attn_check.h"
+#include "common/chunk_attn_gen.h"
+#include "common/compare.h"
+#include "linattn/ops.h"
+
+namespace linattn::test {
+
+// Gradients written in the input dtype (dq..dbeta), fp32 for dA_log / ddt_bias / dh0.
+inline ChunkAttnGradTensors cpu_backward(const ChunkAttnData& d, const ChunkAttnCotangents& c,
+                                         int threads = 0, DType grad_dtype = DType::kF32,
+                                         bool use_input_dtype = true) {
+  ChunkAttnGradTensors g = alloc_grads(d, use_input_dtype ? d.spec.dtype : grad_dtype, DType::kF32);
+  ExecContext ctx;
+  ctx.num_threads = threads;
+  chunk_attn_bwd(d.inputs(), c.d_o.view(), c.d_final_state.view(), g.views(), d.opt(), ctx);
+  return g;
+}
+
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  const TensorView& x = a.view();
+  const TensorView& y = b.view();
+  return x.nbytes() == y.nbytes() && std::memcmp(x.data, y.data, x.nbytes()) == 0;
+}
+
+inline ::testing::AssertionResult grads_bitwise_equal(const ChunkAttnGradTensors& a,
+                                                      const ChunkAttnGradTensors& b) {
+  const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> all[] = {
+      {"dq", {&a.dq, &b.dq}},         {"dk", {&a.dk, &b.dk}},
+      {"dv", {&a.dv, &b.dv}},         {"dg", {&a.dg, &b.dg}},
+      {"dbeta", {&a.dbeta, &b.dbeta}}, {"dA_log", {&a.dA_log, &b.dA_log}},
+      {"ddt_bias", {&a.ddt_bias, &b.ddt_bias}},
+      {"dinitial_state", {&a.dinitial_state, &b.dinitial_state}}};
+  for (const auto& [name, t] : all)
+    if (!same_bits(*t.first, *t.second)) return ::testing::AssertionFailure() << name << " differs bitwise";
+  return ::testing::AssertionSuccess();
+}
+
+// Every element of rows [r0, T) (dim 1) of a [B, T, ...] tensor is exactly 0.
+inline ::testing::AssertionResult rows_zero(const char* name, const Tensor& t, int64_t r0) {
+  if (!t.defined()) return ::testing::AssertionSuccess();
+  const int64_t T = t.shape()[1], inner = t.numel() / (t.shape()[0] * T);
+  for (int64_t i = r0 * inner; i < T * inner; ++i)
+    if (t.get(i) != 0.0)
+      return ::testing::AssertionFailure() << name << ": padding element " << i << " = " << t.get(i);
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace linattn::test
