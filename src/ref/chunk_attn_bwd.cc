@@ -43,7 +43,8 @@ void backprop_head(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, cons
   std::vector<double> states((L + 1) * KV, 0.0);  // states[t] = S after t tokens
   if (d.has_h0) detail::load_state(d, in.initial_state, n, j, states.data());
   for (int64_t t = 0; t < L; ++t) {
-    std::copy(states.begin() + t * KV, states.begin() + (t + 1) * KV, states.begin() + (t + 1) * KV);
+    std::copy(states.begin() + t * KV, states.begin() + (t + 1) * KV,
+              states.begin() + (t + 1) * KV);
     detail::step(h, t, &states[(t + 1) * KV]);
   }
   std::vector<double> dS(KV, 0.0);

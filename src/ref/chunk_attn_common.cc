@@ -51,11 +51,16 @@ int64_t flat_offset(const TensorView& t, int64_t flat) {
 double read(const TensorView& t, int64_t flat) {
   const int64_t o = flat_offset(t, flat);
   switch (t.dtype) {
-    case DType::kF64: return t.ptr<const double>()[o];
-    case DType::kF32: return t.ptr<const float>()[o];
-    case DType::kF16: return fp16_bits_to_float(t.ptr<const uint16_t>()[o]);
-    case DType::kBF16: return bf16_bits_to_float(t.ptr<const uint16_t>()[o]);
-    default: break;
+    case DType::kF64:
+      return t.ptr<const double>()[o];
+    case DType::kF32:
+      return t.ptr<const float>()[o];
+    case DType::kF16:
+      return fp16_bits_to_float(t.ptr<const uint16_t>()[o]);
+    case DType::kBF16:
+      return bf16_bits_to_float(t.ptr<const uint16_t>()[o]);
+    default:
+      break;
   }
   LINATTN_ASSERT(false, "ref: float tensor expected, got ", dtype_name(t.dtype));
   return 0;
@@ -64,11 +69,20 @@ double read(const TensorView& t, int64_t flat) {
 void write(const TensorView& t, int64_t flat, double value) {
   const int64_t o = flat_offset(t, flat);
   switch (t.dtype) {
-    case DType::kF64: t.ptr<double>()[o] = value; return;
-    case DType::kF32: t.ptr<float>()[o] = static_cast<float>(value); return;
-    case DType::kF16: t.ptr<uint16_t>()[o] = float_to_fp16_bits(static_cast<float>(value)); return;
-    case DType::kBF16: t.ptr<uint16_t>()[o] = float_to_bf16_bits(static_cast<float>(value)); return;
-    default: break;
+    case DType::kF64:
+      t.ptr<double>()[o] = value;
+      return;
+    case DType::kF32:
+      t.ptr<float>()[o] = static_cast<float>(value);
+      return;
+    case DType::kF16:
+      t.ptr<uint16_t>()[o] = float_to_fp16_bits(static_cast<float>(value));
+      return;
+    case DType::kBF16:
+      t.ptr<uint16_t>()[o] = float_to_bf16_bits(static_cast<float>(value));
+      return;
+    default:
+      break;
   }
   LINATTN_ASSERT(false, "ref: float tensor expected, got ", dtype_name(t.dtype));
 }
@@ -85,7 +99,8 @@ meta::ChunkAttnDesc describe_and_validate(const ChunkAttnInputs& in, const Chunk
   shown.dt_bias = fp64_as_fp32(in.dt_bias);
   meta::ChunkAttnDesc d = meta::describe_chunk_attn(shown, opt);
   LINATTN_CHECK(d.device.type == DeviceType::kCPU,
-                "q: the reference runs on host tensors, expected device cpu, got ", device_name(d.device));
+                "q: the reference runs on host tensors, expected device cpu, got ",
+                device_name(d.device));
   if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.total_tokens(), false);
   return d;
 }

@@ -15,7 +15,7 @@ namespace linattn::ref::detail {
 
 // Element offset of the logical row-major index `flat` of t (any strides).
 int64_t flat_offset(const TensorView& t, int64_t flat);
-double read(const TensorView& t, int64_t flat);             // any float dtype
+double read(const TensorView& t, int64_t flat);               // any float dtype
 void write(const TensorView& t, int64_t flat, double value);  // rounded to t's dtype
 
 // Token rows [t0, t0 + len) of batch row b hold sequence n.
@@ -26,15 +26,15 @@ std::vector<SeqRange> sequences(const meta::ChunkAttnDesc& d, const ChunkAttnInp
 
 struct HeadInputs {
   int64_t L = 0, K = 0, V = 0;
-  int64_t gw = 1;                   // gate values per token: 1 (GDN) or K (KDA)
-  std::vector<double> q, k;         // [L, K] after the optional in-kernel L2 norm
+  int64_t gw = 1;                      // gate values per token: 1 (GDN) or K (KDA)
+  std::vector<double> q, k;            // [L, K] after the optional in-kernel L2 norm
   std::vector<double> q_rstd, k_rstd;  // [L] 1 / sqrt(sum x^2 + 1e-6) (unused without the norm)
-  std::vector<double> v;            // [L, V]
-  std::vector<double> g;            // [L, gw] log-decay after the optional in-kernel gate
-  std::vector<double> dg_draw;      // [L, gw] d g / d (stored g)
-  std::vector<double> dg_dA;        // [L, gw] d g / d A_log (0 when A_log is not used)
-  std::vector<double> beta;         // [L] after the optional sigmoid
-  std::vector<double> dbeta_draw;   // [L] d beta / d (stored beta)
+  std::vector<double> v;               // [L, V]
+  std::vector<double> g;               // [L, gw] log-decay after the optional in-kernel gate
+  std::vector<double> dg_draw;         // [L, gw] d g / d (stored g)
+  std::vector<double> dg_dA;           // [L, gw] d g / d A_log (0 when A_log is not used)
+  std::vector<double> beta;            // [L] after the optional sigmoid
+  std::vector<double> dbeta_draw;      // [L] d beta / d (stored beta)
 
   double log_decay(int64_t t, int64_t kk) const { return g[t * gw + (gw == 1 ? 0 : kk)]; }
 };

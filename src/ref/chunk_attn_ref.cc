@@ -28,7 +28,8 @@ void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
         detail::step(h, t, S.data());
         detail::read_out(h, t, d.scale, S.data(), o.data());
         const int64_t row = seqs[n].b * d.T + seqs[n].t0 + t;
-        for (int64_t vv = 0; vv < d.V; ++vv) detail::write(out.o, (row * d.HV + j) * d.V + vv, o[vv]);
+        for (int64_t vv = 0; vv < d.V; ++vv)
+          detail::write(out.o, (row * d.HV + j) * d.V + vv, o[vv]);
       }
       if (opt.output_final_state) detail::store_state(d, out.final_state, n, j, S.data());
     }

@@ -2,11 +2,12 @@
 // Token-by-token recurrence of ALGORITHMS.md section 2 with every option of section 1: GVA, scale,
 // initial/final state in either layout, varlen cu_seqlens (int32/int64, zero-length sequences),
 // in-kernel q/k L2 norm, gate (GDN, KDA default and lower_bound forms) and beta sigmoid.
-// Host tensors of any float dtype and any strides; read as double, accumulated in double, written
-// in each output's dtype (fp64 is accepted too where the public API demands fp32: A_log, dt_bias,
-// KDA initial_state, final_state). No chunking, no threads: opt.chunk_size is validated but not used.
-// Padding rows (tokens at or past cu_seqlens[N]) of o are left untouched; the gradients of the
-// inputs at those rows are written as 0 (the exact gradient: the op never reads them).
+// Host tensors of any float dtype (contiguous, as meta validates); read as double, accumulated in
+// double, written in each output's dtype (fp64 is accepted too where the public API demands fp32:
+// A_log, dt_bias, KDA initial_state, final_state). No chunking, no threads: opt.chunk_size is
+// validated but not used. Padding rows (tokens at or past cu_seqlens[N]) of o are left untouched;
+// the gradients of the inputs at those rows are written as 0 (the exact gradient: the op never
+// reads them).
 #pragma once
 #include "linattn/ops.h"
 

@@ -10,7 +10,8 @@
 
 namespace linattn::test {
 
-// o and final_state (when opt.output_final_state) in fp64, from src/ref. Padding rows of o stay NaN.
+// o and final_state (when opt.output_final_state) in fp64, from src/ref. Padding rows of o stay
+// NaN.
 ChunkAttnOutTensors ref_forward(const ChunkAttnData& d);
 // Every gradient of a present input, in fp64, for the loss sum(o d_o) + sum(ht d_ht).
 ChunkAttnGradTensors ref_backward(const ChunkAttnData& d, const ChunkAttnCotangents& c);

@@ -12,7 +12,9 @@ int64_t Rng::integer(int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(gen_);
 }
 
-double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+double log_sigmoid(double x) {
+  return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
+}
 
 Tensor randn(Rng& rng, DType dtype, std::vector<int64_t> shape, double stddev) {
   Tensor t(dtype, std::move(shape));
@@ -82,13 +84,19 @@ void fill_qk(Rng& rng, Tensor& t, int64_t K, QkDist dist) {
 
 double gate_value(Rng& rng, GateDist dist, int64_t head) {
   if (dist == GateDist::kMixedHeads) {
-    dist = head % 3 == 0 ? GateDist::kLogSigmoid : head % 3 == 1 ? GateDist::kStrong : GateDist::kNoDecay;
+    dist = head % 3 == 0   ? GateDist::kLogSigmoid
+           : head % 3 == 1 ? GateDist::kStrong
+                           : GateDist::kNoDecay;
   }
   switch (dist) {
-    case GateDist::kLogSigmoid: return log_sigmoid(rng.normal());
-    case GateDist::kStrong: return log_sigmoid(rng.uniform()) / 0.01;
-    case GateDist::kNoDecay: return 0.0;
-    case GateDist::kMixedHeads: break;
+    case GateDist::kLogSigmoid:
+      return log_sigmoid(rng.normal());
+    case GateDist::kStrong:
+      return log_sigmoid(rng.uniform()) / 0.01;
+    case GateDist::kNoDecay:
+      return 0.0;
+    case GateDist::kMixedHeads:
+      break;
   }
   return 0.0;
 }

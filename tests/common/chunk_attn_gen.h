@@ -17,10 +17,10 @@ namespace linattn::test {
 class Rng {
  public:
   explicit Rng(uint64_t seed) : gen_(seed) {}
-  double normal() { return normal_(gen_); }                   // N(0, 1)
-  double uniform() { return uniform_(gen_); }                 // U[0, 1)
+  double normal() { return normal_(gen_); }    // N(0, 1)
+  double uniform() { return uniform_(gen_); }  // U[0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  int64_t integer(int64_t lo, int64_t hi);                    // uniform in [lo, hi]
+  int64_t integer(int64_t lo, int64_t hi);  // uniform in [lo, hi]
   bool bernoulli(double p) { return uniform() < p; }
   std::mt19937_64& engine() { return gen_; }
 
@@ -53,14 +53,14 @@ enum class QkDist : uint8_t {
 };
 
 enum class GateDist : uint8_t {  // log-decay g when the gate is NOT in kernel
-  kLogSigmoid,  // logsigmoid(randn): typical decays, mostly in (-3, 0)
+  kLogSigmoid,                   // logsigmoid(randn): typical decays, mostly in (-3, 0)
   kStrong,      // logsigmoid(U[0,1)) / 0.01: -31..-69 per step (FLA's norm = 0.01 case)
   kNoDecay,     // exactly 0 (FLA's mask_p = 1)
   kMixedHeads,  // value head j: j % 3 == 0 log-sigmoid, 1 strong decay, 2 no decay
 };
 
 struct ChunkAttnSpec {
-  ChunkAttnOptions opt;             // op and every in-kernel option (read by the generator)
+  ChunkAttnOptions opt;  // op and every in-kernel option (read by the generator)
   int64_t B = 1, T = 16, H = 1, HV = 1, K = 16, V = 16;
   std::vector<int64_t> seqlens;     // non-empty: varlen, B = 1, T = sum(seqlens) + pad_tokens
   int64_t pad_tokens = 0;           // varlen rows after cu_seqlens[N] (left alone by the op)
@@ -71,11 +71,11 @@ struct ChunkAttnSpec {
   DType cu_dtype = DType::kI32;
   QkDist q_dist = QkDist::kAuto, k_dist = QkDist::kAuto;
   GateDist gate = GateDist::kLogSigmoid;
-  double extreme_gate_frac = 0.0;   // fraction of log-decay entries forced to -1000
+  double extreme_gate_frac = 0.0;  // fraction of log-decay entries forced to -1000
   bool has_h0 = true;
-  bool has_A_log = true;            // with the gate in kernel (KDA lower_bound form may drop it)
-  bool has_dt_bias = true;          // with the gate in kernel
-  bool dt_bias_2d = false;          // KDA: dt_bias as [HV, K] instead of [HV * K]
+  bool has_A_log = true;    // with the gate in kernel (KDA lower_bound form may drop it)
+  bool has_dt_bias = true;  // with the gate in kernel
+  bool dt_bias_2d = false;  // KDA: dt_bias as [HV, K] instead of [HV * K]
   uint64_t seed = 1;
 
   ChunkAttnSpec& all_dtypes(DType t) {  // every float tensor in one dtype (e.g. fp64 ref tests)

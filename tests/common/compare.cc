@@ -24,12 +24,18 @@ int64_t offset_of(const TensorView& t, int64_t flat) {
 double element(const TensorView& t, int64_t flat) {
   const int64_t o = offset_of(t, flat);
   switch (t.dtype) {
-    case DType::kF64: return t.ptr<const double>()[o];
-    case DType::kF32: return t.ptr<const float>()[o];
-    case DType::kF16: return fp16_bits_to_float(t.ptr<const uint16_t>()[o]);
-    case DType::kBF16: return bf16_bits_to_float(t.ptr<const uint16_t>()[o]);
-    case DType::kI32: return t.ptr<const int32_t>()[o];
-    case DType::kI64: return static_cast<double>(t.ptr<const int64_t>()[o]);
+    case DType::kF64:
+      return t.ptr<const double>()[o];
+    case DType::kF32:
+      return t.ptr<const float>()[o];
+    case DType::kF16:
+      return fp16_bits_to_float(t.ptr<const uint16_t>()[o]);
+    case DType::kBF16:
+      return bf16_bits_to_float(t.ptr<const uint16_t>()[o]);
+    case DType::kI32:
+      return t.ptr<const int32_t>()[o];
+    case DType::kI64:
+      return static_cast<double>(t.ptr<const int64_t>()[o]);
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -98,7 +104,7 @@ std::string CompareResult::describe(const std::string& name, const Tolerance& to
 }
 
 ::testing::AssertionResult tensors_close(const std::string& name, const TensorView& ref,
-                                 const TensorView& got, const Tolerance& tol) {
+                                         const TensorView& got, const Tolerance& tol) {
   const CompareResult r = compare(ref, got, tol);
   if (r.shape_mismatch)
     return ::testing::AssertionFailure()

@@ -15,11 +15,11 @@ namespace linattn::test {
 struct CompareResult {
   bool ok = false;
   bool shape_mismatch = false;
-  bool non_finite = false;  // NaN or Inf in ref or got
-  double rel_rms = 0.0;     // rms(ref - got) / (rms(ref) + 1e-8)
-  double max_abs = 0.0;     // max |ref - got|
-  int64_t worst = -1;       // flat index of the largest |ref - got| (or first non-finite)
-  std::string worst_coords; // "[b, t, h, d]"
+  bool non_finite = false;   // NaN or Inf in ref or got
+  double rel_rms = 0.0;      // rms(ref - got) / (rms(ref) + 1e-8)
+  double max_abs = 0.0;      // max |ref - got|
+  int64_t worst = -1;        // flat index of the largest |ref - got| (or first non-finite)
+  std::string worst_coords;  // "[b, t, h, d]"
   double ref_at_worst = 0.0, got_at_worst = 0.0;
   int64_t numel = 0;
   std::string describe(const std::string& name, const Tolerance& tol) const;
@@ -32,9 +32,10 @@ std::string coords_of(const TensorView& t, int64_t flat);
 CompareResult compare(const TensorView& ref, const TensorView& got, const Tolerance& tol);
 
 // For EXPECT_TRUE / ASSERT_TRUE: success, or a message with both errors, the bar and the worst
-// element. Example: EXPECT_TRUE(tensors_close("o", ref.o, got.o, tolerance(DType::kBF16, Qty::kO)));
+// element. Example: EXPECT_TRUE(tensors_close("o", ref.o, got.o, tolerance(DType::kBF16,
+// Qty::kO)));
 ::testing::AssertionResult tensors_close(const std::string& name, const TensorView& ref,
-                                 const TensorView& got, const Tolerance& tol);
+                                         const TensorView& got, const Tolerance& tol);
 
 // Rows [start, start + length) of dimension `dim` (a view; no copy).
 TensorView narrow(const TensorView& t, int dim, int64_t start, int64_t length);

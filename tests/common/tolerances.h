@@ -55,7 +55,8 @@ constexpr Tolerance tolerance(DType input, Qty q) {
       switch (q) {
         case Qty::kO: case Qty::kFinalState: return {2e-4, 1e-6};
         case Qty::kDq: case Qty::kDk: case Qty::kDv: case Qty::kDh0: return {3e-4, 1e-6};
-        case Qty::kDg: case Qty::kDbeta: case Qty::kDA_log: case Qty::kDdt_bias: return {5e-4, 1e-6};
+        case Qty::kDg: case Qty::kDbeta: case Qty::kDA_log: case Qty::kDdt_bias:
+          return {5e-4, 1e-6};
         default: return {1e-4, 1e-6};  // conv
       }
     case DType::kF16:

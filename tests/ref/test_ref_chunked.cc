@@ -74,7 +74,8 @@ void chunk_step(const HeadInputs& h, int64_t c0, int64_t n, double scale, std::v
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t c = 0; c < V; ++c) {
       double acc = 0;
-      for (int64_t d = 0; d < K; ++d) acc += scale * q(i, d) * std::exp(gam[i * K + d]) * S[d * V + c];
+      for (int64_t d = 0; d < K; ++d)
+        acc += scale * q(i, d) * std::exp(gam[i * K + d]) * S[d * V + c];
       for (int64_t j = 0; j <= i; ++j) acc += Aqk[i * n + j] * Vh[j * V + c];
       o[i * V + c] = acc;
     }
@@ -161,14 +162,15 @@ TEST_P(RefChunked, EqualsRecurrence) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, RefChunked,
-    ::testing::Values(ChunkCase{"gdn", ChunkOp::kGdn, GateDist::kLogSigmoid, 0.0, false},
-                      ChunkCase{"gdn_mixed_heads", ChunkOp::kGdn, GateDist::kMixedHeads, 0.0, false},
-                      ChunkCase{"gdn_extreme", ChunkOp::kGdn, GateDist::kLogSigmoid, 0.05, false},
-                      ChunkCase{"gdn_options", ChunkOp::kGdn, GateDist::kLogSigmoid, 0.0, true},
-                      ChunkCase{"kda", ChunkOp::kKda, GateDist::kLogSigmoid, 0.0, false},
-                      ChunkCase{"kda_mixed_heads", ChunkOp::kKda, GateDist::kMixedHeads, 0.0, false},
-                      ChunkCase{"kda_extreme", ChunkOp::kKda, GateDist::kLogSigmoid, 0.1, false},
-                      ChunkCase{"kda_options", ChunkOp::kKda, GateDist::kLogSigmoid, 0.0, true}),
+    ::testing::Values(
+        ChunkCase{"gdn", ChunkOp::kGdn, GateDist::kLogSigmoid, 0.0, false},
+        ChunkCase{"gdn_mixed_heads", ChunkOp::kGdn, GateDist::kMixedHeads, 0.0, false},
+        ChunkCase{"gdn_extreme", ChunkOp::kGdn, GateDist::kLogSigmoid, 0.05, false},
+        ChunkCase{"gdn_options", ChunkOp::kGdn, GateDist::kLogSigmoid, 0.0, true},
+        ChunkCase{"kda", ChunkOp::kKda, GateDist::kLogSigmoid, 0.0, false},
+        ChunkCase{"kda_mixed_heads", ChunkOp::kKda, GateDist::kMixedHeads, 0.0, false},
+        ChunkCase{"kda_extreme", ChunkOp::kKda, GateDist::kLogSigmoid, 0.1, false},
+        ChunkCase{"kda_options", ChunkOp::kKda, GateDist::kLogSigmoid, 0.0, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -85,11 +85,13 @@ TEST_P(RefFwd, MatchesMatrixForm) {
         std::vector<double> Dm(K * V), N(K * V);
         for (int64_t r = 0; r < K; ++r)
           for (int64_t c = 0; c < V; ++c)
-            Dm[r * V + c] = std::exp(d.g.get((row * HV + j) * gw + (gw == 1 ? 0 : r))) * S[r * V + c];
+            Dm[r * V + c] =
+                std::exp(d.g.get((row * HV + j) * gw + (gw == 1 ? 0 : r))) * S[r * V + c];
         for (int64_t r = 0; r < K; ++r) {
           for (int64_t c = 0; c < V; ++c) {
             double acc = Dm[r * V + c] + bt * d.k.get(qk + r) * d.v.get((row * HV + j) * V + c);
-            for (int64_t m = 0; m < K; ++m) acc -= bt * d.k.get(qk + r) * d.k.get(qk + m) * Dm[m * V + c];
+            for (int64_t m = 0; m < K; ++m)
+              acc -= bt * d.k.get(qk + r) * d.k.get(qk + m) * Dm[m * V + c];
             N[r * V + c] = acc;
           }
         }
@@ -101,7 +103,8 @@ TEST_P(RefFwd, MatchesMatrixForm) {
         }
       }
       for (int64_t i = 0; i < K * V; ++i)
-        max_err = std::max(max_err, std::fabs(S[i] - out.final_state.get((b * HV + j) * K * V + i)));
+        max_err =
+            std::max(max_err, std::fabs(S[i] - out.final_state.get((b * HV + j) * K * V + i)));
     }
   }
   EXPECT_LT(max_err, 1e-12);
@@ -124,7 +127,8 @@ TEST_P(RefFwd, StateVFirstIsTransposed) {
   for (int64_t nh = 0; nh < 6; ++nh)
     for (int64_t kk = 0; kk < 4; ++kk)
       for (int64_t vv = 0; vv < 3; ++vv)
-        EXPECT_EQ(ob.final_state.get((nh * 3 + vv) * 4 + kk), oa.final_state.get((nh * 4 + kk) * 3 + vv));
+        EXPECT_EQ(ob.final_state.get((nh * 3 + vv) * 4 + kk),
+                  oa.final_state.get((nh * 4 + kk) * 3 + vv));
 }
 
 TEST_P(RefFwd, GvaEqualsExpandedQk) {
@@ -158,7 +162,8 @@ TEST_P(RefFwd, ZeroLengthSequencesPassStateThrough) {
     const int64_t per_seq = 2 * 3 * 2;
     for (int64_t n : {0, 2, 3, 5})
       for (int64_t i = 0; i < per_seq; ++i)
-        EXPECT_EQ(out.final_state.get(n * per_seq + i), h0 ? d.initial_state.get(n * per_seq + i) : 0.0)
+        EXPECT_EQ(out.final_state.get(n * per_seq + i),
+                  h0 ? d.initial_state.get(n * per_seq + i) : 0.0)
             << "sequence " << n << " entry " << i;
   }
   // All sequences empty, T = 0.
@@ -178,7 +183,8 @@ TEST_P(RefFwd, VarlenEqualsSeparateCallsAndBatch) {
   const ChunkAttnOutTensors all = ref_forward(d);
   // Padding rows stay untouched (NaN sentinel), every valid row is written.
   EXPECT_TRUE(all_finite(narrow(all.o.view(), 1, 0, d.valid_tokens)));
-  for (int64_t i = d.valid_tokens * 2 * 2; i < all.o.numel(); ++i) EXPECT_TRUE(std::isnan(all.o.get(i)));
+  for (int64_t i = d.valid_tokens * 2 * 2; i < all.o.numel(); ++i)
+    EXPECT_TRUE(std::isnan(all.o.get(i)));
   int64_t t0 = 0;
   for (size_t n = 0; n < lens.size(); ++n) {
     ChunkAttnSpec one = s;
@@ -196,7 +202,8 @@ TEST_P(RefFwd, VarlenEqualsSeparateCallsAndBatch) {
     for (int64_t i = 0; i < st; ++i) e.initial_state.set(i, d.initial_state.get(n * st + i));
     const ChunkAttnOutTensors oe = ref_forward(e);
     for (int64_t i = 0; i < lens[n] * vw; ++i) EXPECT_EQ(oe.o.get(i), all.o.get(t0 * vw + i));
-    for (int64_t i = 0; i < st; ++i) EXPECT_EQ(oe.final_state.get(i), all.final_state.get(n * st + i));
+    for (int64_t i = 0; i < st; ++i)
+      EXPECT_EQ(oe.final_state.get(i), all.final_state.get(n * st + i));
     t0 += lens[n];
   }
   // A fixed-length batch equals varlen over its rows.
@@ -231,7 +238,8 @@ TEST_P(RefFwd, CuSeqlensInt32EqualsInt64) {
   ChunkAttnData b = a;
   b.cu_seqlens = a.cu_seqlens.to(DType::kI64);
   const ChunkAttnOutTensors oa = ref_forward(a), ob = ref_forward(b);
-  EXPECT_TRUE(tensors_close("o", narrow(oa.o.view(), 1, 0, 7), narrow(ob.o.view(), 1, 0, 7), kExact));
+  EXPECT_TRUE(
+      tensors_close("o", narrow(oa.o.view(), 1, 0, 7), narrow(ob.o.view(), 1, 0, 7), kExact));
   EXPECT_TRUE(tensors_close("final_state", oa.final_state, ob.final_state, kExact));
 }
 
@@ -260,7 +268,9 @@ TEST_P(RefFwd, HalfInputsAreReadExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RefFwd, ::testing::Values(ChunkOp::kGdn, ChunkOp::kKda),
-                         [](const auto& info) { return info.param == ChunkOp::kGdn ? "gdn" : "kda"; });
+                         [](const auto& info) {
+                           return info.param == ChunkOp::kGdn ? "gdn" : "kda";
+                         });
 
 }  // namespace
 }  // namespace linattn::test

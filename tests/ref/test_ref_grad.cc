@@ -37,7 +37,8 @@ double loss(const ChunkAttnData& d, const ChunkAttnCotangents& c) {
   double L = 0;
   for (int64_t i = 0; i < valid; ++i) L += out.o.get(i) * c.d_o.get(i);
   if (c.d_final_state.defined())
-    for (int64_t i = 0; i < out.final_state.numel(); ++i) L += out.final_state.get(i) * c.d_final_state.get(i);
+    for (int64_t i = 0; i < out.final_state.numel(); ++i)
+      L += out.final_state.get(i) * c.d_final_state.get(i);
   return L;
 }
 
@@ -69,8 +70,9 @@ void check_tensor(ChunkAttnData& d, Tensor& x, const Tensor& grad, const ChunkAt
       worst_an = an;
     }
   }
-  EXPECT_LE(worst, 1.0) << name << ": worst element " << worst_i << " finite-difference " << worst_fd
-                        << " vs analytic " << worst_an << " (allowed 1e-6 + 1e-6 |analytic|)";
+  EXPECT_LE(worst, 1.0) << name << ": worst element " << worst_i << " finite-difference "
+                        << worst_fd << " vs analytic " << worst_an
+                        << " (allowed 1e-6 + 1e-6 |analytic|)";
 }
 
 class RefGrad : public ::testing::TestWithParam<GradCase> {};
@@ -150,16 +152,35 @@ std::vector<GradCase> cases() {
     add({.name = "sigmoid_neg_eigval", .sigmoid = true, .neg = true});
     add({.name = "v_first", .v_first = true});
     add({.name = "v_first_varlen_zero_len", .seqlens = {0, 4, 0, 3, 0}, .pad = 1, .v_first = true});
-    add({.name = "everything", .H = 1, .HV = 2, .seqlens = {2, 0, 5}, .pad = 1, .l2norm = true,
-         .gate = true, .sigmoid = true, .neg = true, .v_first = true});
+    add({.name = "everything",
+         .H = 1,
+         .HV = 2,
+         .seqlens = {2, 0, 5},
+         .pad = 1,
+         .l2norm = true,
+         .gate = true,
+         .sigmoid = true,
+         .neg = true,
+         .v_first = true});
     if (op == ChunkOp::kKda) {
       add({.name = "gate_dt_bias_2d", .gate = true, .dt_bias_2d = true});
       add({.name = "lower_bound", .gate = true, .lower_bound = true});
       add({.name = "lower_bound_no_A_log", .gate = true, .lower_bound = true, .A_log = false});
-      add({.name = "lower_bound_only", .gate = true, .lower_bound = true, .A_log = false,
+      add({.name = "lower_bound_only",
+           .gate = true,
+           .lower_bound = true,
+           .A_log = false,
            .dt_bias = false});
-      add({.name = "lower_bound_everything", .H = 1, .HV = 2, .seqlens = {3, 0, 2}, .pad = 1,
-           .l2norm = true, .gate = true, .lower_bound = true, .sigmoid = true, .v_first = true});
+      add({.name = "lower_bound_everything",
+           .H = 1,
+           .HV = 2,
+           .seqlens = {3, 0, 2},
+           .pad = 1,
+           .l2norm = true,
+           .gate = true,
+           .lower_bound = true,
+           .sigmoid = true,
+           .v_first = true});
     }
   }
   return out;

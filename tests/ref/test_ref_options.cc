@@ -65,7 +65,8 @@ TEST_P(RefOptions, BetaSigmoidAndNegEigval) {
     const ChunkAttnData a = make_chunk_attn(s);
     ChunkAttnData b = a;
     b.spec.opt.use_beta_sigmoid_in_kernel = b.spec.opt.allow_neg_eigval = false;
-    for (int64_t i = 0; i < b.beta.numel(); ++i) b.beta.set(i, (neg ? 2 : 1) * sigmoid(a.beta.get(i)));
+    for (int64_t i = 0; i < b.beta.numel(); ++i)
+      b.beta.set(i, (neg ? 2 : 1) * sigmoid(a.beta.get(i)));
     expect_same(a, b, kExact);
   }
 }
@@ -142,7 +143,11 @@ TEST_P(RefOptions, GateMinus1000ResetsState) {
   tail.has_h0 = false;
   ChunkAttnData b = make_chunk_attn(tail);
   for (Tensor* dst : {&b.q, &b.k, &b.v, &b.g, &b.beta}) {
-    const Tensor& src = dst == &b.q ? a.q : dst == &b.k ? a.k : dst == &b.v ? a.v : dst == &b.g ? a.g : a.beta;
+    const Tensor& src = dst == &b.q   ? a.q
+                        : dst == &b.k ? a.k
+                        : dst == &b.v ? a.v
+                        : dst == &b.g ? a.g
+                                      : a.beta;
     const int64_t w = src.numel() / 9;
     for (int64_t i = 0; i < dst->numel(); ++i) dst->set(i, src.get(cut * w + i));
   }
@@ -152,7 +157,9 @@ TEST_P(RefOptions, GateMinus1000ResetsState) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RefOptions, ::testing::Values(ChunkOp::kGdn, ChunkOp::kKda),
-                         [](const auto& info) { return info.param == ChunkOp::kGdn ? "gdn" : "kda"; });
+                         [](const auto& info) {
+                           return info.param == ChunkOp::kGdn ? "gdn" : "kda";
+                         });
 
 }  // namespace
 }  // namespace linattn::test

@@ -60,7 +60,8 @@ void run_bwd(const Case& s) {
 
 // Applies `mutate` to a valid setup and expects both passes to throw an Error naming `arg`.
 void expect_named_error(ChunkOp op, bool varlen, const std::string& arg,
-                        const std::function<void(Case&)>& mutate, bool fwd = true, bool bwd = true) {
+                        const std::function<void(Case&)>& mutate, bool fwd = true,
+                        bool bwd = true) {
   Case s = valid(op, varlen);
   ASSERT_NO_THROW(run_fwd(s));
   ASSERT_NO_THROW(run_bwd(s));
@@ -92,28 +93,50 @@ TEST_P(RefValidation, ShapesAndRanks) {
   expect_named_error(op, false, "k", [](Case& s) { s.d.k = f32({2, 4, 2, 4}); });  // T
   expect_named_error(op, false, "v", [](Case& s) { s.d.v = f32({2, 5, 3, 3}); });  // HV % H
   expect_named_error(op, false, "v", [](Case& s) { s.d.v = f32({1, 5, 4, 3}); });  // B
-  expect_named_error(op, false, "g", [&](Case& s) { s.d.g = kda ? f32({2, 5, 4}) : f32({2, 5, 4, 4}); });
-  expect_named_error(op, false, "g", [&](Case& s) { s.d.g = kda ? f32({2, 5, 4, 3}) : f32({2, 5, 2}); });
+  expect_named_error(op, false, "g", [&](Case& s) {
+    s.d.g = kda ? f32({2, 5, 4}) : f32({2, 5, 4, 4});
+  });
+  expect_named_error(op, false, "g", [&](Case& s) {
+    s.d.g = kda ? f32({2, 5, 4, 3}) : f32({2, 5, 2});
+  });
   expect_named_error(op, false, "beta", [](Case& s) { s.d.beta = f32({2, 5, 2}); });
-  expect_named_error(op, false, "initial_state", [](Case& s) { s.d.initial_state = f32({2, 4, 3, 4}); });
-  expect_named_error(op, false, "initial_state", [](Case& s) { s.d.initial_state = f32({3, 4, 4, 3}); });
-  expect_named_error(op, false, "q", [](Case& s) { s.d.q = f32({2, 5, 2, 300}); s.d.k = f32({2, 5, 2, 300}); });
+  expect_named_error(op, false, "initial_state", [](Case& s) {
+    s.d.initial_state = f32({2, 4, 3, 4});
+  });
+  expect_named_error(op, false, "initial_state", [](Case& s) {
+    s.d.initial_state = f32({3, 4, 4, 3});
+  });
+  expect_named_error(op, false, "q", [](Case& s) {
+    s.d.q = f32({2, 5, 2, 300});
+    s.d.k = f32({2, 5, 2, 300});
+  });
   expect_named_error(op, false, "q", [](Case& s) {  // not dense: every other element of a wider row
     s.d.q = f32({2, 5, 2, 8});
-    s.tweak = [](ChunkAttnInputs& in) { in.q.shape[3] = 4; in.q.strides[3] = 2; };
+    s.tweak = [](ChunkAttnInputs& in) {
+      in.q.shape[3] = 4;
+      in.q.strides[3] = 2;
+    };
   });
 }
 
 TEST_P(RefValidation, Varlen) {
   const ChunkOp op = GetParam();
-  expect_named_error(op, true, "cu_seqlens", [](Case& s) { s.d.cu_seqlens.set(2, 2); });  // [0, 3, 2, 7]
+  expect_named_error(op, true, "cu_seqlens",
+                     [](Case& s) { s.d.cu_seqlens.set(2, 2); });  // [0, 3, 2, 7]
   expect_named_error(op, true, "cu_seqlens[0]", [](Case& s) { s.d.cu_seqlens.set(0, 1); });
   expect_named_error(op, true, "cu_seqlens[3]", [](Case& s) { s.d.cu_seqlens.set(3, 10); });
   expect_named_error(op, true, "cu_seqlens", [](Case& s) { s.d.cu_seqlens = f32({4}); });
-  expect_named_error(op, true, "cu_seqlens", [](Case& s) { s.d.cu_seqlens = Tensor(DType::kI64, {2, 2}); });
-  expect_named_error(op, true, "cu_seqlens", [](Case& s) { s.d.cu_seqlens = Tensor(DType::kI64, {1}); });
-  expect_named_error(op, true, "initial_state", [](Case& s) { s.d.cu_seqlens = cu_seqlens_tensor({3, 4}, DType::kI64); });
-  expect_named_error(op, false, "q", [](Case& s) { s.d.cu_seqlens = cu_seqlens_tensor({3, 4}, DType::kI32); });  // B > 1
+  expect_named_error(op, true, "cu_seqlens", [](Case& s) {
+    s.d.cu_seqlens = Tensor(DType::kI64, {2, 2});
+  });
+  expect_named_error(op, true, "cu_seqlens",
+                     [](Case& s) { s.d.cu_seqlens = Tensor(DType::kI64, {1}); });
+  expect_named_error(op, true, "initial_state", [](Case& s) {
+    s.d.cu_seqlens = cu_seqlens_tensor({3, 4}, DType::kI64);
+  });
+  expect_named_error(op, false, "q", [](Case& s) {
+    s.d.cu_seqlens = cu_seqlens_tensor({3, 4}, DType::kI32);
+  });  // B > 1
 }
 
 TEST_P(RefValidation, DtypesAndDevices) {
@@ -123,17 +146,23 @@ TEST_P(RefValidation, DtypesAndDevices) {
   expect_named_error(op, false, "v", [](Case& s) { s.d.v = s.d.v.to(DType::kI64); });
   expect_named_error(op, false, "g", [](Case& s) { s.d.g = s.d.g.to(DType::kI32); });
   expect_named_error(op, false, "beta", [](Case& s) { s.d.beta = s.d.beta.to(DType::kI32); });
-  expect_named_error(op, false, "o", [](Case& s) { s.out.o = s.out.o.to(DType::kBF16); }, true, false);
+  expect_named_error(
+      op, false, "o", [](Case& s) { s.out.o = s.out.o.to(DType::kBF16); }, true, false);
   expect_named_error(op, false, "k", [](Case& s) {
     s.tweak = [](ChunkAttnInputs& in) { in.k.device = {DeviceType::kCUDA, 0}; };
   });
-  expect_named_error(op, false, "q", [](Case& s) {  // all on a device: the reference is host-only
-    s.tweak = [](ChunkAttnInputs& in) {
-      for (TensorView* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &in.initial_state}) t->device = {DeviceType::kCUDA, 0};
-    };
-  }, true, false);
+  expect_named_error(
+      op, false, "q",
+      [](Case& s) {  // all on a device: the reference is host-only
+        s.tweak = [](ChunkAttnInputs& in) {
+          for (TensorView* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &in.initial_state})
+            t->device = {DeviceType::kCUDA, 0};
+        };
+      },
+      true, false);
   if (op == ChunkOp::kKda)
-    expect_named_error(op, false, "initial_state", [](Case& s) { s.d.initial_state = s.d.initial_state.to(DType::kBF16); });
+    expect_named_error(op, false, "initial_state",
+                       [](Case& s) { s.d.initial_state = s.d.initial_state.to(DType::kBF16); });
 }
 
 TEST_P(RefValidation, Options) {
@@ -141,7 +170,8 @@ TEST_P(RefValidation, Options) {
   auto opt = [](Case& s) -> ChunkAttnOptions& { return s.d.spec.opt; };
   for (int bt : {0, 8, 48, 128})
     expect_named_error(op, false, "chunk_size", [&](Case& s) { opt(s).chunk_size = bt; });
-  expect_named_error(op, false, "allow_neg_eigval", [&](Case& s) { opt(s).allow_neg_eigval = true; });
+  expect_named_error(op, false, "allow_neg_eigval",
+                     [&](Case& s) { opt(s).allow_neg_eigval = true; });
   expect_named_error(op, false, "scale", [&](Case& s) { opt(s).scale = -1.0; });
   expect_named_error(op, false, "A_log", [&](Case& s) { opt(s).use_gate_in_kernel = true; });
   expect_named_error(op, false, "A_log", [&](Case& s) { s.d.A_log = f32({4}); });
@@ -158,13 +188,26 @@ TEST_P(RefValidation, Options) {
     s.d.A_log = f32({4});
     s.d.dt_bias = f32({5});
   });
-  expect_named_error(op, false, "final_state", [&](Case& s) { s.out.final_state = Tensor(); }, true, false);
-  expect_named_error(op, false, "final_state", [&](Case& s) { opt(s).output_final_state = false; }, true, false);
-  expect_named_error(op, false, "final_state", [&](Case& s) { s.out.final_state = f32({2, 4, 3, 4}); }, true, false);
+  expect_named_error(
+      op, false, "final_state", [&](Case& s) { s.out.final_state = Tensor(); }, true, false);
+  expect_named_error(
+      op, false, "final_state", [&](Case& s) { opt(s).output_final_state = false; }, true, false);
+  expect_named_error(
+      op, false, "final_state",
+      [&](Case& s) {
+        s.out.final_state = f32({2, 4, 3, 4});
+      },
+      true, false);
   if (op == ChunkOp::kGdn) {
-    expect_named_error(op, false, "lower_bound", [&](Case& s) { opt(s).has_lower_bound = true; opt(s).lower_bound = -1; });
+    expect_named_error(op, false, "lower_bound", [&](Case& s) {
+      opt(s).has_lower_bound = true;
+      opt(s).lower_bound = -1;
+    });
   } else {
-    expect_named_error(op, false, "lower_bound", [&](Case& s) { opt(s).has_lower_bound = true; opt(s).lower_bound = 1; });
+    expect_named_error(op, false, "lower_bound", [&](Case& s) {
+      opt(s).has_lower_bound = true;
+      opt(s).lower_bound = 1;
+    });
     expect_named_error(op, false, "lower_bound", [&](Case& s) {
       opt(s).use_gate_in_kernel = opt(s).safe_gate = opt(s).has_lower_bound = true;
       opt(s).lower_bound = -6;
@@ -175,18 +218,48 @@ TEST_P(RefValidation, Options) {
 
 TEST_P(RefValidation, BackwardArguments) {
   const ChunkOp op = GetParam();
-  expect_named_error(op, false, "d_o", [](Case& s) { s.cot.d_o = f32({2, 5, 4, 2}); }, false, true);
-  expect_named_error(op, false, "d_final_state", [](Case& s) { s.cot.d_final_state = f32({2, 4, 3, 3}); }, false, true);
-  expect_named_error(op, false, "dq", [](Case& s) { s.grads.dq = f32({2, 5, 4, 4}); }, false, true);
-  expect_named_error(op, false, "dv", [](Case& s) { s.grads.dv = f32({2, 5, 4, 4}); }, false, true);
-  expect_named_error(op, false, "dg", [](Case& s) { s.grads.dg = f32({2, 5, 3}); }, false, true);
-  expect_named_error(op, false, "dA_log", [](Case& s) { s.grads.dA_log = f32({4}); }, false, true);
-  expect_named_error(op, false, "ddt_bias", [](Case& s) { s.grads.ddt_bias = f32({4}); }, false, true);
-  expect_named_error(op, false, "dinitial_state", [](Case& s) { s.d.initial_state = Tensor(); }, false, true);
+  expect_named_error(
+      op, false, "d_o",
+      [](Case& s) {
+        s.cot.d_o = f32({2, 5, 4, 2});
+      },
+      false, true);
+  expect_named_error(
+      op, false, "d_final_state",
+      [](Case& s) {
+        s.cot.d_final_state = f32({2, 4, 3, 3});
+      },
+      false, true);
+  expect_named_error(
+      op, false, "dq",
+      [](Case& s) {
+        s.grads.dq = f32({2, 5, 4, 4});
+      },
+      false, true);
+  expect_named_error(
+      op, false, "dv",
+      [](Case& s) {
+        s.grads.dv = f32({2, 5, 4, 4});
+      },
+      false, true);
+  expect_named_error(
+      op, false, "dg",
+      [](Case& s) {
+        s.grads.dg = f32({2, 5, 3});
+      },
+      false, true);
+  expect_named_error(
+      op, false, "dA_log", [](Case& s) { s.grads.dA_log = f32({4}); }, false, true);
+  expect_named_error(
+      op, false, "ddt_bias", [](Case& s) { s.grads.ddt_bias = f32({4}); }, false, true);
+  expect_named_error(
+      op, false, "dinitial_state", [](Case& s) { s.d.initial_state = Tensor(); }, false, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RefValidation, ::testing::Values(ChunkOp::kGdn, ChunkOp::kKda),
-                         [](const auto& info) { return info.param == ChunkOp::kGdn ? "gdn" : "kda"; });
+                         [](const auto& info) {
+                           return info.param == ChunkOp::kGdn ? "gdn" : "kda";
+                         });
 
 }  // namespace
 }  // namespace linattn::test
