@@ -1,29 +1,34 @@
-// Small fp32 dense kernels for the CPU chunk backward: GEMM on row-major tiles of a chunk
-// (rows <= 64, inner and output dims <= 256), transpose, and a vectorized exp.
-// AVX-512 register-blocked micro-kernel (8 rows x 32 columns of C in registers, A broadcast,
-// B rows streamed) when the build targets AVX-512F; a plain-loop fallback otherwise.
-// Results depend only on the operands and shapes (fixed summation order over the inner dim),
-// never on threads, so the backward stays bitwise deterministic.
+// Matrix-product shapes of the CPU chunk backward, on top of the shared register-blocked
+// cpu::gemm (gemm.h): plain, lower-triangular A (k range cut at the diagonal block), transposed
+// lower-triangular A (the same kernel on row-reversed views: (L^T B) reversed is a lower-
+// triangular product), and products whose result is only needed on and below the diagonal.
+// All matrices are fp32 row-major with explicit row strides. Every output element is the same
+// ordered FMA chain whatever the thread count, so the backward stays bitwise deterministic.
 #pragma once
 #include <cstdint>
 
 namespace linattn::cpu::bwd {
 
-// C[m x n] = (acc ? C : 0) + alpha * op(A) * B.
-// op(A) = A [m x k] (row stride lda) when !a_t, else A is stored [k x m] and op(A) = A^T.
-// B is [k x n] with row stride ldb; C is [m x n] with row stride ldc.
-void gemm(int m, int n, int k, float alpha, const float* A, int lda, bool a_t, const float* B,
-          int ldb, float* C, int ldc, bool acc);
+// C[M x N] = (acc ? C * c_scale (or C * row_scale[r]) : 0) + A B with A(r, k) = A[r*a_rs + k*a_ks].
+void mm(int M, int N, int Kd, const float* A, int64_t a_rs, int64_t a_ks, const float* B,
+        int64_t ldb, float* C, int64_t ldc, bool acc, float c_scale = 1.0f,
+        const float* row_scale = nullptr);
+// C[n x N] (+)= L B with L [n x n] lower triangular (entries above the diagonal must be 0).
+void mm_lower(int n, int N, const float* L, int64_t ldl, const float* B, int64_t ldb, float* C,
+              int64_t ldc, bool acc);
+// C[n x N] (+)= L^T B with L [n x n] lower triangular (entries above the diagonal must be 0).
+void mm_lower_t(int n, int N, const float* L, int64_t ldl, const float* B, int64_t ldb, float* C,
+                int64_t ldc, bool acc);
+// The lower triangle (diagonal included) of C[n x n] = A[n x Kd] B[Kd x n]; entries above the
+// diagonal are left undefined (callers mask them).
+void mm_to_lower(int n, int Kd, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                 int64_t ldc, bool acc);
 
-// dst[cols x rows] (row stride ldd) = src[rows x cols]^T (row stride lds).
-void transpose(int rows, int cols, const float* src, int lds, float* dst, int ldd);
+// dst[c * ldd + r] = sign * src[r * lds + c] for r < R, c < C.
+void transpose(int R, int C, const float* src, int64_t lds, float* dst, int64_t ldd,
+               float sign = 1.0f);
 
-// C = (acc ? C : 0) + alpha * op(A) * B^T with B stored [n x k] (row stride ldb): B is first
-// transposed into tmp (k * n floats).
-void gemm_bt(int m, int n, int k, float alpha, const float* A, int lda, bool a_t, const float* B,
-             int ldb, float* C, int ldc, bool acc, float* tmp);
-
-// y[i] = exp(x[i]); inputs below ~-104 give exactly 0. Pointers may alias.
+// y[i] = exp(x[i]) (0 below e^-87.3). Pointers may alias.
 void vexp(int n, const float* x, float* y);
 
 }  // namespace linattn::cpu::bwd

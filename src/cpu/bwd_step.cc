@@ -1,107 +1,109 @@
 // Reverse-sweep step of one chunk of the CPU chunk backward, and the writing of its rows.
-// Per chunk (n rows, S = S_c from the slot as S^T, dS = dS_{c+1} on entry, dS_c on exit):
-//   dV^ = Aqk^T dO + kg dS                     dk  = e^(gamL-gam) (V^ dS^T)   (inter)
-//   dq  = e^gam (scale dO S^T)                 dW  = -dV^ S^T
-//   dS <- Diag(e^gamL) dS + scale qg^T dO - W^T dV^
-//   dAqk = tril(dO V^^T); X = A^-T dW; Y = A^-T dV^; dv = beta Y
-//   dA = tril-(dW kbg^T + dV^ vb^T); dL = -tril-(A^-T dA A^-T); intra terms (bwd_intra.cc)
-//   dgam = q.dq - k.(dk_inter + dka - r) + kbg.X, plus at the last row e^gamL <S, dS'> +
+// Per chunk (n rows; S = S_c from the slot as S^T; dS = dS_{c+1} on entry, dS_c on exit), with
+// dos = scale dO, aqk = q k E (unscaled), wn = -W:
+//   dV^ = aqk^T dos + kg dS                  dk  = e^(gamL-gam) (V^ dS^T)        (inter)
+//   dq  = e^gam (dos S^T)                     dwp = dV^ S^T (= -dW)
+//   dS <- Diag(e^gamL) dS + qg^T dos + wn^T dV^
+//   daqk = tril(dos V^^T); xn = A^-T dwp (= -X); Y = A^-T dV^; dv = beta Y
+//   dA = tril-(-dwp kbg^T + dV^ vb^T); dL = -tril-(A^-T dA A^-T); intra terms (bwd_intra.cc)
+//   dgam = q.dq - k.(dk_inter + dka - r) - kbg.xn, plus at the last row e^gamL <S, dS'>_rows +
 //   sum_j k_j dk_inter_j; dg = reverse cumsum of dgam over the chunk's rows.
-#include <cmath>
 #include <cstring>
 
 #include "cpu/bwd_blas.h"
 #include "cpu/bwd_io.h"
+#include "cpu/bwd_vec.h"
 #include "cpu/bwd_worker.h"
 
 namespace linattn::cpu::bwd {
 
-void Worker::bwd_chunk(int n, const float* st, const float* vh, float* dS) {
+void Worker::bwd_chunk(int n, const float* slot, float* dS) {
+  using namespace simd;
   const int K = K_, V = V_, BT = BT_, gw = gw_;
-  const float scale = p_.f.scale;
   WorkerBufs& b = b_;
-  // dV^ = Aqk^T dO + kg dS
-  gemm(n, V, n, 1.0f, b.aqk, BT, true, b.dout, V, b.dvh, V, false);
-  gemm(n, V, K, 1.0f, b.kg, K, false, dS, V, b.dvh, V, true);
-  // dk_inter = e^(gamL - gam) (V^ dS^T); tmp = dS^T [V, K]
+  const float* st = slot;
+  const float* vh = st + static_cast<int64_t>(V) * K;
+  const float* wn = vh + static_cast<int64_t>(BT) * V;
+  const float* ai = wn + static_cast<int64_t>(BT) * K;
+  intra_fwd(n, true);
+  // dV^ = aqk^T dos + kg dS
+  mm_lower_t(n, V, b.aqk, BT, b.dos, V, b.dvh, V, false);
+  mm(n, V, K, b.kg, K, 1, dS, V, b.dvh, V, true);
+  // dk_inter = e^(gamL - gam) (V^ dS^T), with tmp = dS^T [V, K]
   transpose(K, V, dS, V, b.tmp, K);
-  gemm(n, K, V, 1.0f, vh, V, false, b.tmp, K, b.dk, K, false);
+  mm(n, K, V, vh, V, 1, b.tmp, K, b.dk, K, false);
   scale_rows(n, K, b.egl, gw, b.dk, b.dk);
-  // dgam = -k dk_inter; last row: + sum_j k_j dk_inter_j + e^gamL sum_v S dS
-  float* dlast = b.dgam + (n - 1) * K;
-  float* extra = b.t1;  // [K] scratch (t1 is free until the dL step)
-  for (int d = 0; d < K; ++d) extra[d] = 0.0f;
+  // dgam = -k dk_inter; last = sum_j k_j dk_inter_j + e^gamL sum_v S dS
+  vfill(b.last, 0.0f, K);
+  for (int vv = 0; vv < V; ++vv) {
+    const float* s = st + vv * K;
+    const float* ds = b.tmp + vv * K;
+    for (int d = 0; d < K; d += kW) {
+      const Tail t = tail_of(K - d);
+      store(b.last + d, fma(load(s + d, t), load(ds + d, t), load(b.last + d, t)), t);
+    }
+  }
+  if (gw == 1) vscale(b.egL[0], b.last, b.last, K);
+  else vmul(b.egL, b.last, b.last, K);
   for (int i = 0; i < n; ++i) {
     const float* k = b.k + i * K;
     const float* dk = b.dk + i * K;
     float* dg = b.dgam + i * K;
-    for (int d = 0; d < K; ++d) {
-      const float t = k[d] * dk[d];
-      dg[d] = -t;
-      extra[d] += t;
+    for (int d = 0; d < K; d += kW) {
+      const Tail t = tail_of(K - d);
+      const VF p = mul(load(k + d, t), load(dk + d, t));
+      store(dg + d, sub(zero(), p), t);
+      store(b.last + d, add(load(b.last + d, t), p), t);
     }
   }
-  for (int vv = 0; vv < V; ++vv) {
-    const float* s = st + vv * K;
-    const float* ds = b.tmp + vv * K;
-    for (int d = 0; d < K; ++d) b.earg[d] = (vv == 0 ? 0.0f : b.earg[d]) + s[d] * ds[d];
-  }
-  for (int d = 0; d < K; ++d) dlast[d] += extra[d] + b.egL[gw == 1 ? 0 : d] * b.earg[d];
-  // dq = e^gam (scale dO S^T); dW = -dV^ S^T
-  gemm(n, K, V, scale, b.dout, V, false, st, K, b.dq, K, false);
+  // dq = e^gam (dos S^T); dwp = dV^ S^T
+  mm(n, K, V, b.dos, V, 1, st, K, b.dq, K, false);
   scale_rows(n, K, b.eg, gw, b.dq, b.dq);
-  gemm(n, K, V, -1.0f, b.dvh, V, false, st, K, b.dw, K, false);
-  // dS <- Diag(e^gamL) dS + scale qg^T dO - W^T dV^
-  for (int d = 0; d < K; ++d) {
-    const float f = b.egL[gw == 1 ? 0 : d];
-    float* row = dS + d * V;
-    for (int c = 0; c < V; ++c) row[c] *= f;
-  }
-  gemm(K, V, n, scale, b.qg, K, true, b.dout, V, dS, V, true);
-  gemm(K, V, n, -1.0f, b.w, K, true, b.dvh, V, dS, V, true);
-  // dAqk = tril(dO V^^T)
-  transpose(n, V, vh, V, b.tmp, n);
-  gemm(n, n, V, 1.0f, b.dout, V, false, b.tmp, n, b.daqk, BT, false);
-  for (int i = 0; i < n; ++i)
-    for (int j = i + 1; j < n; ++j) b.daqk[i * BT + j] = 0.0f;
-  // X = A^-T dW, Y = A^-T dV^
-  gemm(n, K, n, 1.0f, b.ainv, BT, true, b.dw, K, b.x, K, false);
-  gemm(n, V, n, 1.0f, b.ainv, BT, true, b.dvh, V, b.y, V, false);
-  // dbeta = v.Y + sum_d k e^gam X; dk += beta e^gam X; dgam += kbg X
+  mm(n, K, V, b.dvh, V, 1, st, K, b.dwp, K, false);
+  // dS <- Diag(e^gamL) dS + qg^T dos + wn^T dV^
+  if (gw == 1) mm(K, V, n, b.qg, 1, K, b.dos, V, dS, V, true, b.egL[0]);
+  else mm(K, V, n, b.qg, 1, K, b.dos, V, dS, V, true, 1.0f, b.egL);
+  mm(K, V, n, wn, 1, K, b.dvh, V, dS, V, true);
+  // daqk = dos V^^T on and below the diagonal
+  transpose(n, V, vh, V, b.tmp, BT);
+  mm_to_lower(n, V, b.dos, V, b.tmp, BT, b.daqk, BT, false);
+  // xn = A^-T dwp, Y = A^-T dV^
+  mm_lower_t(n, K, ai, BT, b.dwp, K, b.xn, K, false);
+  mm_lower_t(n, V, ai, BT, b.dvh, V, b.y, V, false);
+  // dbeta = v.Y - sum_d k e^gam xn; dk -= beta e^gam xn; dgam -= kbg xn
   for (int i = 0; i < n; ++i) {
-    const float* v = b.v + i * V;
-    const float* y = b.y + i * V;
-    float acc = 0.0f;
-    for (int c = 0; c < V; ++c) acc += v[c] * y[c];
-    const float* x = b.x + i * K;
-    const float* kbg = b.kbg + i * K;
+    const float* x = b.xn + i * K;
     const float* k = b.k + i * K;
-    const float* eg = b.eg + i * gw;
+    const float* kbg = b.kbg + i * K;
     float* dk = b.dk + i * K;
     float* dg = b.dgam + i * K;
     const float beta = b.beta[i];
-    float acc2 = 0.0f;
-    for (int d = 0; d < K; ++d) {
-      const float e = eg[gw == 1 ? 0 : d];
-      acc2 += k[d] * e * x[d];
-      dk[d] += beta * e * x[d];
-      dg[d] += kbg[d] * x[d];
+    VF kex = zero();
+    for (int d = 0; d < K; d += kW) {
+      const Tail t = tail_of(K - d);
+      const VF xv = load(x + d, t);
+      const VF e = gw == 1 ? set1(b.eg[i]) : load(b.eg + i * K + d, t);
+      const VF ke = mul(load(k + d, t), e);
+      kex = fma(ke, xv, kex);
+      store(dk + d, fnma(mul(set1(beta), e), xv, load(dk + d, t)), t);
+      store(dg + d, fnma(load(kbg + d, t), xv, load(dg + d, t)), t);
     }
-    b.dbeta[i] = acc + acc2;
+    b.dbeta[i] = vdot(b.v + i * V, b.y + i * V, V) - hsum(kex);
   }
-  // dA = tril-(dW kbg^T + dV^ vb^T)
-  transpose(n, K, b.kbg, K, b.tmp, n);
-  gemm(n, n, K, 1.0f, b.dw, K, false, b.tmp, n, b.dA, BT, false);
-  transpose(n, V, b.vb, V, b.tmp, n);
-  gemm(n, n, V, 1.0f, b.dvh, V, false, b.tmp, n, b.dA, BT, true);
-  for (int i = 0; i < n; ++i)
-    for (int j = i; j < n; ++j) b.dA[i * BT + j] = 0.0f;
+  // dA = tril-(-dwp kbg^T + dV^ vb^T)
+  transpose(n, K, b.kbg, K, b.tmp, BT, -1.0f);
+  mm_to_lower(n, K, b.dwp, K, b.tmp, BT, b.dA, BT, false);
+  transpose(n, V, b.vb, V, b.tmp, BT);
+  mm_to_lower(n, V, b.dvh, V, b.tmp, BT, b.dA, BT, true);
+  for (int i = 0; i < n; ++i) vfill(b.dA + i * BT + i, 0.0f, n - i);
   // dL = -tril-(A^-T dA A^-T)
-  gemm(n, n, n, 1.0f, b.ainv, BT, true, b.dA, BT, b.t1, BT, false);
-  transpose(n, n, b.ainv, BT, b.tmp, n);
-  gemm(n, n, n, -1.0f, b.t1, BT, false, b.tmp, n, b.dL, BT, false);
-  for (int i = 0; i < n; ++i)
-    for (int j = i; j < n; ++j) b.dL[i * BT + j] = 0.0f;
+  mm_lower_t(n, n, ai, BT, b.dA, BT, b.t1, BT, false);
+  transpose(n, n, ai, BT, b.tmp, BT);
+  mm_to_lower(n, n, b.t1, BT, b.tmp, BT, b.dL, BT, false);
+  for (int i = 0; i < n; ++i) {
+    vscale(-1.0f, b.dL + i * BT, b.dL + i * BT, i);
+    vfill(b.dL + i * BT + i, 0.0f, n - i);
+  }
   // Intra terms: dq += dq2, dka = dk2 + t, r (beta-scaled), dbeta += k.r'
   intra_bwd(n);
   for (int i = 0; i < n; ++i) {
@@ -112,29 +114,25 @@ void Worker::bwd_chunk(int n, const float* st, const float* vh, float* dS) {
     const float* r = b.r + i * K;
     float* dk = b.dk + i * K;
     float* dg = b.dgam + i * K;
-    for (int d = 0; d < K; ++d) {
-      dk[d] += dka[d] + r[d];
-      dg[d] += k[d] * (r[d] - dka[d]) + q[d] * dq[d];
+    for (int d = 0; d < K; d += kW) {
+      const Tail t = tail_of(K - d);
+      const VF ka = load(dka + d, t), rv = load(r + d, t);
+      store(dk + d, add(load(dk + d, t), add(ka, rv)), t);
+      const VF gv = fma(load(k + d, t), sub(rv, ka), load(dg + d, t));
+      store(dg + d, fma(load(q + d, t), load(dq + d, t), gv), t);
     }
   }
+  vadd(b.dgam + (n - 1) * K, b.last, b.dgam + (n - 1) * K, K);
   // dg = reverse cumsum of dgam (GDN: of its sum over K)
   if (gw == 1) {
     float acc = 0.0f;
     for (int i = n - 1; i >= 0; --i) {
-      const float* dg = b.dgam + i * K;
-      float s = 0.0f;
-      for (int d = 0; d < K; ++d) s += dg[d];
-      acc += s;
+      acc += vsum(b.dgam + i * K, K);
       b.dgtok[i] = acc;
     }
   } else {
     std::memcpy(b.dgtok + (n - 1) * K, b.dgam + (n - 1) * K, sizeof(float) * K);
-    for (int i = n - 2; i >= 0; --i) {
-      const float* dg = b.dgam + i * K;
-      const float* nx = b.dgtok + (i + 1) * K;
-      float* o = b.dgtok + i * K;
-      for (int d = 0; d < K; ++d) o[d] = nx[d] + dg[d];
-    }
+    for (int i = n - 2; i >= 0; --i) vadd(b.dgtok + (i + 1) * K, b.dgam + i * K, b.dgtok + i * K, K);
   }
 }
 
@@ -143,10 +141,7 @@ void Worker::finish_rows(int64_t row0, int n, TaskPartials part) {
   const int64_t H = p_.f.H, HV = p_.f.HV;
   WorkerBufs& b = b_;
   if (p_.dv.data) {
-    for (int i = 0; i < n; ++i) {
-      float* y = b.y + i * V;
-      for (int c = 0; c < V; ++c) y[c] *= b.beta[i];
-    }
+    for (int i = 0; i < n; ++i) vscale(b.beta[i], b.y + i * V, b.y + i * V, V);
     store_rows(p_.dv, (row0 * HV + hv_) * V, HV * V, n, V, b.y, V);
   }
   if (p_.dbeta.data) {
@@ -156,13 +151,13 @@ void Worker::finish_rows(int64_t row0, int n, TaskPartials part) {
   }
   if (p_.f.gate_in_kernel) {
     double dA = 0.0;
-    for (int i = 0; i < n; ++i)
-      for (int c = 0; c < gw; ++c) {
-        const int gi = i * gw + c;
-        dA += static_cast<double>(b.dgtok[gi]) * b.dg_dA[gi];
-        b.dgtok[gi] *= b.dg_draw[gi];
-        part.ddt_bias[c] += b.dgtok[gi];
-      }
+    for (int i = 0; i < n; ++i) {
+      float* dg = b.dgtok + i * gw;
+      const float* dA_row = b.dg_dA + i * gw;
+      dA += vdot(dg, dA_row, gw);
+      vmul(dg, b.dg_draw + i * gw, dg, gw);
+      for (int c = 0; c < gw; ++c) part.ddt_bias[c] += dg[c];
+    }
     part.dA_log[0] += dA;
   }
   if (p_.dg.data) store_rows(p_.dg, (row0 * HV + hv_) * gw, HV * gw, n, gw, b.dgtok, gw);
@@ -181,13 +176,7 @@ void Worker::finish_rows(int64_t row0, int n, TaskPartials part) {
     if (p_.f.l2norm) {
       const float* y = which == 0 ? b.q : b.k;
       const float* rs = which == 0 ? b.q_rstd : b.k_rstd;
-      for (int i = 0; i < n; ++i) {
-        float* dx = x + i * K;
-        const float* yy = y + i * K;
-        float dot = 0.0f;
-        for (int d = 0; d < K; ++d) dot += dx[d] * yy[d];
-        for (int d = 0; d < K; ++d) dx[d] = rs[i] * (dx[d] - dot * yy[d]);
-      }
+      for (int i = 0; i < n; ++i) l2norm_bwd_row(x + i * K, y + i * K, rs[i], K);
     }
     store_rows(out, (row0 * H + hq_) * K, H * K, n, K, x, K);
   }

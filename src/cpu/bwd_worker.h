@@ -2,7 +2,10 @@
 // (sequence, value head) task (chunk_bwd.h describes the algorithm, ALGORITHMS.md 3.1 / 4 the
 // math). Row-major buffers sized for BT rows; `n` (<= BT) is the number of valid rows of the
 // current chunk, so padding rows of a partial chunk are never formed, let alone exponentiated.
-// State buffers are K-major [K, V]; the per-chunk slots hold S_c^T [V, K] and V^ [n, V].
+// Sign / scale conventions (no alpha in the GEMMs): dos = scale * dO, aqk = (q k E) without the
+// scale, wn = -W, dwp = dV^ S^T = -dW, xn = A^-T dwp = -X.
+// The state is K-major [K, V]; each chunk's slot keeps S_c^T [V, K], V^ [BT, V], -W [BT, K] and
+// A^-1 [BT, BT] from the forward sweep for the reverse sweep.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,31 +14,37 @@
 
 namespace linattn::cpu::bwd {
 
-// The worker's fp32 buffers (row-major, BT rows each unless noted).
 struct WorkerBufs {
   // Chunk inputs after the in-kernel transforms.
-  float *q, *k, *v, *dout;              // [BT,K] [BT,K] [BT,V] [BT,V]
+  float *q, *k, *v, *dos;               // [BT,K] [BT,K] [BT,V] [BT,V] (dos = scale * dO)
   float *q_rstd, *k_rstd;               // [BT]
   float *beta, *dbeta_draw;             // [BT]
-  float *g, *dg_draw, *dg_dA;           // [BT, gw]
-  double* gam;                          // [BT, gw] chunk-local inclusive cumsum of g
+  float *g, *dg_draw, *dg_dA;           // [BT, gw] log-decay and its local derivatives
   float *eg, *egl, *egL;                // [BT, gw] e^gam, [BT, gw] e^(gamL - gam), [gw] e^gamL
-  float* D;                             // [BT, BT] GDN: e^(gam_i - gam_j) for j <= i, else 0
-  float* earg;                          // [BT * max(K, BT)] exponent arguments
+  double* gam;                          // [BT] GDN chunk-local cumsum of g
+  float* D;                             // [BT, BT] GDN e^(gam_i - gam_j) for j <= i, else 0
+  float* ag;                            // [BT, K] KDA e^g per token and channel
+  float *rho, *kap;                     // [BT, K] KDA e^(gam_i - gam_first(i)), e^(gam_last(j) - gam_j)
+  float *bp, *px;                       // [4, K] KDA sub-chunk decay products, [K] pair factor
+  float *z, *zo;                        // [32, K], [32, max(16, K)] KDA sub-chunk pair operands
+  float *kk, *qr, *bkr;                 // [BT, K] KDA k kap, q rho, beta k rho
   // Forward quantities.
   float *kbg, *kg, *qg, *vb;            // [BT,K] beta e^gam k, [BT,K] e^(gamL-gam) k, [BT,K] e^gam q, [BT,V] beta v
-  float *aqk, *L, *ainv;                // [BT, BT]: scale (q k E) lower, L strictly lower, (I+L)^-1
-  float* w;                             // [BT, K]
+  float *aqk, *L;                       // [BT, BT] q k E (lower), beta k k E (strictly lower)
+  float* kT;                            // [K, BT]
   // Backward.
-  float *dvh, *dq, *dk, *dw, *x, *y;    // [BT,V] [BT,K] [BT,K] [BT,K] [BT,K] [BT,V]
+  float *dvh, *dq, *dk, *dwp, *xn, *y;  // [BT,V] [BT,K] [BT,K] [BT,K] [BT,K] [BT,V]
   float *dka, *r;                       // [BT, K] column- and row-side intra terms of dk
   float *daqk, *dA, *dL, *t1;           // [BT, BT]
-  float* dgam;                          // [BT, K] channelwise d gam (GDN sums over K)
-  float *dbeta, *dgtok;                 // [BT], [BT, gw]
-  float* tmp;                           // [max(K,V,BT) ^ 2] transposes
+  float* dgam;                          // [BT, K] channelwise d gam (GDN sums it)
+  float *dbeta, *dgtok, *last;          // [BT], [BT, gw], [K]
+  float* tmp;                           // [max(K, V, BT)^2] transposes
   float *S, *dS;                        // [K, V]
-  float* slots;                         // [max_chunks][V*K + BT*V]: S_c^T then V^_c
+  float* slots;                         // [max_chunks][slot_floats]
 };
+
+// Floats of one chunk slot: S^T [V, K], V^ [BT, V], -W [BT, K], A^-1 [BT, BT].
+int64_t slot_floats(const ChunkBwdParams& p);
 
 // Carves the buffers from `base` (or only counts when base is null); returns floats used.
 size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, float* base, WorkerBufs* out);
@@ -52,7 +61,7 @@ void scale_rows(int n, int cols, const float* f, int gw, const float* src, float
 class Worker {
  public:
   // `mem` holds carve_worker(p, max_chunks, nullptr, ..) floats (64-byte aligned).
-  // dqk_acc: fp32 [B*T, HV, K] x 2 (dq then dk) when G > 1, else null.
+  // dqk_acc: fp32 [rows, HV, K] x 2 (dq then dk) when G > 1, else null.
   Worker(const ChunkBwdParams& p, float* mem, int64_t max_chunks, float* dqk_acc);
 
   // Task: sequence n (index of its states), rows [bos, bos + len), value head hv.
@@ -60,15 +69,18 @@ class Worker {
 
  private:
   // Loads the chunk's rows [row0, row0 + n) (k, v, g, beta; q and d_o when `bwd`), applies the
-  // in-kernel transforms and forms the gate factors, L, A^-1, W (and U, Aqk).
+  // in-kernel transforms, forms the gate factors and kbg, kg, vb (qg when `bwd`).
   void prepare(int64_t row0, int n, bool bwd);
-  void load(int64_t row0, int n, bool bwd);
+  void load_inputs(int64_t row0, int n, bool bwd);
+  void gate_transform(int n);
   void gates(int n);
-  void intra_fwd(int n, bool with_aqk);  // L (and Aqk): GDN by D, KDA channelwise
-  void intra_bwd(int n);                 // dq += .., dka, r (see .cc), dbeta
-  void solve(int n);                     // Ainv = (I + L)^-1
-  void fwd_chunk(int n, float* S, float* slot_st, float* slot_vh, bool update_state);
-  void bwd_chunk(int n, const float* st, const float* vh, float* dS);
+  void intra_fwd(int n, bool aqk);  // L (forward sweep) or aqk (reverse sweep)
+  void intra_bwd(int n);            // dq += .., dka, r, dbeta += k.r'
+  void kda_offdiag_bwd(int n);
+  void kda_diag_bwd(int n);
+  void solve(int n, float* ainv);   // (I + L)^-1
+  void fwd_chunk(int n, float* S, float* slot, bool update_state);
+  void bwd_chunk(int n, const float* slot, float* dS);
   void finish_rows(int64_t row0, int n, TaskPartials part);
   void load_state(const BwdBuf& src, int64_t n, float* S);  // S [K, V]; zeros when absent
   void store_state(const BwdOut& dst, int64_t n, const float* S);
