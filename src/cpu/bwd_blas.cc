@@ -4,6 +4,7 @@
 #include "cpu/bwd_blas.h"
 
 #include "cpu/gemm.h"
+#include "cpu/intrin.h"
 #include "cpu/simd.h"
 
 namespace linattn::cpu::bwd {
@@ -84,14 +85,58 @@ void mm_to_lower(int n, int Kd, const float* A, int64_t lda, const float* B, int
   gemm(g);
 }
 
+namespace {
+
+void transpose_scalar(int r0, int r1, int c0, int c1, const float* src, int64_t lds, float* dst,
+                      int64_t ldd, float sign) {
+  for (int r = r0; r < r1; ++r)
+    for (int c = c0; c < c1; ++c) dst[c * ldd + r] = sign * src[r * lds + c];
+}
+
+#if defined(__AVX512F__)
+// One full 16 x 16 block: unpack pairs, 4-row shuffles, then two 128-bit lane shuffles.
+void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd, float sign) {
+  __m512 r[16], a[16], b[16], c[16];
+  const __m512 sg = _mm512_set1_ps(sign);
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_mul_ps(sg, _mm512_loadu_ps(src + i * lds));
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    b[4 * i + 0] = _mm512_shuffle_ps(a[4 * i + 0], a[4 * i + 2], 0x44);
+    b[4 * i + 1] = _mm512_shuffle_ps(a[4 * i + 0], a[4 * i + 2], 0xEE);
+    b[4 * i + 2] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], 0x44);
+    b[4 * i + 3] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    c[j] = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x88);
+    c[4 + j] = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xDD);
+    c[8 + j] = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88);
+    c[12 + j] = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xDD);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(c[j], c[8 + j], 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * ldd, _mm512_shuffle_f32x4(c[j], c[8 + j], 0xDD));
+    _mm512_storeu_ps(dst + (4 + j) * ldd, _mm512_shuffle_f32x4(c[4 + j], c[12 + j], 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * ldd, _mm512_shuffle_f32x4(c[4 + j], c[12 + j], 0xDD));
+  }
+}
+#endif
+
+}  // namespace
+
 void transpose(int R, int C, const float* src, int64_t lds, float* dst, int64_t ldd, float sign) {
-  constexpr int kB = 8;
-  for (int r0 = 0; r0 < R; r0 += kB)
-    for (int c0 = 0; c0 < C; c0 += kB) {
-      const int r1 = r0 + kB < R ? r0 + kB : R, c1 = c0 + kB < C ? c0 + kB : C;
-      for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) dst[c * ldd + r] = sign * src[r * lds + c];
-    }
+#if defined(__AVX512F__)
+  const int R16 = R / 16 * 16, C16 = C / 16 * 16;
+  for (int r0 = 0; r0 < R16; r0 += 16)
+    for (int c0 = 0; c0 < C16; c0 += 16)
+      transpose16(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd, sign);
+  transpose_scalar(0, R16, C16, C, src, lds, dst, ldd, sign);
+  transpose_scalar(R16, R, 0, C, src, lds, dst, ldd, sign);
+#else
+  transpose_scalar(0, R, 0, C, src, lds, dst, ldd, sign);
+#endif
 }
 
 void vexp(int n, const float* x, float* y) {

@@ -1,5 +1,5 @@
 // Intra-chunk gate policy of the CPU chunk backward. E_ij = e^(gam_i - gam_j) (j <= i) inside
-//   aqk_ij = q_i . k_j E_ij (j <= i)   and   L_ij = beta_i k_i . k_j E_ij (j < i),
+//   aqk_ij = q_i . k_j E_ij (j <= i)   and   L_ij = beta_i k_i . k_j E_ij (j < i) (kept as Ln = -L),
 // and their backward, with P = daqk (.) E and R = dL (.) E taken elementwise per channel:
 //   dq_i += sum_j P_ij k_j;  dka_j = sum_i P_ij q_i + R_ij beta_i k_i;  r'_i = sum_j R_ij k_j,
 //   dbeta_i += k_i . r'_i, r_i = beta_i r'_i.
@@ -24,7 +24,7 @@ void Worker::intra_fwd(int n, bool with_aqk) {
   const int K = K_, BT = BT_;
   WorkerBufs& b = b_;
   const float* src = with_aqk ? b.q : b.k;
-  float* out = with_aqk ? b.aqk : b.L;
+  float* out = with_aqk ? b.aqk : b.Ln;
   const int diag = with_aqk ? 1 : 0;  // aqk keeps the diagonal, L is strictly lower
   if (!p_.f.kda) {
     transpose(n, K, b.k, K, b.kT, BT);
@@ -32,7 +32,7 @@ void Worker::intra_fwd(int n, bool with_aqk) {
     for (int i = 0; i < n; ++i) {
       float* o = out + i * BT;
       vmul(o, b.D + i * BT, o, i + diag);
-      if (!with_aqk) vscale(b.beta[i], o, o, i);
+      if (!with_aqk) vscale(-b.beta[i], o, o, i);
       vfill(o + i + diag, 0.0f, n - i - diag);
     }
     return;
@@ -50,7 +50,7 @@ void Worker::intra_fwd(int n, bool with_aqk) {
       }
       mm(rows, kBC, K, b.z, K, 1, b.kT + c * kBC, BT, b.zo, kBC, false);
       for (int i = 0; i < rows; ++i)
-        vscale(with_aqk ? 1.0f : b.beta[s0 + i], b.zo + i * kBC, out + (s0 + i) * BT + c * kBC, kBC);
+        vscale(with_aqk ? 1.0f : -b.beta[s0 + i], b.zo + i * kBC, out + (s0 + i) * BT + c * kBC, kBC);
     }
   }
   float* R = b.z;
@@ -58,7 +58,7 @@ void Worker::intra_fwd(int n, bool with_aqk) {
     const int s1 = std::min(n, s0 + kBC);
     for (int i = s0; i < s1; ++i) {
       float* o = out + i * BT;
-      const float f = with_aqk ? 1.0f : b.beta[i];
+      const float f = with_aqk ? 1.0f : -b.beta[i];
       std::memcpy(R, src + i * K, sizeof(float) * K);
       if (with_aqk) o[i] = vdot(R, b.k + i * K, K);
       for (int j = i - 1; j >= s0; --j) {

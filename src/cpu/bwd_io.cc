@@ -69,6 +69,16 @@ void store_rows(const BwdOut& dst, int64_t off, int64_t row_stride, int rows, in
   }
 }
 
+void prefetch_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int cols) {
+  if (!src.data) return;
+  const size_t es = dtype_size(src.dtype);
+  const char* base = static_cast<const char*>(src.data);
+  for (int r = 0; r < rows; ++r) {
+    const char* p = base + (off + r * row_stride) * static_cast<int64_t>(es);
+    for (size_t b = 0; b < cols * es; b += 64) __builtin_prefetch(p + b, 0, 2);
+  }
+}
+
 void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width) {
   if (!dst.data || r1 <= r0) return;
   const size_t es = dtype_size(dst.dtype);

@@ -13,6 +13,9 @@ void load_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int
 // dst[off + r * row_stride + c] = src[r * lds + c], rounded to dst's dtype.
 void store_rows(const BwdOut& dst, int64_t off, int64_t row_stride, int rows, int cols,
                 const float* src, int lds);
+// Asks for rows [0, rows) of `cols` elements at off + r * row_stride to be brought into L2
+// (software prefetch of the next chunk's inputs while the current one computes).
+void prefetch_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int cols);
 // Writes zeros to rows [r0, r1) of a [rows, width] tensor.
 void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width);
 // Scalar access (for the few per-head values).

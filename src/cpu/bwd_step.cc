@@ -1,12 +1,13 @@
 // Reverse-sweep step of one chunk of the CPU chunk backward, and the writing of its rows.
 // Per chunk (n rows; S = S_c from the slot as S^T; dS = dS_{c+1} on entry, dS_c on exit), with
-// dos = scale dO, aqk = q k E (unscaled), wn = -W:
+// dos = scale dO, aqk = q k E (unscaled), kbgn = -beta e^gam k, Xf = (I + L) V^:
 //   dV^ = aqk^T dos + kg dS                  dk  = e^(gamL-gam) (V^ dS^T)        (inter)
-//   dq  = e^gam (dos S^T)                     dwp = dV^ S^T (= -dW)
-//   dS <- Diag(e^gamL) dS + qg^T dos + wn^T dV^
-//   daqk = tril(dos V^^T); xn = A^-T dwp (= -X); Y = A^-T dV^; dv = beta Y
-//   dA = tril-(-dwp kbg^T + dV^ vb^T); dL = -tril-(A^-T dA A^-T); intra terms (bwd_intra.cc)
-//   dgam = q.dq - k.(dk_inter + dka - r) - kbg.xn, plus at the last row e^gamL <S, dS'>_rows +
+//   dq  = e^gam (dos S^T)                     Y   = A^-T dV^;  dv = beta Y
+//   xn  = Y S^T (= -X = A^-T dV^ S^T, since dW = -dV^ S^T)
+//   dS <- Diag(e^gamL) dS + qg^T dos + kbgn^T Y            (W^T dV^ = kbg^T Y)
+//   daqk = tril(dos V^^T); dA = tril-(dV^ Xf^T) (= dW kbg^T + dU vb^T)
+//   dL = -tril-(A^-T dA A^-T); intra terms (bwd_intra.cc)
+//   dgam = q.dq - k.(dk_inter + dka - r) + kbgn.xn, plus at the last row e^gamL <S, dS'>_rows +
 //   sum_j k_j dk_inter_j; dg = reverse cumsum of dgam over the chunk's rows.
 #include <cstring>
 
@@ -23,8 +24,8 @@ void Worker::bwd_chunk(int n, const float* slot, float* dS) {
   WorkerBufs& b = b_;
   const float* st = slot;
   const float* vh = st + static_cast<int64_t>(V) * K;
-  const float* wn = vh + static_cast<int64_t>(BT) * V;
-  const float* ai = wn + static_cast<int64_t>(BT) * K;
+  const float* xf = vh + static_cast<int64_t>(BT) * V;
+  const float* ai = xf + static_cast<int64_t>(BT) * V;
   intra_fwd(n, true);
   // dV^ = aqk^T dos + kg dS
   mm_lower_t(n, V, b.aqk, BT, b.dos, V, b.dvh, V, false);
@@ -56,25 +57,23 @@ void Worker::bwd_chunk(int n, const float* slot, float* dS) {
       store(b.last + d, add(load(b.last + d, t), p), t);
     }
   }
-  // dq = e^gam (dos S^T); dwp = dV^ S^T
+  // dq = e^gam (dos S^T); Y = A^-T dV^; xn = Y S^T
   mm(n, K, V, b.dos, V, 1, st, K, b.dq, K, false);
   scale_rows(n, K, b.eg, gw, b.dq, b.dq);
-  mm(n, K, V, b.dvh, V, 1, st, K, b.dwp, K, false);
-  // dS <- Diag(e^gamL) dS + qg^T dos + wn^T dV^
+  mm_lower_t(n, V, ai, BT, b.dvh, V, b.y, V, false);
+  mm(n, K, V, b.y, V, 1, st, K, b.xn, K, false);
+  // dS <- Diag(e^gamL) dS + qg^T dos + kbgn^T Y
   if (gw == 1) mm(K, V, n, b.qg, 1, K, b.dos, V, dS, V, true, b.egL[0]);
   else mm(K, V, n, b.qg, 1, K, b.dos, V, dS, V, true, 1.0f, b.egL);
-  mm(K, V, n, wn, 1, K, b.dvh, V, dS, V, true);
+  mm(K, V, n, b.kbgn, 1, K, b.y, V, dS, V, true);
   // daqk = dos V^^T on and below the diagonal
   transpose(n, V, vh, V, b.tmp, BT);
   mm_to_lower(n, V, b.dos, V, b.tmp, BT, b.daqk, BT, false);
-  // xn = A^-T dwp, Y = A^-T dV^
-  mm_lower_t(n, K, ai, BT, b.dwp, K, b.xn, K, false);
-  mm_lower_t(n, V, ai, BT, b.dvh, V, b.y, V, false);
-  // dbeta = v.Y - sum_d k e^gam xn; dk -= beta e^gam xn; dgam -= kbg xn
+  // dbeta = v.Y - sum_d k e^gam xn; dk -= beta e^gam xn; dgam += kbgn xn
   for (int i = 0; i < n; ++i) {
     const float* x = b.xn + i * K;
     const float* k = b.k + i * K;
-    const float* kbg = b.kbg + i * K;
+    const float* kbgn = b.kbgn + i * K;
     float* dk = b.dk + i * K;
     float* dg = b.dgam + i * K;
     const float beta = b.beta[i];
@@ -86,15 +85,13 @@ void Worker::bwd_chunk(int n, const float* slot, float* dS) {
       const VF ke = mul(load(k + d, t), e);
       kex = fma(ke, xv, kex);
       store(dk + d, fnma(mul(set1(beta), e), xv, load(dk + d, t)), t);
-      store(dg + d, fnma(load(kbg + d, t), xv, load(dg + d, t)), t);
+      store(dg + d, fma(load(kbgn + d, t), xv, load(dg + d, t)), t);
     }
     b.dbeta[i] = vdot(b.v + i * V, b.y + i * V, V) - hsum(kex);
   }
-  // dA = tril-(-dwp kbg^T + dV^ vb^T)
-  transpose(n, K, b.kbg, K, b.tmp, BT, -1.0f);
-  mm_to_lower(n, K, b.dwp, K, b.tmp, BT, b.dA, BT, false);
-  transpose(n, V, b.vb, V, b.tmp, BT);
-  mm_to_lower(n, V, b.dvh, V, b.tmp, BT, b.dA, BT, true);
+  // dA = tril-(dV^ Xf^T)
+  transpose(n, V, xf, V, b.tmp, BT);
+  mm_to_lower(n, V, b.dvh, V, b.tmp, BT, b.dA, BT, false);
   for (int i = 0; i < n; ++i) vfill(b.dA + i * BT + i, 0.0f, n - i);
   // dL = -tril-(A^-T dA A^-T)
   mm_lower_t(n, n, ai, BT, b.dA, BT, b.t1, BT, false);

@@ -3,9 +3,9 @@
 // math). Row-major buffers sized for BT rows; `n` (<= BT) is the number of valid rows of the
 // current chunk, so padding rows of a partial chunk are never formed, let alone exponentiated.
 // Sign / scale conventions (no alpha in the GEMMs): dos = scale * dO, aqk = (q k E) without the
-// scale, wn = -W, dwp = dV^ S^T = -dW, xn = A^-T dwp = -X.
-// The state is K-major [K, V]; each chunk's slot keeps S_c^T [V, K], V^ [BT, V], -W [BT, K] and
-// A^-1 [BT, BT] from the forward sweep for the reverse sweep.
+// scale, kbgn = -beta e^gam k, xn = -X = -A^-T dW = Y S^T.
+// The state is K-major [K, V]; each chunk's slot keeps S_c^T [V, K], V^ [BT, V],
+// Xf = beta v - kbg S_c = (I + L) V^ [BT, V] and A^-1 [BT, BT] from the forward sweep.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,11 +29,11 @@ struct WorkerBufs {
   float *z, *zo;                        // [32, K], [32, max(16, K)] KDA sub-chunk pair operands
   float *kk, *qr, *bkr;                 // [BT, K] KDA k kap, q rho, beta k rho
   // Forward quantities.
-  float *kbg, *kg, *qg, *vb;            // [BT,K] beta e^gam k, [BT,K] e^(gamL-gam) k, [BT,K] e^gam q, [BT,V] beta v
-  float *aqk, *L;                       // [BT, BT] q k E (lower), beta k k E (strictly lower)
+  float *kbgn, *kg, *qg, *vb;           // [BT,K] -beta e^gam k, [BT,K] e^(gamL-gam) k, [BT,K] e^gam q, [BT,V] beta v
+  float *aqk, *Ln;                      // [BT, BT] q k E (lower), -L = -beta k k E (strictly lower)
   float* kT;                            // [K, BT]
   // Backward.
-  float *dvh, *dq, *dk, *dwp, *xn, *y;  // [BT,V] [BT,K] [BT,K] [BT,K] [BT,K] [BT,V]
+  float *dvh, *dq, *dk, *xn, *y;        // [BT,V] [BT,K] [BT,K] [BT,K] [BT,V]
   float *dka, *r;                       // [BT, K] column- and row-side intra terms of dk
   float *daqk, *dA, *dL, *t1;           // [BT, BT]
   float* dgam;                          // [BT, K] channelwise d gam (GDN sums it)
@@ -43,7 +43,7 @@ struct WorkerBufs {
   float* slots;                         // [max_chunks][slot_floats]
 };
 
-// Floats of one chunk slot: S^T [V, K], V^ [BT, V], -W [BT, K], A^-1 [BT, BT].
+// Floats of one chunk slot: S^T [V, K], V^ [BT, V], Xf [BT, V], A^-1 [BT, BT].
 int64_t slot_floats(const ChunkBwdParams& p);
 
 // Carves the buffers from `base` (or only counts when base is null); returns floats used.
@@ -69,16 +69,17 @@ class Worker {
 
  private:
   // Loads the chunk's rows [row0, row0 + n) (k, v, g, beta; q and d_o when `bwd`), applies the
-  // in-kernel transforms, forms the gate factors and kbg, kg, vb (qg when `bwd`).
+  // in-kernel transforms, forms the gate factors and kbgn, kg, vb (qg when `bwd`).
   void prepare(int64_t row0, int n, bool bwd);
   void load_inputs(int64_t row0, int n, bool bwd);
+  void prefetch(int64_t row0, int n, bool bwd);  // the chunk's input rows, into L2
   void gate_transform(int n);
   void gates(int n);
   void intra_fwd(int n, bool aqk);  // L (forward sweep) or aqk (reverse sweep)
   void intra_bwd(int n);            // dq += .., dka, r, dbeta += k.r'
   void kda_offdiag_bwd(int n);
   void kda_diag_bwd(int n);
-  void solve(int n, float* ainv);   // (I + L)^-1
+  void solve(int n, float* ainv);   // (I + L)^-1 from Ln
   void fwd_chunk(int n, float* S, float* slot, bool update_state);
   void bwd_chunk(int n, const float* slot, float* dS);
   void finish_rows(int64_t row0, int n, TaskPartials part);
