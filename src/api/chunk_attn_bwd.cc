@@ -1,14 +1,19 @@
-// linattn::chunk_attn_bwd: validate (meta), then the CUDA backend or the CPU backward.
-// The CPU work is bound into one closure and handed to run_or_record, so a CPU graph capture
-// records it and every replay re-reads the (possibly updated) inputs and cu_seqlens in place.
-// Eager (use_graph = false): cu_seqlens is validated on the host here. Fixed capacity: it is
-// read only when the work runs; the scratch is sized by capacity (B*T tokens per sequence).
+// linattn::chunk_attn_bwd: validate (meta) -> the CUDA backend, or the CPU chunked backward
+// (src/cpu/chunk_bwd.h), run now or recorded into the active CPU graph capture (core/capture.h).
+// Eager (use_graph = false): cu_seqlens is validated on the host, the scratch is sized by the
+// longest sequence; forbidden inside a capture. Fixed capacity (use_graph = true): nothing reads
+// cu_seqlens until the work runs and the scratch is sized by capacity (rows tokens), so a
+// recorded call replays any layout. Scratch: ctx.workspace when given (its size is checked
+// here, before anything is recorded), else allocated here and, under capture, owned by the
+// recorded closure (allocated once at capture, never at replay).
+#include <algorithm>
 #include <memory>
 
 #include "api/backend_cuda.h"
 #include "api/chunk_params_build.h"
 #include "core/capture.h"
 #include "core/check.h"
+#include "core/thread_pool.h"
 #include "cpu/chunk_bwd.h"
 #include "linattn/ops.h"
 #include "meta/chunk_attn_desc.h"
@@ -19,22 +24,18 @@ namespace {
 cpu::BwdBuf buf(const TensorView& t) { return {t.defined() ? t.data : nullptr, t.dtype}; }
 cpu::BwdOut out(const TensorView& t) { return {t.defined() ? t.data : nullptr, t.dtype}; }
 
-cpu::ChunkBwdParams make_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
-                                const TensorView& d_o, const TensorView& d_final_state,
-                                const ChunkAttnGrads& g) {
-  cpu::ChunkBwdParams p;
-  p.f = api::build_chunk_params(d, in, nullptr);
-  p.d_o = buf(d_o);
-  p.dht = buf(d_final_state);
-  p.dq = out(g.dq);
-  p.dk = out(g.dk);
-  p.dv = out(g.dv);
-  p.dg = out(g.dg);
-  p.dbeta = out(g.dbeta);
-  p.dA_log = out(g.dA_log);
-  p.ddt_bias = out(g.ddt_bias);
-  p.dh0 = out(g.dinitial_state);
-  return p;
+int thread_count(const ExecContext& ctx) {
+  const int pool = ThreadPool::global().num_threads();
+  return ctx.num_threads > 0 ? std::min(ctx.num_threads, pool) : pool;
+}
+
+// Longest sequence of an eager call (cu_seqlens validated), or the capacity in graph mode.
+int64_t scratch_seq_len(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in) {
+  if (d.use_graph || !d.varlen) return d.use_graph ? d.B * d.T : d.T;
+  int64_t m = 0;
+  for (int64_t n = 0; n < d.N; ++n)
+    m = std::max(m, meta::read_index(in.cu_seqlens, n + 1) - meta::read_index(in.cu_seqlens, n));
+  return m;
 }
 
 }  // namespace
@@ -47,22 +48,38 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
     api::chunk_attn_bwd_cuda(d, in, d_o, d_final_state, grads, opt, ctx);
     return;
   }
-  if (d.varlen && !d.use_graph) meta::validate_cu_seqlens_host(in.cu_seqlens, d.total_tokens(), false);
-  const cpu::ChunkBwdParams p = make_params(d, in, d_o, d_final_state, grads);
-  const int threads = ctx.num_threads;
-  void* ws = ctx.workspace;
-  size_t ws_bytes = ctx.workspace_bytes;
-  if (d.use_graph && active_cpu_capture() && ws == nullptr) {
-    // The recorded work owns a capacity-sized scratch made here, at capture time, so replays
-    // never allocate.
-    const size_t bytes = cpu::chunk_bwd_workspace_bytes(p, threads, p.f.rows);
-    auto mem = std::shared_ptr<float[]>(new float[bytes / sizeof(float) + 16]);
-    run_or_record("chunk_attn_bwd", [p, threads, mem, bytes] {
-      cpu::chunk_bwd(p, mem.get(), bytes, threads);
-    });
+  if (!d.use_graph) {
+    forbid_eager_during_capture(
+        "chunk_attn_bwd with use_graph = false (the eager path reads cu_seqlens on the host); "
+        "expected use_graph = true");
+    if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.total_tokens(), false);
+  }
+  cpu::ChunkBwdParams p;
+  p.f = api::build_chunk_params(d, in, nullptr);
+  p.d_o = buf(d_o);
+  p.dht = buf(d_final_state);
+  p.dq = out(grads.dq);
+  p.dk = out(grads.dk);
+  p.dv = out(grads.dv);
+  p.dg = out(grads.dg);
+  p.dbeta = out(grads.dbeta);
+  p.dA_log = out(grads.dA_log);
+  p.ddt_bias = out(grads.ddt_bias);
+  p.dh0 = out(grads.dinitial_state);
+  const int threads = thread_count(ctx);
+  const int64_t max_len = scratch_seq_len(d, in);
+  const size_t bytes = cpu::chunk_bwd_workspace_bytes(p, threads, max_len);
+  const char* name = d.kda() ? "kda_bwd" : "gdn_bwd";
+  if (ctx.workspace != nullptr) {
+    LINATTN_CHECK(ctx.workspace_bytes >= bytes, "workspace_bytes: expected at least ", bytes, ", got ",
+                  ctx.workspace_bytes);
+    void* ws = ctx.workspace;
+    run_or_record(name, [p, threads, ws, bytes] { cpu::chunk_bwd(p, ws, bytes, threads); });
     return;
   }
-  run_or_record("chunk_attn_bwd", [p, threads, ws, ws_bytes] { cpu::chunk_bwd(p, ws, ws_bytes, threads); });
+  // Uninitialized: the backward writes every scratch element before reading it.
+  std::shared_ptr<std::byte[]> mem(new std::byte[bytes]);
+  run_or_record(name, [p, threads, mem, bytes] { cpu::chunk_bwd(p, mem.get(), bytes, threads); });
 }
 
 }  // namespace linattn
