@@ -1,12 +1,13 @@
 // linattn::chunk_attn_fwd: validate (meta) -> CUDA, or plan (src/plan) -> CPU chunked forward
 // (src/cpu), run now or recorded into the active CPU graph capture (core/capture.h).
 // Eager (use_graph = false): cu_seqlens is validated on the host (end <= T) and the plan uses the
-// real lengths. Fixed capacity (use_graph = true): nothing reads cu_seqlens until the kernel runs;
-// the plan uses capacity only, so a recorded call replays any layout. The head-level kernel needs
-// only cu_seqlens (GRAPH_CONTRACT.md section 3, sequence-parallel programs); supplied
-// chunk_indices / chunk_offsets are accepted and not read. Padding rows (>= cu_seqlens[N]) of o
-// are left untouched. Scratch: ctx.workspace when given (checked), else allocated here and, under
-// capture, owned by the recorded closure (allocated once at capture, never at replay).
+// real lengths; refused under a capture. Fixed capacity (use_graph = true): graph arguments are
+// validated (meta/graph_args.h), nothing reads cu_seqlens until the kernel runs and the plan uses
+// capacity only, so a recorded call replays any layout. The head-level kernel needs only
+// cu_seqlens (GRAPH_CONTRACT.md section 3, sequence-parallel programs): supplied chunk_indices /
+// chunk_offsets are validated and not read. Padding rows (>= cu_seqlens[N]) of o are left
+// untouched. Scratch: ctx.workspace (checked), else a per-thread library buffer on eager calls;
+// a captured call without a workspace is refused (no allocation at capture or replay).
 #include <memory>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "cpu/chunk_fwd.h"
 #include "cpu/token_recurrent.h"
 #include "meta/chunk_attn_desc.h"
+#include "meta/graph_args.h"
+#include "meta/workspace.h"
 #include "plan/chunk_plan.h"
 
 namespace linattn {
@@ -28,6 +31,7 @@ struct Prepared {
   meta::ChunkAttnDesc d;
   cpu::ChunkParams p;
   plan::ChunkPlan plan;
+  cpu::ChunkSchedule sched;
   int threads = 1;
 };
 
@@ -43,34 +47,49 @@ std::vector<int64_t> host_lengths(const meta::ChunkAttnDesc& d, const ChunkAttnI
   return lens;
 }
 
-Prepared prepare(const ChunkAttnInputs& in, const ChunkAttnOutputs* out, const ChunkAttnOptions& opt,
+// Everything but the CUDA dispatch: validation, lengths (eager), plan, params.
+Prepared prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const ChunkAttnOutputs* out,
                  const ExecContext& ctx) {
   Prepared r;
-  r.d = meta::describe_chunk_attn(in, opt);
-  if (out) meta::check_fwd_outputs(r.d, *out);
+  r.d = d;
+  if (out) meta::check_fwd_outputs(d, *out);
   std::vector<int64_t> lens;
-  if (r.d.device.type == DeviceType::kCPU && !r.d.use_graph) {
-    if (r.d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, r.d.T, false);
-    lens = host_lengths(r.d, in);
+  if (d.use_graph) {
+    meta::GraphMetaArgs g;
+    g.cu_seqlens = in.cu_seqlens;
+    g.chunk_indices = in.chunk_indices;
+    g.chunk_offsets = in.chunk_offsets;
+    g.max_num_seqs = d.N;
+    g.T_max = d.B * d.T;
+    g.BT = d.BT;
+    g.device = d.device;
+    meta::check_graph_meta_args(g);
+  } else {
+    forbid_eager_during_capture("chunk_attn_fwd with use_graph = false (reads cu_seqlens on the host)");
+    if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.T, false);
+    lens = host_lengths(d, in);
   }
   r.threads = thread_count(ctx);
-  r.plan = plan::plan_chunk_fwd(r.d, lens, r.threads);
-  r.p = api::build_chunk_params(r.d, in, out);
+  r.plan = plan::plan_chunk_fwd(d, lens, r.threads);
+  r.sched = cpu::ChunkSchedule{r.plan.num_threads, r.plan.v_splits, r.plan.v_tile};
+  r.p = api::build_chunk_params(d, in, out);
   return r;
 }
 
-// Runs `fn(ws)` now or records it, with `bytes` of scratch from ctx or owned by the closure.
+// Runs fn(ws, bytes) now or records it; scratch from ctx or, eagerly, from a per-thread buffer.
 template <class Fn>
 void launch(const char* name, const ExecContext& ctx, size_t bytes, Fn fn) {
   if (ctx.workspace != nullptr) {
-    LINATTN_CHECK(ctx.workspace_bytes >= bytes, "workspace_bytes: expected at least ", bytes, ", got ",
-                  ctx.workspace_bytes);
+    meta::check_workspace(ctx.workspace, ctx.workspace_bytes, bytes, "workspace");
     void* ws = ctx.workspace;
     run_or_record(name, [fn, ws, bytes] { fn(ws, bytes); });
     return;
   }
-  auto buf = std::make_shared<std::vector<std::byte>>(bytes);
-  run_or_record(name, [fn, buf] { fn(buf->data(), buf->size()); });
+  forbid_alloc_during_capture(
+      "chunk_attn_fwd scratch: pass ctx.workspace of chunk_attn_fwd_workspace_bytes() bytes when capturing");
+  thread_local std::vector<std::byte> scratch;
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  fn(scratch.data(), bytes);
 }
 
 }  // namespace
@@ -83,28 +102,39 @@ void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out, cons
     api::chunk_attn_fwd_cuda(d, in, out, opt, ctx);
     return;
   }
-  LINATTN_CHECK_CODE(d.use_graph || active_cpu_capture() == nullptr, ErrorCode::kCaptureViolation,
-                     FailureCategory::kEagerBackend,
-                     "chunk_attn_fwd: use_graph = false (the eager path reads cu_seqlens on the host) "
-                     "inside a CPU graph capture; expected use_graph = true");
-  const Prepared r = prepare(in, &out, opt, ctx);
-  const cpu::ChunkSchedule s{r.plan.num_threads, r.plan.v_splits, r.plan.v_tile};
+  const Prepared r = prepare(d, in, &out, ctx);
   const cpu::ChunkParams p = r.p;
-  launch(r.d.kda() ? "kda_fwd" : "gdn_fwd", ctx, cpu::chunk_fwd_workspace_bytes(p, s),
+  const cpu::ChunkSchedule s = r.sched;
+  launch(d.kda() ? "kda_fwd" : "gdn_fwd", ctx, cpu::chunk_fwd_workspace_bytes(p, s),
          [p, s](void* ws, size_t bytes) { cpu::chunk_fwd(p, s, ws, bytes); });
+}
+
+size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
+                                      const ExecContext& ctx) {
+  const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);
+  if (d.device.type == DeviceType::kCUDA) return 0;
+  std::vector<int64_t> lens;
+  if (!d.use_graph) {
+    if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.T, false);
+    lens = host_lengths(d, in);
+  }
+  const plan::ChunkPlan pl = plan::plan_chunk_fwd(d, lens, thread_count(ctx));
+  const cpu::ChunkParams p = api::build_chunk_params(d, in, nullptr);
+  return cpu::chunk_fwd_workspace_bytes(p, cpu::ChunkSchedule{pl.num_threads, pl.v_splits, pl.v_tile});
 }
 
 namespace api {
 
 std::string chunk_attn_fwd_plan(const ChunkAttnInputs& in, const ChunkAttnOptions& opt, const ExecContext& ctx) {
-  return prepare(in, nullptr, opt, ctx).plan.to_string();
+  return prepare(meta::describe_chunk_attn(in, opt), in, nullptr, ctx).plan.to_string();
 }
 
 void chunk_attn_fwd_token_recurrent(const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
                                     const ChunkAttnOptions& opt, const ExecContext& ctx) {
-  const Prepared r = prepare(in, &out, opt, ctx);
-  LINATTN_CHECK(r.d.device.type == DeviceType::kCPU, "q: the token-recurrent path runs on the CPU, got ",
-                device_name(r.d.device));
+  const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);
+  LINATTN_CHECK(d.device.type == DeviceType::kCPU, "q: the token-recurrent path runs on the CPU, got ",
+                device_name(d.device));
+  const Prepared r = prepare(d, in, &out, ctx);
   const cpu::ChunkParams p = r.p;
   const int threads = r.threads;
   launch("token_recurrent_fwd", ctx, cpu::token_recurrent_workspace_bytes(p, threads),

@@ -1,0 +1,87 @@
+// `linattn bench` infrastructure shared by the per-op benchmark files (tools/bench_<op>.cc):
+// the parsed arguments (the interface of issue 4, kept from now on), the machine measurements
+// (FMA peak, copy bandwidth), robust timing (p50 / p95 over repeated calls), the JSON lines of
+// PERFORMANCE.md section 6, and a registry: each op file registers itself with
+// LINATTN_BENCH_OP("conv", run_conv) and cmd_bench.cc dispatches on --op.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "linattn/tensor.h"
+
+namespace linattn::bench {
+
+struct BenchArgs {
+  std::string op = "gdn";             // gdn | kda | conv | ... (registered ops)
+  std::string pass = "fwd";           // fwd | bwd | fwdbwd
+  std::string backend = "cpu";        // cpu | cuda
+  std::string mode = "eager-live";    // eager-live | eager-fixed | graph-replay | graph-update-replay
+  int64_t hqk = 16, hv = 16, k = 128, v = 128;
+  std::vector<int64_t> lengths{4096};
+  std::string dtype = "fp32";         // fp32 | bf16 | fp16
+  DType dt = DType::kF32;
+  int threads = 0;                    // 0 = the library pool
+  bool json = false;
+  int bt = 64;
+  double min_time_s = 1.0;            // per timed path
+  int min_iters = 5;
+  std::string check = "auto";         // auto | ref | baseline | off
+  bool baseline = true;               // also time the token-by-token fp32 path
+  int64_t channels = 6144;            // conv: D
+  int64_t width = 4;                  // conv: W
+  std::vector<std::string> extra;     // unparsed flags, for op-specific options
+};
+
+struct Machine {
+  std::string device;      // "cpu: <model> (N threads, avx512)"
+  int threads = 1;
+  double peak_gflops = 0;  // measured fp32 FMA peak on `threads` threads
+  double copy_gbps = 0;    // measured memcpy read + write bandwidth (one thread)
+};
+
+struct TimeStats {
+  double p50_ms = 0, p95_ms = 0, mean_ms = 0;
+  int iters = 0;
+};
+
+// Calls fn() once to warm up, then at least min_iters times and for at least min_time_s.
+TimeStats time_calls(const std::function<void()>& fn, int min_iters, double min_time_s);
+
+Machine measure_machine(int threads);
+std::string env_json(const Machine& m);  // {"kind":"env",...,"commit":...,"date":...}
+
+// A JSON object built field by field: Json().add("op","gdn").add("p50_ms",1.2).str().
+class Json {
+ public:
+  Json& add(const std::string& key, const std::string& value);
+  Json& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  Json& add(const std::string& key, double value);
+  Json& add(const std::string& key, int64_t value);
+  Json& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
+  Json& add(const std::string& key, bool value);
+  Json& add_raw(const std::string& key, const std::string& raw);  // already-JSON value
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  void key(const std::string& k);
+  std::string body_;
+};
+
+std::string lengths_json(const std::vector<int64_t>& lengths);  // [4096,4096] or "4096x8"
+
+using BenchFn = int (*)(const BenchArgs&, const Machine&);
+struct BenchOpRegistrar {
+  BenchOpRegistrar(const char* op, BenchFn fn);
+};
+BenchFn find_bench_op(const std::string& op);
+std::vector<std::string> bench_ops();
+
+}  // namespace linattn::bench
+
+#define LINATTN_BENCH_CAT2(a, b) a##b
+#define LINATTN_BENCH_CAT(a, b) LINATTN_BENCH_CAT2(a, b)
+#define LINATTN_BENCH_OP(name, fn) \
+  static ::linattn::bench::BenchOpRegistrar LINATTN_BENCH_CAT(linattn_bench_op_, __COUNTER__)(name, fn)
