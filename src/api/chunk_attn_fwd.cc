@@ -6,8 +6,9 @@
 // capacity only, so a recorded call replays any layout. The head-level kernel needs only
 // cu_seqlens (GRAPH_CONTRACT.md section 3, sequence-parallel programs): supplied chunk_indices /
 // chunk_offsets are validated and not read. Padding rows (>= cu_seqlens[N]) of o are left
-// untouched. Scratch: ctx.workspace (checked), else a per-thread library buffer on eager calls;
-// a captured call without a workspace is refused (no allocation at capture or replay).
+// untouched. Scratch: ctx.workspace (checked); else, on eager calls, a per-thread library
+// buffer; else, under capture, a buffer allocated once at capture and owned by the recorded
+// closure (so bucket helpers that cannot size workspaces still capture; replays never allocate).
 #include <memory>
 #include <vector>
 
@@ -85,8 +86,13 @@ void launch(const char* name, const ExecContext& ctx, size_t bytes, Fn fn) {
     run_or_record(name, [fn, ws, bytes] { fn(ws, bytes); });
     return;
   }
-  forbid_alloc_during_capture(
-      "chunk_attn_fwd scratch: pass ctx.workspace of chunk_attn_fwd_workspace_bytes() bytes when capturing");
+  if (active_cpu_capture() != nullptr) {
+    // Captured without a workspace: the scratch is allocated once here, at capture, and owned
+    // by the recorded closure (freed with the graph); replays never allocate.
+    auto buf = std::make_shared<std::vector<std::byte>>(bytes);
+    run_or_record(name, [fn, buf] { fn(buf->data(), buf->size()); });
+    return;
+  }
   thread_local std::vector<std::byte> scratch;
   if (scratch.size() < bytes) scratch.resize(bytes);
   fn(scratch.data(), bytes);
