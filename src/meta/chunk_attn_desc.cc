@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "meta/graph_args.h"
 
 namespace linattn::meta {
 
@@ -188,9 +189,17 @@ ChunkAttnDesc describe_chunk_attn(const ChunkAttnInputs& in, const ChunkAttnOpti
 
   d.use_graph = opt.use_graph;
   if (opt.use_graph) {
-    LINATTN_CHECK(d.varlen, "cu_seqlens: required with use_graph = true (fixed-capacity path), got none");
-    LINATTN_CHECK(opt.max_num_seqs == d.N, "max_num_seqs: expected cu_seqlens.size - 1 = ", d.N,
-                  ", got ", opt.max_num_seqs);
+    // Graph-contract checks with their failure categories (graph_args.h): cu_seqlens present,
+    // max_num_seqs == cu_seqlens.size - 1, supplied chunk tables of the exact static shape.
+    GraphMetaArgs ga;
+    ga.cu_seqlens = in.cu_seqlens;
+    ga.chunk_indices = in.chunk_indices;
+    ga.chunk_offsets = in.chunk_offsets;
+    ga.max_num_seqs = opt.max_num_seqs;
+    ga.T_max = d.T;
+    ga.BT = d.BT;
+    ga.device = d.device;
+    check_graph_meta_args(ga);  // (B == 1 follows: cu_seqlens is present, checked above)
   }
   d.graph_chunk_tables = in.chunk_indices.defined() || in.chunk_offsets.defined();
   LINATTN_CHECK(!d.graph_chunk_tables || opt.use_graph,
