@@ -4,8 +4,9 @@
 // longest sequence; forbidden inside a capture. Fixed capacity (use_graph = true): nothing reads
 // cu_seqlens until the work runs and the scratch is sized by capacity (rows tokens), so a
 // recorded call replays any layout. Scratch: ctx.workspace when given (its size is checked
-// here, before anything is recorded), else allocated here and, under capture, owned by the
-// recorded closure (allocated once at capture, never at replay).
+// here, before anything is recorded); else, on eager calls, a per-thread library buffer (grows
+// to the largest call, O(threads x chunks x K x V)); else, under capture, a buffer allocated
+// once at capture and owned by the recorded closure (replays never allocate).
 #include <algorithm>
 #include <memory>
 
@@ -77,9 +78,20 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
     run_or_record(name, [p, threads, ws, bytes] { cpu::chunk_bwd(p, ws, bytes, threads); });
     return;
   }
-  // Uninitialized: the backward writes every scratch element before reading it.
-  std::shared_ptr<std::byte[]> mem(new std::byte[bytes]);
-  run_or_record(name, [p, threads, mem, bytes] { cpu::chunk_bwd(p, mem.get(), bytes, threads); });
+  if (active_cpu_capture() != nullptr) {
+    // Uninitialized: the backward writes every scratch element before reading it.
+    std::shared_ptr<std::byte[]> mem(new std::byte[bytes]);
+    run_or_record(name, [p, threads, mem, bytes] { cpu::chunk_bwd(p, mem.get(), bytes, threads); });
+    return;
+  }
+  // Eager: a per-thread buffer that only grows, so repeated calls do not fault fresh pages in.
+  thread_local std::unique_ptr<std::byte[]> scratch;
+  thread_local size_t scratch_bytes = 0;
+  if (scratch_bytes < bytes) {
+    scratch.reset(new std::byte[bytes]);
+    scratch_bytes = bytes;
+  }
+  cpu::chunk_bwd(p, scratch.get(), bytes, threads);
 }
 
 }  // namespace linattn

@@ -20,7 +20,7 @@ void mm_lower(int n, int N, const float* L, int64_t ldl, const float* B, int64_t
 void mm_lower_t(int n, int N, const float* L, int64_t ldl, const float* B, int64_t ldb, float* C,
                 int64_t ldc, bool acc);
 // The lower triangle (diagonal included) of C[n x n] = A[n x Kd] B[Kd x n]; entries above the
-// diagonal are left undefined (callers mask them).
+// diagonal are left undefined (callers mask them): some are computed, the others untouched.
 void mm_to_lower(int n, int Kd, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                  int64_t ldc, bool acc);
 

@@ -1,82 +1,55 @@
-// Row conversion between the caller's dtypes and fp32 working buffers (see bwd_io.h).
-// bf16 / fp16 go through the core host conversions (round to nearest even on store).
+// Row conversion between the caller's dtypes and fp32 working buffers (see bwd_io.h): the
+// shared cpu/convert.h rows (round to nearest even), non-temporal stores for wide fp32 rows.
+#include "cpu/intrin.h"
 #include "cpu/bwd_io.h"
 
 #include <cstring>
 
 #include "core/half.h"
+#include "cpu/convert.h"
 
 namespace linattn::cpu::bwd {
 
 void load_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int cols, float* dst,
                int ldd) {
-  for (int r = 0; r < rows; ++r) {
-    const int64_t o = off + r * row_stride;
-    float* d = dst + static_cast<int64_t>(r) * ldd;
-    switch (src.dtype) {
-      case DType::kF32:
-        std::memcpy(d, static_cast<const float*>(src.data) + o, sizeof(float) * cols);
-        break;
-      case DType::kBF16: {
-        const uint16_t* s = static_cast<const uint16_t*>(src.data) + o;
-        for (int c = 0; c < cols; ++c) d[c] = bf16_bits_to_float(s[c]);
-        break;
-      }
-      case DType::kF16: {
-        const uint16_t* s = static_cast<const uint16_t*>(src.data) + o;
-        for (int c = 0; c < cols; ++c) d[c] = fp16_bits_to_float(s[c]);
-        break;
-      }
-      case DType::kF64: {
-        const double* s = static_cast<const double*>(src.data) + o;
-        for (int c = 0; c < cols; ++c) d[c] = static_cast<float>(s[c]);
-        break;
-      }
-      default:
-        for (int c = 0; c < cols; ++c) d[c] = 0.0f;  // integer dtypes never reach here
-        break;
-    }
-  }
+  for (int r = 0; r < rows; ++r)
+    load_row(src.data, src.dtype, off + r * row_stride, cols, dst + static_cast<int64_t>(r) * ldd);
 }
+
+namespace {
+
+// dst[0, n) = src[0, n) with non-temporal stores on the 64-byte aligned middle: gradient rows
+// are written once and not read back here, so skipping the read-for-ownership saves bandwidth.
+void stream_copy(float* dst, const float* src, int64_t n) {
+#if defined(__AVX512F__)
+  int64_t i = 0;
+  while (i < n && (reinterpret_cast<uintptr_t>(dst + i) & 63) != 0) {
+    dst[i] = src[i];
+    ++i;
+  }
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+#else
+  std::memcpy(dst, src, sizeof(float) * n);
+#endif
+}
+
+}  // namespace
 
 void store_rows(const BwdOut& dst, int64_t off, int64_t row_stride, int rows, int cols,
                 const float* src, int lds) {
   for (int r = 0; r < rows; ++r) {
-    const int64_t o = off + r * row_stride;
     const float* s = src + static_cast<int64_t>(r) * lds;
-    switch (dst.dtype) {
-      case DType::kF32:
-        std::memcpy(static_cast<float*>(dst.data) + o, s, sizeof(float) * cols);
-        break;
-      case DType::kBF16: {
-        uint16_t* d = static_cast<uint16_t*>(dst.data) + o;
-        for (int c = 0; c < cols; ++c) d[c] = float_to_bf16_bits(s[c]);
-        break;
-      }
-      case DType::kF16: {
-        uint16_t* d = static_cast<uint16_t*>(dst.data) + o;
-        for (int c = 0; c < cols; ++c) d[c] = float_to_fp16_bits(s[c]);
-        break;
-      }
-      case DType::kF64: {
-        double* d = static_cast<double*>(dst.data) + o;
-        for (int c = 0; c < cols; ++c) d[c] = s[c];
-        break;
-      }
-      default:
-        break;
-    }
+    const int64_t o = off + r * row_stride;
+    if (dst.dtype == DType::kF32 && cols >= 64) stream_copy(static_cast<float*>(dst.data) + o, s, cols);
+    else store_row(s, cols, dst.dtype, dst.data, o);
   }
 }
 
-void prefetch_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int cols) {
-  if (!src.data) return;
-  const size_t es = dtype_size(src.dtype);
-  const char* base = static_cast<const char*>(src.data);
-  for (int r = 0; r < rows; ++r) {
-    const char* p = base + (off + r * row_stride) * static_cast<int64_t>(es);
-    for (size_t b = 0; b < cols * es; b += 64) __builtin_prefetch(p + b, 0, 2);
-  }
+void store_fence() {
+#if defined(__AVX512F__)
+  _mm_sfence();
+#endif
 }
 
 void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width) {

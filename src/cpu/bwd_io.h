@@ -1,5 +1,6 @@
 // Element-type conversion for the CPU chunk backward: rows of any float dtype (fp32, bf16,
-// fp16, fp64) to / from fp32 working buffers, and the index readers for cu_seqlens.
+// fp16, fp64) to / from fp32 working buffers (the shared vectorized cpu/convert.h rows), and
+// the index readers for cu_seqlens.
 #pragma once
 #include <cstdint>
 
@@ -10,12 +11,11 @@ namespace linattn::cpu::bwd {
 // dst[r * ldd + c] = src[off + r * row_stride + c] for r < rows, c < cols.
 void load_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int cols, float* dst,
                int ldd);
-// dst[off + r * row_stride + c] = src[r * lds + c], rounded to dst's dtype.
+// dst[off + r * row_stride + c] = src[r * lds + c], rounded to dst's dtype (fp32 rows of 64 or
+// more go through non-temporal stores: call store_fence() before the data is handed over).
 void store_rows(const BwdOut& dst, int64_t off, int64_t row_stride, int rows, int cols,
                 const float* src, int lds);
-// Asks for rows [0, rows) of `cols` elements at off + r * row_stride to be brought into L2
-// (software prefetch of the next chunk's inputs while the current one computes).
-void prefetch_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int cols);
+void store_fence();
 // Writes zeros to rows [r0, r1) of a [rows, width] tensor.
 void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width);
 // Scalar access (for the few per-head values).

@@ -57,15 +57,13 @@ void Worker::bwd_chunk(int n, const float* slot, float* dS) {
       store(b.last + d, add(load(b.last + d, t), p), t);
     }
   }
-  // dq = e^gam (dos S^T); Y = A^-T dV^; xn = Y S^T
-  mm(n, K, V, b.dos, V, 1, st, K, b.dq, K, false);
-  scale_rows(n, K, b.eg, gw, b.dq, b.dq);
+  // Y = A^-T dV^; [dq; xn] = [dos; Y] S^T, then dq *= e^gam
   mm_lower_t(n, V, ai, BT, b.dvh, V, b.y, V, false);
-  mm(n, K, V, b.y, V, 1, st, K, b.xn, K, false);
-  // dS <- Diag(e^gamL) dS + qg^T dos + kbgn^T Y
-  if (gw == 1) mm(K, V, n, b.qg, 1, K, b.dos, V, dS, V, true, b.egL[0]);
-  else mm(K, V, n, b.qg, 1, K, b.dos, V, dS, V, true, 1.0f, b.egL);
-  mm(K, V, n, b.kbgn, 1, K, b.y, V, dS, V, true);
+  mm(2 * n, K, V, b.dos, V, 1, st, K, b.dq, K, false);
+  scale_rows(n, K, b.eg, gw, b.dq, b.dq);
+  // dS <- Diag(e^gamL) dS + [qg; kbgn]^T [dos; Y]
+  if (gw == 1) mm(K, V, 2 * n, b.qg, 1, K, b.dos, V, dS, V, true, b.egL[0]);
+  else mm(K, V, 2 * n, b.qg, 1, K, b.dos, V, dS, V, true, 1.0f, b.egL);
   // daqk = dos V^^T on and below the diagonal
   transpose(n, V, vh, V, b.tmp, BT);
   mm_to_lower(n, V, b.dos, V, b.tmp, BT, b.daqk, BT, false);

@@ -52,7 +52,8 @@ size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, float* base, Wo
   o->q = c.take(BT * K);
   o->k = c.take(BT * K);
   o->v = c.take(BT * V);
-  o->dos = c.take(BT * V);
+  o->dos = c.take(2 * BT * V);  // dos rows, then Y rows (one GEMM operand)
+  o->y = nullptr;
   o->q_rstd = c.take(BT);
   o->k_rstd = c.take(BT);
   o->beta = c.take(BT);
@@ -75,18 +76,17 @@ size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, float* base, Wo
   o->kk = kda ? c.take(BT * K) : nullptr;
   o->qr = kda ? c.take(BT * K) : nullptr;
   o->bkr = kda ? c.take(BT * K) : nullptr;
-  o->kbgn = c.take(BT * K);
   o->kg = c.take(BT * K);
-  o->qg = c.take(BT * K);
+  o->qg = c.take(2 * BT * K);  // qg rows, then kbgn rows
+  o->kbgn = nullptr;
   o->vb = c.take(BT * V);
   o->aqk = c.take(BT * BT);
   o->Ln = c.take(BT * BT);
   o->kT = c.take(K * BT);
   o->dvh = c.take(BT * V);
-  o->dq = c.take(BT * K);
+  o->dq = c.take(2 * BT * K);  // dq rows, then xn rows
+  o->xn = nullptr;
   o->dk = c.take(BT * K);
-  o->xn = c.take(BT * K);
-  o->y = c.take(BT * V);
   o->dka = c.take(BT * K);
   o->r = c.take(BT * K);
   o->daqk = c.take(BT * BT);
@@ -134,16 +134,6 @@ void Worker::load_inputs(int64_t row0, int n, bool bwd) {
   qk(p_.q(), b_.q, b_.q_rstd);
   load_rows(p_.d_o, (row0 * HV + hv_) * V, HV * V, n, V_, b_.dos, V_);
   vscale(p_.f.scale, b_.dos, b_.dos, n * V_);
-}
-
-void Worker::prefetch(int64_t row0, int n, bool bwd) {
-  const int64_t H = p_.f.H, HV = p_.f.HV, K = K_, V = V_, gw = gw_;
-  prefetch_rows(p_.k(), (row0 * H + hq_) * K, H * K, n, K_);
-  prefetch_rows(p_.v(), (row0 * HV + hv_) * V, HV * V, n, V_);
-  prefetch_rows(p_.g(), (row0 * HV + hv_) * gw, HV * gw, n, gw_);
-  if (!bwd) return;
-  prefetch_rows(p_.q(), (row0 * H + hq_) * K, H * K, n, K_);
-  prefetch_rows(p_.d_o, (row0 * HV + hv_) * V, HV * V, n, V_);
 }
 
 void Worker::gate_transform(int n) {
@@ -217,6 +207,10 @@ void Worker::solve(int n, float* ainv) {
 }
 
 void Worker::prepare(int64_t row0, int n, bool bwd) {
+  // Row-stacked pairs, so that the products sharing an operand run as one GEMM.
+  b_.kbgn = b_.qg + static_cast<int64_t>(n) * K_;
+  b_.y = b_.dos + static_cast<int64_t>(n) * V_;
+  b_.xn = b_.dq + static_cast<int64_t>(n) * K_;
   load_inputs(row0, n, bwd);
   gates(n);
   scale_rows(n, K_, b_.eg, gw_, b_.k, b_.kbgn);
@@ -285,15 +279,12 @@ void Worker::run(int64_t n, int64_t bos, int64_t len, int64_t hv, TaskPartials p
   for (int64_t c = 0; c < nc; ++c) {
     const int cn = static_cast<int>(std::min<int64_t>(BT_, len - c * BT_));
     prepare(bos + c * BT_, cn, false);
-    if (c + 1 < nc) prefetch(bos + (c + 1) * BT_, static_cast<int>(std::min<int64_t>(BT_, len - (c + 1) * BT_)), false);
-    else prefetch(bos + c * BT_, cn, true);
     fwd_chunk(cn, b_.S, b_.slots + c * slot, c + 1 < nc);
   }
   load_state(p_.dht, n, b_.dS);
   for (int64_t c = nc - 1; c >= 0; --c) {
     const int cn = static_cast<int>(std::min<int64_t>(BT_, len - c * BT_));
     prepare(bos + c * BT_, cn, true);
-    if (c > 0) prefetch(bos + (c - 1) * BT_, BT_, true);
     bwd_chunk(cn, b_.slots + c * slot, b_.dS);
     finish_rows(bos + c * BT_, cn, part);
   }

@@ -16,7 +16,7 @@ namespace linattn::cpu::bwd {
 
 struct WorkerBufs {
   // Chunk inputs after the in-kernel transforms.
-  float *q, *k, *v, *dos;               // [BT,K] [BT,K] [BT,V] [BT,V] (dos = scale * dO)
+  float *q, *k, *v, *dos;               // [BT,K] [BT,K] [BT,V] [2BT,V] (dos = scale * dO; Y after its n rows)
   float *q_rstd, *k_rstd;               // [BT]
   float *beta, *dbeta_draw;             // [BT]
   float *g, *dg_draw, *dg_dA;           // [BT, gw] log-decay and its local derivatives
@@ -29,11 +29,11 @@ struct WorkerBufs {
   float *z, *zo;                        // [32, K], [32, max(16, K)] KDA sub-chunk pair operands
   float *kk, *qr, *bkr;                 // [BT, K] KDA k kap, q rho, beta k rho
   // Forward quantities.
-  float *kbgn, *kg, *qg, *vb;           // [BT,K] -beta e^gam k, [BT,K] e^(gamL-gam) k, [BT,K] e^gam q, [BT,V] beta v
+  float *kbgn, *kg, *qg, *vb;           // -beta e^gam k (rows n.. of qg), [BT,K] e^(gamL-gam) k, [2BT,K] e^gam q, [BT,V] beta v
   float *aqk, *Ln;                      // [BT, BT] q k E (lower), -L = -beta k k E (strictly lower)
   float* kT;                            // [K, BT]
   // Backward.
-  float *dvh, *dq, *dk, *xn, *y;        // [BT,V] [BT,K] [BT,K] [BT,K] [BT,V]
+  float *dvh, *dq, *dk, *xn, *y;        // [BT,V] [2BT,K] (xn after its n rows) [BT,K], xn, y (rows n.. of dos)
   float *dka, *r;                       // [BT, K] column- and row-side intra terms of dk
   float *daqk, *dA, *dL, *t1;           // [BT, BT]
   float* dgam;                          // [BT, K] channelwise d gam (GDN sums it)
@@ -72,7 +72,6 @@ class Worker {
   // in-kernel transforms, forms the gate factors and kbgn, kg, vb (qg when `bwd`).
   void prepare(int64_t row0, int n, bool bwd);
   void load_inputs(int64_t row0, int n, bool bwd);
-  void prefetch(int64_t row0, int n, bool bwd);  // the chunk's input rows, into L2
   void gate_transform(int n);
   void gates(int n);
   void intra_fwd(int n, bool aqk);  // L (forward sweep) or aqk (reverse sweep)

@@ -141,6 +141,7 @@ void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes,
             worker.run(n, seqs[n].bos, seqs[n].len, hv, {part, part + 1});
           }
         }
+        bwd::store_fence();
       },
       workers);
 
@@ -155,6 +156,7 @@ void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes,
             if (p.dq.data) finish_grouped(p, acc, p.q(), p.dq, row, hq, buf.data());
             if (p.dk.data) finish_grouped(p, acc + p.f.rows * p.f.HV * p.f.K, p.k(), p.dk, row, hq, buf.data());
           }
+          bwd::store_fence();
         },
         threads);
   }
