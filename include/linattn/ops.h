@@ -84,6 +84,11 @@ size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttn
 void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const TensorView& d_final_state,
                     const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
                     const ExecContext& ctx = {});
+// Scratch bytes chunk_attn_bwd needs with this ctx (same rules as the forward's). The CPU
+// backward recomputes the forward and keeps per-chunk states: O(threads x longest sequence x
+// K x V) (fixed capacity: the longest possible sequence, B*T tokens).
+size_t chunk_attn_bwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
+                                      const ExecContext& ctx = {});
 
 // ---------------------------------------------------------------- short causal conv
 enum class Activation : uint8_t { kNone, kSilu };

@@ -18,6 +18,8 @@
 #include "cpu/chunk_bwd.h"
 #include "linattn/ops.h"
 #include "meta/chunk_attn_desc.h"
+#include "meta/graph_args.h"
+#include "meta/workspace.h"
 
 namespace linattn {
 namespace {
@@ -39,6 +41,25 @@ int64_t scratch_seq_len(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in)
   return m;
 }
 
+// Validation shared by the op and its workspace query; returns the scratch size.
+size_t prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const ExecContext& ctx,
+               const cpu::ChunkBwdParams& p) {
+  if (d.use_graph) {
+    meta::GraphMetaArgs g;
+    g.cu_seqlens = in.cu_seqlens;
+    g.chunk_indices = in.chunk_indices;
+    g.chunk_offsets = in.chunk_offsets;
+    g.max_num_seqs = d.N;
+    g.T_max = d.B * d.T;
+    g.BT = d.BT;
+    g.device = d.device;
+    meta::check_graph_meta_args(g);
+  } else if (d.varlen) {
+    meta::validate_cu_seqlens_host(in.cu_seqlens, d.total_tokens(), false);
+  }
+  return cpu::chunk_bwd_workspace_bytes(p, thread_count(ctx), scratch_seq_len(d, in));
+}
+
 }  // namespace
 
 void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const TensorView& d_final_state,
@@ -49,12 +70,10 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
     api::chunk_attn_bwd_cuda(d, in, d_o, d_final_state, grads, opt, ctx);
     return;
   }
-  if (!d.use_graph) {
+  if (!d.use_graph)
     forbid_eager_during_capture(
         "chunk_attn_bwd with use_graph = false (the eager path reads cu_seqlens on the host); "
         "expected use_graph = true");
-    if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.total_tokens(), false);
-  }
   cpu::ChunkBwdParams p;
   p.f = api::build_chunk_params(d, in, nullptr);
   p.d_o = buf(d_o);
@@ -67,19 +86,18 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
   p.dA_log = out(grads.dA_log);
   p.ddt_bias = out(grads.ddt_bias);
   p.dh0 = out(grads.dinitial_state);
+  const size_t bytes = prepare(d, in, ctx, p);
   const int threads = thread_count(ctx);
-  const int64_t max_len = scratch_seq_len(d, in);
-  const size_t bytes = cpu::chunk_bwd_workspace_bytes(p, threads, max_len);
   const char* name = d.kda() ? "kda_bwd" : "gdn_bwd";
   if (ctx.workspace != nullptr) {
-    LINATTN_CHECK(ctx.workspace_bytes >= bytes, "workspace_bytes: expected at least ", bytes, ", got ",
-                  ctx.workspace_bytes);
+    meta::check_workspace(ctx.workspace, ctx.workspace_bytes, bytes, "workspace");
     void* ws = ctx.workspace;
     run_or_record(name, [p, threads, ws, bytes] { cpu::chunk_bwd(p, ws, bytes, threads); });
     return;
   }
   if (active_cpu_capture() != nullptr) {
-    // Uninitialized: the backward writes every scratch element before reading it.
+    // Captured without a workspace: scratch allocated once here, at capture, owned by the
+    // recorded closure (uninitialized: every element is written before it is read).
     std::shared_ptr<std::byte[]> mem(new std::byte[bytes]);
     run_or_record(name, [p, threads, mem, bytes] { cpu::chunk_bwd(p, mem.get(), bytes, threads); });
     return;
@@ -92,6 +110,15 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
     scratch_bytes = bytes;
   }
   cpu::chunk_bwd(p, scratch.get(), bytes, threads);
+}
+
+size_t chunk_attn_bwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
+                                      const ExecContext& ctx) {
+  const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);
+  if (d.device.type == DeviceType::kCUDA) return 0;
+  cpu::ChunkBwdParams p;
+  p.f = api::build_chunk_params(d, in, nullptr);
+  return prepare(d, in, ctx, p);
 }
 
 }  // namespace linattn

@@ -60,7 +60,7 @@ Layout layout(const ChunkBwdParams& p, int64_t max_seq_len) {
   const int64_t max_chunks = std::max<int64_t>(1, (max_seq_len + p.f.BT - 1) / p.f.BT);
   bwd::WorkerBufs dummy;
   l.worker_floats = bwd::carve_worker(p, max_chunks, nullptr, &dummy);
-  const bool grouped = p.f.HV != p.f.H && (p.dq.data || p.dk.data);
+  const bool grouped = p.f.HV != p.f.H;  // counted even without dq / dk: the size is gradient-agnostic
   l.acc_floats = grouped ? static_cast<size_t>(2 * p.f.rows * p.f.HV * p.f.K) : 0;
   l.part_doubles = static_cast<size_t>(p.f.N * p.f.HV * (1 + p.gate_width()));
   return l;

@@ -3,11 +3,15 @@
 // extreme KDA gates (-1000, no NaN / Inf), padding rows zeroed, 1 vs N threads bitwise.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "bwd_test_util.h"
+#include "linattn/error.h"
+#include "linattn/graph.h"
 
 namespace linattn::test {
 namespace {
@@ -199,6 +203,44 @@ TEST(ChunkBwdThreads, BitwiseEqual) {
     const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
     const ChunkAttnGradTensors one = cpu_backward(d, cot, 1);
     for (int t : {2, 3, 5}) EXPECT_TRUE(grads_bitwise_equal(one, cpu_backward(d, cot, t))) << t << " threads";
+  }
+}
+
+// A caller workspace of chunk_attn_bwd_workspace_bytes gives the same bits as library scratch;
+// a smaller one is refused; the eager path is refused inside a capture.
+TEST(ChunkBwdApi, WorkspaceAndCaptureRules) {
+  Case c;
+  c.op = ChunkOp::kKda;
+  c.H = 1;
+  c.HV = 2;
+  c.seqlens = {70, 3};
+  c.l2norm = c.gate = true;
+  const ChunkAttnData d = make(c, 21);
+  Rng rng(5);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
+  const ChunkAttnGradTensors lib = cpu_backward(d, cot, 2);
+  ExecContext ctx;
+  ctx.num_threads = 2;
+  const size_t bytes = chunk_attn_bwd_workspace_bytes(d.inputs(), d.opt(), ctx);
+  ASSERT_GT(bytes, 0u);
+  std::vector<std::byte> mem(bytes + 256);
+  ctx.workspace = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(mem.data()) + 255) & ~uintptr_t{255});
+  ctx.workspace_bytes = bytes;
+  ChunkAttnGradTensors g = alloc_grads(d, DType::kF32, DType::kF32);
+  chunk_attn_bwd(d.inputs(), cot.d_o.view(), cot.d_final_state.view(), g.views(), d.opt(), ctx);
+  EXPECT_TRUE(grads_bitwise_equal(lib, g));
+  ctx.workspace_bytes = bytes - 1;
+  EXPECT_THROW(chunk_attn_bwd(d.inputs(), cot.d_o.view(), cot.d_final_state.view(), g.views(), d.opt(), ctx),
+               Error);
+  Graph graph;
+  try {
+    graph.capture([&] {
+      chunk_attn_bwd(d.inputs(), cot.d_o.view(), cot.d_final_state.view(), g.views(), d.opt());
+    });
+    ADD_FAILURE() << "eager chunk_attn_bwd was recorded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCaptureViolation) << e.what();
+    EXPECT_EQ(e.category(), FailureCategory::kEagerBackend) << e.what();
   }
 }
 
