@@ -1,7 +1,20 @@
 // CUDA backend entry points (see backend_cuda.h). Without CUDA they raise Unsupported.
+// With CUDA: GDN forward builds cuda::GdnFwdParams from the validated descriptor, plans on the
+// tensors' device (SM count read at run time) and runs on the caller's stream. The eager path
+// (use_graph = false) may take its workspace from cudaMallocAsync on that stream when the caller
+// passes none; the fixed-capacity path (use_graph = true) never allocates: a missing or short
+// workspace is an address-or-lifetime error. KDA and the backward belong to later issues.
 #include "api/backend_cuda.h"
 
 #include "core/check.h"
+
+#if LINATTN_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/common/check.h"
+#include "cuda/common/device_info.h"
+#include "cuda/gdn/gdn_fwd.h"
+#endif
 
 namespace linattn::api {
 
@@ -10,16 +23,197 @@ void chunk_attn_fwd_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, con
                          const ChunkAttnOptions&, const ExecContext&) {
   LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
 }
+void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc&, const ChunkAttnInputs&,
+                                const ChunkAttnOutputs&, const ChunkAttnOptions&, const ExecContext&,
+                                CudaGdnPath, int) {
+  LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
+}
+size_t chunk_attn_fwd_workspace_bytes_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&,
+                                           const ChunkAttnOptions&) {
+  LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
+}
 void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const TensorView&,
                          const TensorView&, const ChunkAttnGrads&, const ChunkAttnOptions&,
                          const ExecContext&) {
   LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
 }
 #else
-void chunk_attn_fwd_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const ChunkAttnOutputs&,
-                         const ChunkAttnOptions&, const ExecContext&) {
-  LINATTN_UNSUPPORTED("backend cuda: GDN/KDA forward not implemented yet");
+namespace {
+
+cuda::ElemType elem_type(DType t, const char* name) {
+  switch (t) {
+    case DType::kF32: return cuda::ElemType::kF32;
+    case DType::kF16: return cuda::ElemType::kF16;
+    case DType::kBF16: return cuda::ElemType::kBF16;
+    default: LINATTN_UNSUPPORTED("backend cuda: ", name, " dtype ", dtype_name(t), " (supported: fp32, fp16, bf16)");
+  }
 }
+
+// Restores the caller's current device on scope exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal) {
+    LINATTN_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != ordinal) LINATTN_CUDA_CHECK(cudaSetDevice(ordinal));
+  }
+  ~DeviceGuard() { (void)cudaSetDevice(prev_); }
+
+ private:
+  int prev_ = 0;
+};
+
+cuda::GdnFwdParams build_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                const ChunkAttnOutputs* out) {
+  if (d.kda()) LINATTN_UNSUPPORTED("backend cuda: KDA forward is not implemented on CUDA yet");
+  LINATTN_CHECK(d.device.type == DeviceType::kCUDA, "backend cuda: tensors on ", device_name(d.device));
+  cuda::GdnFwdParams p;
+  p.T_total = d.B * d.T;
+  p.T_seq = d.varlen ? 0 : d.T;
+  LINATTN_CHECK(d.N < (int64_t(1) << 31) && d.HV <= 65535, "backend cuda: N = ", d.N, ", HV = ", d.HV,
+                " exceed the launch limits");
+  p.N = static_cast<int>(d.N);
+  p.H = static_cast<int>(d.H);
+  p.HV = static_cast<int>(d.HV);
+  p.K = static_cast<int>(d.K);
+  p.V = static_cast<int>(d.V);
+  if (p.K > 256) LINATTN_UNSUPPORTED("backend cuda: K = ", p.K, " (supported: K <= 256)");
+  p.BT = d.BT;
+  p.scale = static_cast<float>(d.scale);
+  p.io = elem_type(d.dtype, "q");
+  LINATTN_CHECK(d.v_dtype == d.dtype, "v: expected dtype ", dtype_name(d.dtype), " (q's) on CUDA, got ",
+                dtype_name(d.v_dtype));
+  p.g_type = elem_type(d.g_dtype, "g");
+  p.beta_type = elem_type(d.beta_dtype, "beta");
+  p.l2norm = d.l2norm;
+  p.gate_in_kernel = d.gate_in_kernel;
+  p.beta_sigmoid = d.beta_sigmoid;
+  p.neg_eigval = d.neg_eigval;
+  p.state_v_first = d.state_v_first;
+  p.q = in.q.data;
+  p.k = in.k.data;
+  p.v = in.v.data;
+  p.g = in.g.data;
+  p.beta = in.beta.data;
+  if (d.has_A_log) {
+    LINATTN_CHECK(in.A_log.dtype == DType::kF32, "A_log: expected dtype fp32 on CUDA, got ", dtype_name(in.A_log.dtype));
+    p.A_log = in.A_log.ptr<const float>();
+  }
+  if (d.has_dt_bias) {
+    LINATTN_CHECK(in.dt_bias.dtype == DType::kF32, "dt_bias: expected dtype fp32 on CUDA, got ",
+                  dtype_name(in.dt_bias.dtype));
+    p.dt_bias = in.dt_bias.ptr<const float>();
+  }
+  if (d.has_h0) {
+    p.h0 = in.initial_state.data;
+    p.h0_type = elem_type(in.initial_state.dtype, "initial_state");
+  }
+  if (d.varlen) {
+    p.cu_seqlens = in.cu_seqlens.data;
+    p.cu_i64 = d.cu_dtype == DType::kI64;
+  }
+  if (out) {
+    p.o = out->o.data;
+    if (d.has_ht) p.ht = out->final_state.ptr<float>();
+  }
+  return p;
+}
+
+bool aligned16(const cuda::GdnFwdParams& p) {
+  auto ok = [](const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
+  return ok(p.q) && ok(p.k) && ok(p.v) && ok(p.o);
+}
+
+cuda::GdnFwdPlan plan_for(const meta::ChunkAttnDesc& d, const cuda::GdnFwdParams& p) {
+  return cuda::plan_gdn_fwd(p, cuda::device_info(d.device.index).sm_count, aligned16(p));
+}
+
+// Graph-mode chunk tables: [NT_max, 2] and [N_max + 1], int32, on the op's device.
+void check_tables(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, int64_t nt_max) {
+  LINATTN_CHECK_CODE(in.chunk_indices.defined() && in.chunk_offsets.defined(), ErrorCode::kInvalidArgument,
+                     FailureCategory::kStaleOrDynamicMetadata,
+                     "chunk_indices / chunk_offsets: pass both or neither");
+  for (const TensorView* t : {&in.chunk_indices, &in.chunk_offsets}) {
+    const bool idx = t == &in.chunk_indices;
+    const char* name = idx ? "chunk_indices" : "chunk_offsets";
+    meta::expect_dtype(*t, name, DType::kI32);
+    meta::expect_device(*t, name, d.device);
+    meta::expect_contiguous(*t, name);
+    if (idx) {
+      meta::expect_rank(*t, name, 2);
+      meta::expect_dim(*t, name, 0, nt_max);
+      meta::expect_dim(*t, name, 1, 2);
+    } else {
+      meta::expect_rank(*t, name, 1);
+      meta::expect_dim(*t, name, 0, d.N + 1);
+    }
+  }
+}
+
+}  // namespace
+
+size_t chunk_attn_fwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                           const ChunkAttnOptions&) {
+  DeviceGuard guard(d.device.index);
+  const cuda::GdnFwdParams p = build_params(d, in, nullptr);
+  // Alignment of o is unknown here: size for the chunked plan whenever the shape allows it.
+  const cuda::GdnFwdPlan plan = cuda::plan_gdn_fwd(p, cuda::device_info(d.device.index).sm_count, true);
+  return cuda::gdn_fwd_workspace_bytes(p, plan, d.graph_chunk_tables);
+}
+
+void chunk_attn_fwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                         const ChunkAttnOutputs& out, const ChunkAttnOptions& opt, const ExecContext& ctx) {
+  chunk_attn_fwd_cuda_forced(d, in, out, opt, ctx, CudaGdnPath::kAuto, 0);
+}
+
+void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                const ChunkAttnOutputs& out, const ChunkAttnOptions&,
+                                const ExecContext& ctx, CudaGdnPath path, int vs) {
+  DeviceGuard guard(d.device.index);
+  meta::check_fwd_outputs(d, out);
+  auto stream = static_cast<cudaStream_t>(ctx.stream);
+  if (!d.use_graph) {  // the eager path is not capturable by contract (it may allocate)
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    LINATTN_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    LINATTN_CHECK_CODE(cs == cudaStreamCaptureStatusNone, ErrorCode::kCaptureViolation,
+                       FailureCategory::kEagerBackend,
+                       "chunk_attn_fwd: use_graph = false (eager path) while a CUDA stream capture is "
+                       "active; pass use_graph = true with a workspace");
+  }
+  const cuda::GdnFwdParams p = build_params(d, in, &out);
+  cuda::GdnFwdPlan plan = plan_for(d, p);
+  if (path == CudaGdnPath::kRecurrent) {
+    plan.chunked = false;
+    plan.reason = "forced token-by-token";
+  } else if (path == CudaGdnPath::kChunked) {
+    LINATTN_CHECK(plan.chunked, "forced chunked path: this call cannot take it: ", plan.reason);
+  }
+  if (plan.chunked && vs > 0) plan.vs = vs;
+  int32_t* ci = nullptr;
+  int32_t* co = nullptr;
+  if (d.graph_chunk_tables) {
+    check_tables(d, in, cuda::gdn_chunk_capacity(p, p.BT));
+    ci = in.chunk_indices.ptr<int32_t>();
+    co = in.chunk_offsets.ptr<int32_t>();
+  }
+  const size_t need = cuda::gdn_fwd_workspace_bytes(p, plan, ci != nullptr);
+  if (need == 0 || ctx.workspace_bytes >= need) {
+    cuda::gdn_fwd(p, plan, ci, co, ctx.workspace, ctx.workspace_bytes, stream);
+    return;
+  }
+  LINATTN_CHECK_CODE(!d.use_graph, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
+                     "workspace: use_graph = true needs a caller workspace of at least ", need,
+                     " bytes (chunk_attn workspace size), got ", ctx.workspace_bytes);
+  void* ws = nullptr;
+  LINATTN_CUDA_CHECK(cudaMallocAsync(&ws, need, stream));
+  try {
+    cuda::gdn_fwd(p, plan, ci, co, ws, need, stream);
+  } catch (...) {
+    (void)cudaFreeAsync(ws, stream);
+    throw;
+  }
+  LINATTN_CUDA_CHECK(cudaFreeAsync(ws, stream));
+}
+
 void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const TensorView&,
                          const TensorView&, const ChunkAttnGrads&, const ChunkAttnOptions&,
                          const ExecContext&) {

@@ -2,6 +2,8 @@
 // src/api/backend_cuda.cc: real bodies when built with CUDA (LINATTN_WITH_CUDA), otherwise they
 // raise Unsupported naming the missing backend. Only src/api includes this.
 #pragma once
+#include <cstddef>
+
 #include "linattn/ops.h"
 #include "meta/chunk_attn_desc.h"
 
@@ -10,6 +12,16 @@ namespace linattn::api {
 void chunk_attn_fwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
                          const ChunkAttnOutputs& out, const ChunkAttnOptions& opt,
                          const ExecContext& ctx);
+// Tests and benchmarks: force the token-by-token or the chunked kernels (the latter raises when
+// the shape cannot take it) and, when vs > 0, the fused kernel's V-slice.
+enum class CudaGdnPath { kAuto, kRecurrent, kChunked };
+void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                const ChunkAttnOutputs& out, const ChunkAttnOptions& opt,
+                                const ExecContext& ctx, CudaGdnPath path, int vs);
+// Bytes of caller workspace the forward needs (0 for the token-by-token path); see
+// cuda/gdn/gdn_fwd.h. The eager path allocates it itself when the caller passes less.
+size_t chunk_attn_fwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                           const ChunkAttnOptions& opt);
 void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
                          const TensorView& d_o, const TensorView& d_final_state,
                          const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,

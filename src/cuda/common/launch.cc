@@ -1,0 +1,27 @@
+// ensure_dynamic_smem: remembers, per (kernel, device), the largest dynamic shared-memory size
+// already granted, and calls cudaFuncSetAttribute only to raise it (checked against the device's
+// opt-in limit with a clear error).
+#include "cuda/common/launch.h"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace linattn::cuda {
+
+void ensure_dynamic_smem(const void* kernel, size_t smem_bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, size_t> granted;
+  const DeviceInfo& dev = current_device_info();
+  LINATTN_CHECK(smem_bytes <= dev.smem_per_block_optin, "launch: kernel needs ", smem_bytes,
+                " bytes of shared memory, device ", dev.ordinal, " allows ",
+                dev.smem_per_block_optin);
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& have = granted[{kernel, dev.ordinal}];
+  if (have >= smem_bytes) return;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem_bytes)));
+  have = smem_bytes;
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,287 @@
+// Fused head-level GDN forward (ARCHITECTURE.md section 2, tier 1/2): one CTA per
+// (V-slice of VS columns, value head j, sequence n) walks the sequence's chunks in order with the
+// fp32 state slice S[K=128][VS] in registers (warp w owns rows 16w..16w+15). Per chunk, with the
+// prep kernel's Ab, P, gam, rq, rk (gdn_prep.cu):
+//   X   = V - diag(e^gam rk) K S                      (K S on tensor cores, S staged as bf16/fp16)
+//   V^  = Ab X                                        (= (I+L)^-1 diag(beta) (V - e^gam K_n S))
+//   O   = diag(scale e^gam rq) Q S + P V^             (written through shared memory, 16 B stores)
+//   S  <- e^gam_L S + K^T diag(e^(gam_L - gam) rk) V^
+// Inputs of chunk c+1 are fetched with cp.async while chunk c computes (two stages). Rows past the
+// chunk end are zero-filled, never stored, and never reach the state. 8 warps; for the token x VS
+// products warp (wm, wn) owns token rows 16 wm.. and VS / WN columns. Per-chunk intermediates stay
+// on chip; only o and the final state are written.
+#include <cuda_runtime.h>
+
+#include "cuda/common/launch.h"
+#include "cuda/common/mma.cuh"
+#include "cuda/gdn/gdn_common.cuh"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace linattn::cuda {
+namespace {
+
+constexpr int kK = 128, kThreads = 256, kLdK = kK + 8;
+
+template <class T, int BT, int VS>
+struct FusedSmem {
+  static constexpr int kLdV = VS + 8, kLdA = BT + 8;
+  struct Stage {
+    T q[BT][kLdK];
+    T k[BT][kLdK];
+    T v[BT][kLdV];
+    T a[BT][kLdA];
+    T p[BT][kLdA];
+    float gam[BT], rq[BT], rk[BT];
+  };
+  Stage st[2];
+  T sb[kK][kLdV];  // state as the B operand
+  T x[BT][kLdV];   // X, later the output tile
+  T vh[BT][kLdV];  // V^
+  T vhs[BT][kLdV]; // e^(gam_L - gam) rk V^
+};
+
+// Warp tiling of the [BT x VS] products.
+template <int BT, int VS>
+struct Tiling {
+  static constexpr int WM = BT / 16, WN = 8 / WM, CW = VS / WN, NTW = CW / 8;
+  static_assert(NTW >= 1, "V-slice too narrow for this chunk size");
+};
+
+// acc[NTW] += A[rows 16 wm.., 0..KD) * B[0..KD, cols n0..n0 + 8 NTW); A row-major, B [k][n].
+template <class T, int NTW, int KD>
+__device__ __forceinline__ void mma_rows_kn(float (&acc)[NTW][4], const T* a, int lda, int m0,
+                                            const T* b, int ldb, int n0, int lane) {
+#pragma unroll
+  for (int kt = 0; kt < KD / 16; ++kt) {
+    uint32_t fa[4];
+    ldsm_x4(fa, a_addr_rowmajor(a, lda, m0, 16 * kt, lane));
+#pragma unroll
+    for (int np = 0; np < NTW / 2; ++np) {
+      uint32_t fb[4];
+      ldsm_x4_t(fb, b_addr_kn(b, ldb, 16 * kt, n0 + 16 * np, lane));
+      mma16816<T>(acc[2 * np], fa, fb[0], fb[1]);
+      mma16816<T>(acc[2 * np + 1], fa, fb[2], fb[3]);
+    }
+    if constexpr (NTW % 2 == 1) {
+      uint32_t fb[2];
+      ldsm_x2_t(fb, b_addr_kn(b, ldb, 16 * kt, n0 + 16 * (NTW / 2), lane));
+      mma16816<T>(acc[NTW - 1], fa, fb[0], fb[1]);
+    }
+  }
+}
+
+template <class T, int BT, int VS>
+__device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS>::Stage& st,
+                                           const GdnFwdParams& p, const GdnChunkWs& ws, int64_t t0,
+                                           int len, int h, int j, int v0, int tid) {
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  for (int idx = tid; idx < BT * (kK / 8); idx += kThreads) {
+    const int row = idx / (kK / 8), ch = idx % (kK / 8);
+    const bool valid = row < len;
+    const int64_t off = valid ? ((t0 + row) * p.H + h) * kK + ch * 8 : 0;
+    cp_async16(&st.q[row][ch * 8], q + off, valid);
+    cp_async16(&st.k[row][ch * 8], k + off, valid);
+  }
+  for (int idx = tid; idx < BT * (VS / 8); idx += kThreads) {
+    const int row = idx / (VS / 8), ch = idx % (VS / 8);
+    const bool valid = row < len;
+    const int64_t off = valid ? ((t0 + row) * p.HV + j) * int64_t(p.V) + v0 + ch * 8 : 0;
+    cp_async16(&st.v[row][ch * 8], v + off, valid);
+  }
+  const T* A = static_cast<const T*>(ws.Ab);
+  const T* P = static_cast<const T*>(ws.P);
+  for (int idx = tid; idx < BT * (BT / 8); idx += kThreads) {
+    const int row = idx / (BT / 8), ch = idx % (BT / 8);
+    const bool valid = row < len;
+    const int64_t off = valid ? (j * ws.T_cap + t0 + row) * BT + ch * 8 : 0;
+    cp_async16(&st.a[row][ch * 8], A + off, valid);
+    cp_async16(&st.p[row][ch * 8], P + off, valid);
+  }
+  for (int idx = tid; idx < 3 * BT; idx += kThreads) {
+    const int which = idx / BT, row = idx % BT;
+    const bool valid = row < len;
+    const float* src = which == 0 ? ws.gam + j * ws.T_cap : (which == 1 ? ws.rq : ws.rk) + h * ws.T_cap;
+    float* dst = which == 0 ? st.gam : (which == 1 ? st.rq : st.rk);
+    cp_async4(dst + row, src + (valid ? t0 + row : 0), valid);
+  }
+}
+
+template <class T, int BT, int VS>
+__global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, GdnChunkWs ws) {
+  using Smem = FusedSmem<T, BT, VS>;
+  using Tl = Tiling<BT, VS>;
+  constexpr int NS = VS / 8;  // state n-tiles per warp
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int v0 = blockIdx.x * VS, j = blockIdx.y, h = j / (p.HV / p.H);
+  const int64_t n = blockIdx.z;
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int64_t nchunks = (eos - bos + BT - 1) / BT;
+
+  float S[NS][4];
+#pragma unroll
+  for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = 16 * warp + g + 8 * (e >> 1), col = v0 + nt * 8 + 2 * tq + (e & 1);
+      S[nt][e] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, row, col)) : 0.f;
+    }
+
+  if (nchunks > 0)
+    load_stage<T, BT, VS>(s.st[0], p, ws, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid);
+  cp_async_commit();
+  const int wm = warp % Tl::WM, wn = warp / Tl::WM, cbase = wn * Tl::CW;
+  for (int64_t c = 0; c < nchunks; ++c) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (c + 1 < nchunks) {
+      const int64_t t1 = bos + (c + 1) * BT;
+      load_stage<T, BT, VS>(s.st[(c + 1) & 1], p, ws, t1, static_cast<int>(min(int64_t(BT), eos - t1)),
+                            h, j, v0, tid);
+    }
+    cp_async_commit();
+    auto& st = s.st[c & 1];
+    const int64_t t0 = bos + c * BT;
+    const int len = static_cast<int>(min(int64_t(BT), eos - t0));
+
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt) {
+      const int row = 16 * warp + g, col = nt * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t*>(&s.sb[row][col]) = MmaType<T>::pack(S[nt][0], S[nt][1]);
+      *reinterpret_cast<uint32_t*>(&s.sb[row + 8][col]) = MmaType<T>::pack(S[nt][2], S[nt][3]);
+    }
+    __syncthreads();
+
+    float ks[Tl::NTW][4] = {}, os[Tl::NTW][4] = {};
+    mma_rows_kn<T, Tl::NTW, kK>(ks, &st.k[0][0], kLdK, 16 * wm, &s.sb[0][0], Smem::kLdV, cbase, lane);
+    mma_rows_kn<T, Tl::NTW, kK>(os, &st.q[0][0], kLdK, 16 * wm, &s.sb[0][0], Smem::kLdV, cbase, lane);
+    const int r0 = 16 * wm + g;
+    float eg[2], erk[2], oscale[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = r0 + 8 * hf;
+      eg[hf] = exp2f(st.gam[r]);
+      erk[hf] = eg[hf] * st.rk[r];
+      oscale[hf] = p.scale * eg[hf] * st.rq[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < Tl::NTW; ++nt) {
+      const int col = cbase + nt * 8 + 2 * tq;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = r0 + 8 * hf;
+        const float v0f = MmaType<T>::to_float(st.v[r][col]);
+        const float v1f = MmaType<T>::to_float(st.v[r][col + 1]);
+        *reinterpret_cast<uint32_t*>(&s.x[r][col]) =
+            MmaType<T>::pack(v0f - erk[hf] * ks[nt][2 * hf], v1f - erk[hf] * ks[nt][2 * hf + 1]);
+        os[nt][2 * hf] *= oscale[hf];
+        os[nt][2 * hf + 1] *= oscale[hf];
+      }
+    }
+    __syncthreads();
+
+    float vh[Tl::NTW][4] = {};
+    mma_rows_kn<T, Tl::NTW, BT>(vh, &st.a[0][0], Smem::kLdA, 16 * wm, &s.x[0][0], Smem::kLdV, cbase, lane);
+    const float gl = st.gam[len - 1];
+    float wsc[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = r0 + 8 * hf;
+      wsc[hf] = r < len ? exp2f(gl - st.gam[r]) * st.rk[r] : 0.f;
+    }
+#pragma unroll
+    for (int nt = 0; nt < Tl::NTW; ++nt) {
+      const int col = cbase + nt * 8 + 2 * tq;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = r0 + 8 * hf;
+        *reinterpret_cast<uint32_t*>(&s.vh[r][col]) = MmaType<T>::pack(vh[nt][2 * hf], vh[nt][2 * hf + 1]);
+        *reinterpret_cast<uint32_t*>(&s.vhs[r][col]) =
+            MmaType<T>::pack(wsc[hf] * vh[nt][2 * hf], wsc[hf] * vh[nt][2 * hf + 1]);
+      }
+    }
+    __syncthreads();
+
+    mma_rows_kn<T, Tl::NTW, BT>(os, &st.p[0][0], Smem::kLdA, 16 * wm, &s.vh[0][0], Smem::kLdV, cbase, lane);
+#pragma unroll
+    for (int nt = 0; nt < Tl::NTW; ++nt) {
+      const int col = cbase + nt * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t*>(&s.x[r0][col]) = MmaType<T>::pack(os[nt][0], os[nt][1]);
+      *reinterpret_cast<uint32_t*>(&s.x[r0 + 8][col]) = MmaType<T>::pack(os[nt][2], os[nt][3]);
+    }
+
+    const float decay = exp2f(gl);
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) S[nt][e] *= decay;
+#pragma unroll
+    for (int kt = 0; kt < BT / 16; ++kt) {
+      uint32_t fa[4];
+      ldsm_x4_t(fa, a_addr_colmajor(&st.k[0][0], kLdK, 16 * warp, 16 * kt, lane));
+#pragma unroll
+      for (int np = 0; np < NS / 2; ++np) {
+        uint32_t fb[4];
+        ldsm_x4_t(fb, b_addr_kn(&s.vhs[0][0], Smem::kLdV, 16 * kt, 16 * np, lane));
+        mma16816<T>(S[2 * np], fa, fb[0], fb[1]);
+        mma16816<T>(S[2 * np + 1], fa, fb[2], fb[3]);
+      }
+    }
+    __syncthreads();
+    T* o = static_cast<T*>(p.o);
+    for (int idx = tid; idx < BT * (VS / 8); idx += kThreads) {
+      const int row = idx / (VS / 8), ch = idx % (VS / 8);
+      if (row < len)
+        *reinterpret_cast<uint4*>(o + ((t0 + row) * p.HV + j) * int64_t(p.V) + v0 + ch * 8) =
+            *reinterpret_cast<const uint4*>(&s.x[row][ch * 8]);
+    }
+  }
+  cp_async_wait<0>();
+  if (p.ht) {
+#pragma unroll
+    for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = 16 * warp + g + 8 * (e >> 1), col = v0 + nt * 8 + 2 * tq + (e & 1);
+        p.ht[state_index(p, n, j, row, col)] = S[nt][e];
+      }
+  }
+}
+
+template <class T, int BT, int VS>
+void launch_fused_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
+  launch(gdn_fused_kernel<T, BT, VS>, dim3(p.V / VS, p.HV, p.N), dim3(kThreads),
+         sizeof(FusedSmem<T, BT, VS>), stream, p, ws);
+}
+
+template <class T, int BT>
+void launch_fused_bt(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
+  switch (vs) {
+    case 32: return launch_fused_t<T, BT, 32>(p, ws, stream);
+    case 64: return launch_fused_t<T, BT, 64>(p, ws, stream);
+    case 128: return launch_fused_t<T, BT, 128>(p, ws, stream);
+    default: LINATTN_UNSUPPORTED("gdn fused: V-slice ", vs, " (supported: 32, 64, 128)");
+  }
+}
+
+}  // namespace
+
+void launch_gdn_fused(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
+  LINATTN_CHECK(p.K == kK, "gdn fused: K must be ", kK, ", got ", p.K);
+  LINATTN_CHECK(vs > 0 && p.V % vs == 0, "gdn fused: V-slice ", vs, " must divide V = ", p.V);
+  const bool bf = p.io == ElemType::kBF16;
+  LINATTN_CHECK(bf || p.io == ElemType::kF16, "gdn fused: io dtype must be bf16 or fp16");
+  if (p.BT == 64) {
+    bf ? launch_fused_bt<__nv_bfloat16, 64>(p, ws, vs, stream) : launch_fused_bt<__half, 64>(p, ws, vs, stream);
+  } else if (p.BT == 32) {
+    bf ? launch_fused_bt<__nv_bfloat16, 32>(p, ws, vs, stream) : launch_fused_bt<__half, 32>(p, ws, vs, stream);
+  } else {
+    LINATTN_UNSUPPORTED("gdn fused: chunk_size ", p.BT, " (supported: 32, 64)");
+  }
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,132 @@
+// Planning, workspace carving and launch order of the CUDA GDN forward (see gdn_fwd.h):
+// [chunk metadata] -> prep (chunk-parallel) -> fused (head-level), or the token-by-token kernel.
+#include "cuda/gdn/gdn_fwd.h"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+#include "cuda/common/check.h"
+#include "cuda/gdn/gdn_kernels.h"
+#include "cuda/meta/chunk_meta.h"
+
+namespace linattn::cuda {
+namespace {
+
+// One pass over the workspace: with base == nullptr it only counts.
+struct Carver {
+  char* base;
+  size_t off = 0;
+  template <class T>
+  T* take(size_t count) {
+    off = (off + 255) / 256 * 256;
+    T* p = base ? reinterpret_cast<T*>(base + off) : nullptr;
+    off += count * sizeof(T);
+    return p;
+  }
+};
+
+struct Carved {
+  int32_t* chunk_indices = nullptr;
+  int32_t* chunk_offsets = nullptr;
+  GdnChunkWs ws;
+};
+
+Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied, Carver& c) {
+  Carved r;
+  if (!plan.chunked) return r;
+  if (plan.tables && !tables_supplied) {
+    r.chunk_indices = c.take<int32_t>(2 * size_t(plan.nt_cap));
+    r.chunk_offsets = c.take<int32_t>(size_t(p.N) + 1);
+  }
+  const size_t T = size_t(p.T_total);
+  r.ws.T_cap = p.T_total;
+  r.ws.gam = c.take<float>(size_t(p.HV) * T);
+  r.ws.rq = c.take<float>(size_t(p.H) * T);
+  r.ws.rk = c.take<float>(size_t(p.H) * T);
+  r.ws.Ab = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
+  r.ws.P = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
+  return r;
+}
+
+}  // namespace
+
+std::string GdnFwdPlan::str() const {
+  std::ostringstream os;
+  os << (chunked ? "chunked" : "recurrent") << " BT=" << BT;
+  if (chunked) os << " vs=" << vs << " nt_cap=" << nt_cap << (tables ? " tables" : "");
+  os << " (" << reason << ")";
+  return os.str();
+}
+
+int64_t gdn_chunk_capacity(const GdnFwdParams& p, int bt) {
+  if (p.N <= 0) return 0;
+  if (p.cu_seqlens) return (p.T_total + bt - 1) / bt + p.N - 1;
+  return int64_t(p.N) * ((p.T_seq + bt - 1) / bt);
+}
+
+GdnFwdPlan plan_gdn_fwd(const GdnFwdParams& p, int sm_count, bool aligned16) {
+  GdnFwdPlan plan;
+  plan.BT = p.BT;
+  const char* why = nullptr;
+  if (p.K != 128) why = "K != 128";
+  else if (p.V % 32 != 0) why = "V not a multiple of 32";
+  else if (p.io != ElemType::kBF16 && p.io != ElemType::kF16) why = "fp32 inputs";
+  else if (p.BT != 64 && p.BT != 32) why = "chunk_size 16";
+  else if (!aligned16) why = "q/k/v/o not 16-byte aligned";
+  if (why) {
+    plan.reason = std::string("token-by-token kernel: ") + why;
+    return plan;
+  }
+  plan.chunked = true;
+  plan.tables = p.cu_seqlens != nullptr;
+  plan.nt_cap = gdn_chunk_capacity(p, p.BT);
+  // Tier 2: the widest V-slice that still gives >= 0.7 CTAs per SM (FlashQLA's rule, PEERS.md).
+  const double want = 0.7 * sm_count;
+  const int64_t heads = int64_t(p.N) * p.HV;
+  plan.vs = 32;
+  for (int vs : {128, 64}) {
+    if (p.V % vs == 0 && double(heads) * (p.V / vs) >= want) {
+      plan.vs = vs;
+      break;
+    }
+  }
+  std::ostringstream os;
+  os << "N*HV=" << heads << " on " << sm_count << " SMs -> " << (p.V / plan.vs) << " V-slices";
+  plan.reason = os.str();
+  return plan;
+}
+
+size_t gdn_fwd_workspace_bytes(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied) {
+  Carver c{nullptr};
+  carve(p, plan, tables_supplied, c);
+  return c.off;
+}
+
+void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
+             int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  const bool supplied = chunk_indices != nullptr;
+  if (supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
+    build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
+                     chunk_indices, chunk_offsets, stream);
+  if (!plan.chunked) {
+    launch_gdn_recurrent(p, st);
+    return;
+  }
+  const size_t need = gdn_fwd_workspace_bytes(p, plan, supplied);
+  LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr),
+                     ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
+                     "workspace: expected at least ", need, " bytes, got ", workspace_bytes,
+                     workspace ? "" : " (null)");
+  Carver c{static_cast<char*>(workspace)};
+  Carved w = carve(p, plan, supplied, c);
+  const int32_t* ci = supplied ? chunk_indices : w.chunk_indices;
+  if (plan.tables && !supplied)
+    build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, plan.nt_cap, w.chunk_indices,
+                     w.chunk_offsets, stream);
+  launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
+  launch_gdn_fused(p, w.ws, plan.vs, st);
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,41 @@
+// CUDA GDN forward as src/api sees it (no CUDA headers): plan -> workspace size -> run.
+// plan_gdn_fwd is a pure function of the call's shape/options and the SM count: it picks the
+// chunked path (prep kernel + fused head-level kernel) when the shape allows it, else the
+// token-by-token kernel, and the V-slice of the fused kernel (tier 2) from N x HV vs SMs.
+// gdn_fwd never synchronizes and never allocates: the caller passes a workspace of
+// gdn_fwd_workspace_bytes (one count-then-carve function sizes and slices it).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda/gdn/gdn_params.h"
+
+namespace linattn::cuda {
+
+struct GdnFwdPlan {
+  bool chunked = false;   // prep + fused kernels; false: token-by-token kernel
+  int BT = 64;
+  int vs = 0;             // V columns per fused CTA (V / vs CTAs per head)
+  int64_t nt_cap = 0;     // chunk capacity (rows of chunk_indices / prep grid)
+  bool tables = false;    // varlen: build chunk_indices / chunk_offsets on the device
+  std::string reason;
+  std::string str() const;
+};
+
+// `aligned16`: q, k, v, o are 16-byte aligned (needed by the chunked path's vector copies).
+GdnFwdPlan plan_gdn_fwd(const GdnFwdParams& p, int sm_count, bool aligned16);
+
+// Chunk capacity for a layout of T_total rows in N sequences: ceil(T/BT) + N - 1 (varlen) or
+// N * ceil(T_seq / BT) (fixed length).
+int64_t gdn_chunk_capacity(const GdnFwdParams& p, int bt);
+
+// Workspace for `plan`; `tables_supplied`: the caller passes chunk_indices / chunk_offsets.
+size_t gdn_fwd_workspace_bytes(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied);
+
+// Runs the plan on `stream`. chunk_indices [nt_cap, 2] / chunk_offsets [N + 1] (int32, device):
+// the caller's tables (rebuilt here from cu_seqlens on every call), or null to use the workspace.
+void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
+             int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream);
+
+}  // namespace linattn::cuda

@@ -1,0 +1,32 @@
+// Internal launchers of the CUDA GDN forward kernels (host side, CUDA headers allowed; only
+// src/cuda includes this). gdn_fwd.h is the interface src/api sees.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/gdn/gdn_params.h"
+
+namespace linattn::cuda {
+
+// The chunk-local intermediates written by the prep kernel and read by the fused kernel
+// (GDN_CHUNKED; see gdn_prep.cu for their meaning). Row t of a [*, T_cap, ...] buffer is token t.
+struct GdnChunkWs {
+  int64_t T_cap = 0;
+  float* gam = nullptr;   // [HV, T_cap] chunk-local cumsum of the log-decay, log2 units
+  float* rq = nullptr;    // [H, T_cap] q row scale (1 / ||q|| with l2norm, else 1)
+  float* rk = nullptr;    // [H, T_cap] k row scale
+  void* Ab = nullptr;     // [HV, T_cap, BT] io type: row t of (I + L)^-1 diag(beta) of its chunk
+  void* P = nullptr;      // [HV, T_cap, BT] io type: scale * (M o D o Q K^T) row of its chunk
+};
+
+// Token-by-token fallback: any K <= 256, V, dtype. No workspace.
+void launch_gdn_recurrent(const GdnFwdParams& p, cudaStream_t stream);
+
+// Chunked path (K = 128, bf16 / fp16, BT in {32, 64}). chunk_indices: [NT_cap, 2] from
+// build_chunk_meta when p.cu_seqlens is set, else null (fixed length: NT_cap = N * ceil(T_seq/BT)).
+void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
+                     int64_t nt_cap, cudaStream_t stream);
+void launch_gdn_fused(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
+
+}  // namespace linattn::cuda

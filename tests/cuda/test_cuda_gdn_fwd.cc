@@ -1,0 +1,161 @@
+// CUDA GDN forward against the fp64 reference (src/ref), on seeded inputs, for both CUDA paths
+// (token-by-token kernel and chunked prep + fused kernels) and every V-slice of the fused kernel:
+// every option (GVA, scale, h0 / ht in both layouts, varlen with edge lengths 0, 1, BT-1, BT,
+// BT+1, 2BT+3, in-kernel l2norm / gate / beta sigmoid, neg eigenvalues), strong, mixed and no
+// decay, gates at -1000, bf16 and fp16 (fp32 on the token kernel), BT 64 and 32. Outputs are
+// NaN-prefilled: unwritten elements fail; padding rows of o must stay untouched (NaN).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "cuda_test_util.h"
+#include "linattn/error.h"
+
+namespace linattn::test {
+namespace {
+
+struct Case {
+  std::string name;
+  ChunkAttnSpec spec;
+};
+
+ChunkAttnSpec base(DType dt, int bt) {
+  ChunkAttnSpec s;
+  s.dtype = dt;
+  s.H = 2;
+  s.HV = 4;
+  s.K = 128;
+  s.V = 128;
+  s.B = 2;
+  s.T = 150;
+  s.opt.chunk_size = bt;
+  s.opt.output_final_state = true;
+  return s;
+}
+
+std::vector<Case> cases(DType dt, int bt) {
+  std::vector<Case> r;
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.state_v_first = true;
+    r.push_back({"layer_options_dense", s});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.seqlens = edge_seqlens(bt);
+    s.pad_tokens = 7;
+    s.cu_dtype = DType::kI64;
+    s.gate = GateDist::kMixedHeads;
+    s.opt.scale = 0.37;
+    r.push_back({"varlen_edges_mixed_decay", s});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.seqlens = {300, 0, 5, 64, 129};
+    s.has_h0 = false;
+    s.gate = GateDist::kStrong;
+    s.extreme_gate_frac = 0.05;
+    s.H = 1;
+    s.HV = 3;
+    r.push_back({"varlen_strong_decay_no_h0_gva3", s});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.allow_neg_eigval = true;
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.gate = GateDist::kNoDecay;
+    s.V = 64;
+    s.T = 257;
+    s.B = 1;
+    s.gate_dtype = DType::kBF16;
+    s.state_dtype = DType::kBF16;
+    r.push_back({"neg_eigval_no_decay_v64_bf16_gates", s});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.V = 256;
+    s.H = 1;
+    s.HV = 1;
+    s.B = 1;
+    s.T = 1000;
+    s.opt.output_final_state = false;
+    r.push_back({"long_v256_no_ht", s});
+  }
+  return r;
+}
+
+void check_padding_untouched(const ChunkAttnData& d, const ChunkAttnOutTensors& got) {
+  if (!d.cu_seqlens.defined()) return;
+  const int64_t row = d.spec.HV * d.spec.V;
+  for (int64_t t = d.valid_tokens; t < d.spec.T; ++t)
+    for (int64_t i = 0; i < row; ++i)
+      ASSERT_TRUE(std::isnan(got.o.get(t * row + i))) << "padding row " << t << " of o was written";
+}
+
+void run_case(const Case& c, api::CudaGdnPath path, int vs) {
+  SCOPED_TRACE(c.name + " vs=" + std::to_string(vs));
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  const ChunkAttnOutTensors ref = ref_forward(d);
+  const ChunkAttnOutTensors got = run_cuda_fwd(d, path, vs);
+  EXPECT_TRUE(fwd_close(d, ref, got, c.spec.dtype));
+  check_padding_untouched(d, got);
+}
+
+class CudaGdnFwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaGdnFwd, TokenKernelMatchesReference) {
+  const auto [dt, bt] = GetParam();
+  for (const Case& c : cases(dt, bt)) run_case(c, api::CudaGdnPath::kRecurrent, 0);
+}
+
+TEST_P(CudaGdnFwd, ChunkedKernelsMatchReference) {
+  const auto [dt, bt] = GetParam();
+  for (const Case& c : cases(dt, bt)) run_case(c, api::CudaGdnPath::kChunked, 0);
+}
+
+TEST_P(CudaGdnFwd, ChunkedEveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  const Case c = cases(dt, bt)[1];
+  for (int vs : {32, 64, 128}) run_case(c, api::CudaGdnPath::kChunked, vs);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwd,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(CudaGdnFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kF32, 64);
+  s.K = 60;
+  s.V = 100;
+  s.seqlens = {17, 0, 90};
+  s.opt.use_qk_l2norm_in_kernel = true;
+  const ChunkAttnData d = make_chunk_attn(s);
+  const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kAuto);
+  EXPECT_TRUE(fwd_close(d, ref_forward(d), got, DType::kF32));
+}
+
+TEST(CudaGdnFwdFallback, ChunkedPathRejectsUnsupportedShapes) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.K = 64;
+  const ChunkAttnData d = make_chunk_attn(s);
+  EXPECT_THROW(run_cuda_fwd(d, api::CudaGdnPath::kChunked), Error);
+}
+
+}  // namespace
+}  // namespace linattn::test
