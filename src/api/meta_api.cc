@@ -61,14 +61,10 @@ size_t chunk_meta_workspace_bytes(const Capacity& cap) {
 }
 
 namespace api {
-#if !LINATTN_WITH_CUDA
+#if !LINATTN_WITH_CUDA  // the CUDA build's body is in src/api/backend_meta_cuda.cc
 void static_chunk_meta_cuda(const meta::StaticChunkMetaParams&, const ExecContext&) {
   LINATTN_UNSUPPORTED("prepare_chunk_meta on cuda: this build has no CUDA backend "
                       "(LINATTN_ENABLE_CUDA=OFF)");
-}
-#else
-void static_chunk_meta_cuda(const meta::StaticChunkMetaParams&, const ExecContext&) {
-  LINATTN_UNSUPPORTED("prepare_chunk_meta on cuda: the CUDA metadata kernel is not implemented yet");
 }
 #endif
 }  // namespace api
