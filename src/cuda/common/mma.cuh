@@ -105,6 +105,23 @@ __device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d += a * b (16x8x8) in TF32 with fp32 accumulators (fp32 range, 10-bit mantissa: the precision
+// FLA uses for its triangular-solve merges). Fragments, with g = lane / 4, t = lane % 4:
+//   A (16x8): a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]
+//   B (8x8):  b0 = B[t][g], b1 = B[t+4][g];  C as for m16n8k16.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void mma1688_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // ---- ldmatrix lane addresses. `base` points at element (0, 0) of the stored matrix, `ld` is its
 // row stride in elements, (r0, c0) the tile origin in the *operand's* coordinates.
 // A tile (16x16) of an operand stored row-major [m][k] (k contiguous): plain ldmatrix.

@@ -1,15 +1,16 @@
 // Fused head-level GDN forward (ARCHITECTURE.md section 2, tier 1/2): one CTA per
 // (V-slice of VS columns, value head j, sequence n) walks the sequence's chunks in order with the
-// fp32 state slice S[K=128][VS] in registers (warp w owns rows 16w..16w+15). Per chunk, with the
-// prep kernel's Ab, P, gam, rq, rk (gdn_prep.cu):
+// fp32 state slice S[K=128][VS] in registers. Per chunk, with the prep kernel's Ab, P, gam, rq, rk
+// (gdn_prep.cu):
 //   X   = V - diag(e^gam rk) K S                      (K S on tensor cores, S staged as bf16/fp16)
 //   V^  = Ab X                                        (= (I+L)^-1 diag(beta) (V - e^gam K_n S))
-//   O   = diag(scale e^gam rq) Q S + P V^             (written through shared memory, 16 B stores)
+//   O   = diag(scale e^gam rq) Q S + P V^             (each warp stores its tile, 16 B writes)
 //   S  <- e^gam_L S + K^T diag(e^(gam_L - gam) rk) V^
 // Inputs of chunk c+1 are fetched with cp.async while chunk c computes (two stages). Rows past the
-// chunk end are zero-filled, never stored, and never reach the state. 8 warps; for the token x VS
-// products warp (wm, wn) owns token rows 16 wm.. and VS / WN columns. Per-chunk intermediates stay
-// on chip; only o and the final state are written.
+// chunk end are zero-filled, never stored, and never reach the state. NW warps (16 for BT = 64,
+// 8 for BT = 32): state tiles are 16 K-rows x VS / (NW / 8) columns per warp; for the token x VS
+// products warp (wm, wn) owns token rows 16 wm.. and VS / WN columns. Only o and the final state
+// are written to global memory.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -20,7 +21,7 @@
 namespace linattn::cuda {
 namespace {
 
-constexpr int kK = 128, kThreads = 256, kLdK = kK + 8;
+constexpr int kK = 128, kLdK = kK + 8;
 
 template <class T, int BT, int VS>
 struct FusedSmem {
@@ -35,19 +36,23 @@ struct FusedSmem {
   };
   Stage st[2];
   T sb[kK][kLdV];  // state as the B operand
-  T x[BT][kLdV];   // X, later the output tile
+  T x[BT][kLdV];   // X, later each warp's output tile
   T vh[BT][kLdV];  // V^
   T vhs[BT][kLdV]; // e^(gam_L - gam) rk V^
 };
 
-// Warp tiling of the [BT x VS] products.
 template <int BT, int VS>
 struct Tiling {
-  static constexpr int WM = BT / 16, WN = 8 / WM, CW = VS / WN, NTW = CW / 8;
-  static_assert(NTW >= 1, "V-slice too narrow for this chunk size");
+  static constexpr int NW = BT == 64 ? 16 : 8;       // warps
+  static constexpr int NT = NW * 32;
+  static constexpr int WM = BT / 16, WN = NW / WM;   // token x VS products
+  static constexpr int CW = VS / WN, NTW = CW / 8;
+  static constexpr int SWN = NW / 8;                 // state: 8 row blocks x SWN column groups
+  static constexpr int SC = VS / SWN, NS = SC / 8;
+  static_assert(NTW >= 1 && NS >= 2 && NS % 2 == 0, "V-slice too narrow for this chunk size");
 };
 
-// acc[NTW] += A[rows 16 wm.., 0..KD) * B[0..KD, cols n0..n0 + 8 NTW); A row-major, B [k][n].
+// acc[NTW] += A[rows m0.., 0..KD) * B[0..KD, cols n0..n0 + 8 NTW); A row-major, B [k][n].
 template <class T, int NTW, int KD>
 __device__ __forceinline__ void mma_rows_kn(float (&acc)[NTW][4], const T* a, int lda, int m0,
                                             const T* b, int ldb, int n0, int lane) {
@@ -70,37 +75,43 @@ __device__ __forceinline__ void mma_rows_kn(float (&acc)[NTW][4], const T* a, in
   }
 }
 
+// cp.async of one chunk's inputs; offsets are 32-bit relative to per-chunk 64-bit bases.
 template <class T, int BT, int VS>
 __device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS>::Stage& st,
                                            const GdnFwdParams& p, const GdnChunkWs& ws, int64_t t0,
                                            int len, int h, int j, int v0, int tid) {
-  const T* q = static_cast<const T*>(p.q);
-  const T* k = static_cast<const T*>(p.k);
-  const T* v = static_cast<const T*>(p.v);
-  for (int idx = tid; idx < BT * (kK / 8); idx += kThreads) {
+  constexpr int NT = Tiling<BT, VS>::NT;
+  const T* q = static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
+  const T* k = static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
+  const T* v = static_cast<const T*>(p.v) + (t0 * p.HV + j) * int64_t(p.V) + v0;
+  const int qstride = p.H * kK, vstride = p.HV * p.V;
+#pragma unroll
+  for (int idx = tid; idx < BT * (kK / 8); idx += NT) {
     const int row = idx / (kK / 8), ch = idx % (kK / 8);
     const bool valid = row < len;
-    const int64_t off = valid ? ((t0 + row) * p.H + h) * kK + ch * 8 : 0;
+    const int off = valid ? row * qstride + ch * 8 : 0;
     cp_async16(&st.q[row][ch * 8], q + off, valid);
     cp_async16(&st.k[row][ch * 8], k + off, valid);
   }
-  for (int idx = tid; idx < BT * (VS / 8); idx += kThreads) {
+#pragma unroll
+  for (int idx = tid; idx < BT * (VS / 8); idx += NT) {
     const int row = idx / (VS / 8), ch = idx % (VS / 8);
     const bool valid = row < len;
-    const int64_t off = valid ? ((t0 + row) * p.HV + j) * int64_t(p.V) + v0 + ch * 8 : 0;
-    cp_async16(&st.v[row][ch * 8], v + off, valid);
+    cp_async16(&st.v[row][ch * 8], v + (valid ? row * vstride + ch * 8 : 0), valid);
   }
-  const T* A = static_cast<const T*>(ws.Ab);
-  const T* P = static_cast<const T*>(ws.P);
-  for (int idx = tid; idx < BT * (BT / 8); idx += kThreads) {
+  const int64_t abase = (j * ws.T_cap + t0) * BT;
+  const T* A = static_cast<const T*>(ws.Ab) + abase;
+  const T* P = static_cast<const T*>(ws.P) + abase;
+#pragma unroll
+  for (int idx = tid; idx < BT * (BT / 8); idx += NT) {
     const int row = idx / (BT / 8), ch = idx % (BT / 8);
     const bool valid = row < len;
-    const int64_t off = valid ? (j * ws.T_cap + t0 + row) * BT + ch * 8 : 0;
+    const int off = valid ? row * BT + ch * 8 : 0;
     cp_async16(&st.a[row][ch * 8], A + off, valid);
     cp_async16(&st.p[row][ch * 8], P + off, valid);
   }
-  for (int idx = tid; idx < 3 * BT; idx += kThreads) {
-    const int which = idx / BT, row = idx % BT;
+  if (tid < 3 * BT) {
+    const int which = tid / BT, row = tid % BT;
     const bool valid = row < len;
     const float* src = which == 0 ? ws.gam + j * ws.T_cap : (which == 1 ? ws.rq : ws.rk) + h * ws.T_cap;
     float* dst = which == 0 ? st.gam : (which == 1 ? st.rq : st.rk);
@@ -109,10 +120,9 @@ __device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS>::Stage&
 }
 
 template <class T, int BT, int VS>
-__global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, GdnChunkWs ws) {
+__global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwdParams p, GdnChunkWs ws) {
   using Smem = FusedSmem<T, BT, VS>;
   using Tl = Tiling<BT, VS>;
-  constexpr int NS = VS / 8;  // state n-tiles per warp
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
@@ -121,20 +131,22 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, 
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);
   const int64_t nchunks = (eos - bos + BT - 1) / BT;
+  const int srow = 16 * (warp % 8), scol = (warp / 8) * Tl::SC;  // this warp's state tile
 
-  float S[NS][4];
+  float S[Tl::NS][4];
 #pragma unroll
-  for (int nt = 0; nt < NS; ++nt)
+  for (int nt = 0; nt < Tl::NS; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int row = 16 * warp + g + 8 * (e >> 1), col = v0 + nt * 8 + 2 * tq + (e & 1);
+      const int row = srow + g + 8 * (e >> 1), col = v0 + scol + nt * 8 + 2 * tq + (e & 1);
       S[nt][e] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, row, col)) : 0.f;
     }
 
   if (nchunks > 0)
     load_stage<T, BT, VS>(s.st[0], p, ws, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid);
   cp_async_commit();
-  const int wm = warp % Tl::WM, wn = warp / Tl::WM, cbase = wn * Tl::CW;
+  const int wm = warp % Tl::WM, wn = warp / Tl::WM, cbase = wn * Tl::CW, r0 = 16 * wm + g;
+  T* o_base = static_cast<T*>(p.o) + int64_t(j) * p.V + v0 + cbase;
   for (int64_t c = 0; c < nchunks; ++c) {
     cp_async_wait<0>();
     __syncthreads();
@@ -149,24 +161,23 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, 
     const int len = static_cast<int>(min(int64_t(BT), eos - t0));
 
 #pragma unroll
-    for (int nt = 0; nt < NS; ++nt) {
-      const int row = 16 * warp + g, col = nt * 8 + 2 * tq;
-      *reinterpret_cast<uint32_t*>(&s.sb[row][col]) = MmaType<T>::pack(S[nt][0], S[nt][1]);
-      *reinterpret_cast<uint32_t*>(&s.sb[row + 8][col]) = MmaType<T>::pack(S[nt][2], S[nt][3]);
+    for (int nt = 0; nt < Tl::NS; ++nt) {
+      const int col = scol + nt * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t*>(&s.sb[srow + g][col]) = MmaType<T>::pack(S[nt][0], S[nt][1]);
+      *reinterpret_cast<uint32_t*>(&s.sb[srow + g + 8][col]) = MmaType<T>::pack(S[nt][2], S[nt][3]);
     }
     __syncthreads();
 
     float ks[Tl::NTW][4] = {}, os[Tl::NTW][4] = {};
     mma_rows_kn<T, Tl::NTW, kK>(ks, &st.k[0][0], kLdK, 16 * wm, &s.sb[0][0], Smem::kLdV, cbase, lane);
     mma_rows_kn<T, Tl::NTW, kK>(os, &st.q[0][0], kLdK, 16 * wm, &s.sb[0][0], Smem::kLdV, cbase, lane);
-    const int r0 = 16 * wm + g;
-    float eg[2], erk[2], oscale[2];
+    float erk[2], oscale[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int r = r0 + 8 * hf;
-      eg[hf] = exp2f(st.gam[r]);
-      erk[hf] = eg[hf] * st.rk[r];
-      oscale[hf] = p.scale * eg[hf] * st.rq[r];
+      const float eg = exp2f(st.gam[r]);
+      erk[hf] = eg * st.rk[r];
+      oscale[hf] = p.scale * eg * st.rq[r];
     }
 #pragma unroll
     for (int nt = 0; nt < Tl::NTW; ++nt) {
@@ -174,10 +185,11 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, 
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = r0 + 8 * hf;
-        const float v0f = MmaType<T>::to_float(st.v[r][col]);
-        const float v1f = MmaType<T>::to_float(st.v[r][col + 1]);
+        const uint32_t vw = *reinterpret_cast<const uint32_t*>(&st.v[r][col]);
+        const T* vp = reinterpret_cast<const T*>(&vw);
         *reinterpret_cast<uint32_t*>(&s.x[r][col]) =
-            MmaType<T>::pack(v0f - erk[hf] * ks[nt][2 * hf], v1f - erk[hf] * ks[nt][2 * hf + 1]);
+            MmaType<T>::pack(MmaType<T>::to_float(vp[0]) - erk[hf] * ks[nt][2 * hf],
+                             MmaType<T>::to_float(vp[1]) - erk[hf] * ks[nt][2 * hf + 1]);
         os[nt][2 * hf] *= oscale[hf];
         os[nt][2 * hf + 1] *= oscale[hf];
       }
@@ -207,6 +219,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, 
     __syncthreads();
 
     mma_rows_kn<T, Tl::NTW, BT>(os, &st.p[0][0], Smem::kLdA, 16 * wm, &s.vh[0][0], Smem::kLdV, cbase, lane);
+    // This warp's 16 x CW output tile -> its own rows of s.x (X is dead: every warp passed the
+    // barrier above after its last read of it) -> 16-byte global stores of the valid rows.
 #pragma unroll
     for (int nt = 0; nt < Tl::NTW; ++nt) {
       const int col = cbase + nt * 8 + 2 * tq;
@@ -216,37 +230,38 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, 
 
     const float decay = exp2f(gl);
 #pragma unroll
-    for (int nt = 0; nt < NS; ++nt)
+    for (int nt = 0; nt < Tl::NS; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) S[nt][e] *= decay;
 #pragma unroll
     for (int kt = 0; kt < BT / 16; ++kt) {
       uint32_t fa[4];
-      ldsm_x4_t(fa, a_addr_colmajor(&st.k[0][0], kLdK, 16 * warp, 16 * kt, lane));
+      ldsm_x4_t(fa, a_addr_colmajor(&st.k[0][0], kLdK, srow, 16 * kt, lane));
 #pragma unroll
-      for (int np = 0; np < NS / 2; ++np) {
+      for (int np = 0; np < Tl::NS / 2; ++np) {
         uint32_t fb[4];
-        ldsm_x4_t(fb, b_addr_kn(&s.vhs[0][0], Smem::kLdV, 16 * kt, 16 * np, lane));
+        ldsm_x4_t(fb, b_addr_kn(&s.vhs[0][0], Smem::kLdV, 16 * kt, scol + 16 * np, lane));
         mma16816<T>(S[2 * np], fa, fb[0], fb[1]);
         mma16816<T>(S[2 * np + 1], fa, fb[2], fb[3]);
       }
     }
-    __syncthreads();
-    T* o = static_cast<T*>(p.o);
-    for (int idx = tid; idx < BT * (VS / 8); idx += kThreads) {
-      const int row = idx / (VS / 8), ch = idx % (VS / 8);
+    __syncwarp();
+    constexpr int kRowChunks = Tl::CW / 8;  // 16-byte pieces per tile row
+#pragma unroll
+    for (int idx = lane; idx < 16 * kRowChunks; idx += 32) {
+      const int rr = idx / kRowChunks, ch = idx % kRowChunks, row = 16 * wm + rr;
       if (row < len)
-        *reinterpret_cast<uint4*>(o + ((t0 + row) * p.HV + j) * int64_t(p.V) + v0 + ch * 8) =
-            *reinterpret_cast<const uint4*>(&s.x[row][ch * 8]);
+        *reinterpret_cast<uint4*>(o_base + (t0 + row) * int64_t(p.HV) * p.V + ch * 8) =
+            *reinterpret_cast<const uint4*>(&s.x[row][cbase + ch * 8]);
     }
   }
   cp_async_wait<0>();
   if (p.ht) {
 #pragma unroll
-    for (int nt = 0; nt < NS; ++nt)
+    for (int nt = 0; nt < Tl::NS; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = 16 * warp + g + 8 * (e >> 1), col = v0 + nt * 8 + 2 * tq + (e & 1);
+        const int row = srow + g + 8 * (e >> 1), col = v0 + scol + nt * 8 + 2 * tq + (e & 1);
         p.ht[state_index(p, n, j, row, col)] = S[nt][e];
       }
   }
@@ -254,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_kernel(GdnFwdParams p, 
 
 template <class T, int BT, int VS>
 void launch_fused_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
-  launch(gdn_fused_kernel<T, BT, VS>, dim3(p.V / VS, p.HV, p.N), dim3(kThreads),
+  launch(gdn_fused_kernel<T, BT, VS>, dim3(p.V / VS, p.HV, p.N), dim3(Tiling<BT, VS>::NT),
          sizeof(FusedSmem<T, BT, VS>), stream, p, ws);
 }
 

@@ -4,10 +4,14 @@
 //   Ab      (I + L)^-1 diag(beta), L_ij = beta_i e^(gam_i - gam_j) k_i . k_j  (i > j, normalised k)
 //   P       scale * e^(gam_i - gam_j) q_i . k_j                              (i >= j, normalised q, k)
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
-// per value head the CTA builds L, inverts the 16x16 diagonal blocks by forward substitution (one
-// thread per column) and merges the off-diagonal blocks by distance (X_ab = -X_aa sum L_am X_mb),
-// all in fp32. Rows past the chunk's end are zero-filled and never written back; upper triangles
-// are written as exact zeros. 256 threads = 8 warps; K = 128.
+// all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
+// contiguous entries of a row of L and P (P stored with 16-byte writes); 64 threads invert the
+// 16x16 diagonal blocks by right-looking forward substitution (15 dependent steps); the
+// off-diagonal blocks are merged by distance, X_ab = -X_aa sum_m L_am X_mb, one warp per block on
+// TF32 tensor cores (FLA's precision for these merges); Ab rows are written with 16-byte stores.
+// Rows past the chunk end are zero-filled, never written back; upper triangles are exact zeros.
+// Shared memory: the bf16 q/k tiles are dead after K K^T and Q K^T and hold L and X afterwards.
+// 256 threads = 8 warps; K = 128.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -18,35 +22,37 @@
 namespace linattn::cuda {
 namespace {
 
-constexpr int kK = 128, kThreads = 256, kLdK = kK + 8;
+constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8;
 
 template <class T, int BT>
 struct PrepSmem {
-  T q[BT][kLdK];
-  T k[BT][kLdK];
-  float kk[BT][BT + 1];  // (k_i . k_j) rk_i rk_j
-  float qk[BT][BT + 1];  // (q_i . k_j) rq_i rk_j
-  float L[BT][BT + 1];
-  float X[BT][BT + 1];   // (I + L)^-1
-  float tmp[3][16][17];
-  float rq[BT], rk[BT], gam[BT], beta[BT];
+  static constexpr int kLd = BT + 4;  // fp32 row stride: 16-byte aligned rows
+  union {
+    struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;     // until the Gram products
+    struct { float L[BT][kLd]; float X[BT][kLd]; } sv;  // then L and X = (I + L)^-1
+  } u;
+  float kk[BT][kLd];  // (k_i . k_j) rk_i rk_j
+  float qk[BT][kLd];  // (q_i . k_j) rq_i rk_j
+  float tscr[kWarps][16][20];  // per-warp 16x16 scratch of the merges
+  float rq[BT], rk[BT];
+  // followed by gam[G][BT], beta[G][BT] (dynamic)
+  static size_t bytes(int G) { return sizeof(PrepSmem) + size_t(G) * BT * 2 * sizeof(float); }
 };
 
-// KK^T and QK^T of the staged rows into s.kk / s.qk (row scales folded in).
 template <class T, int BT>
 __device__ __forceinline__ void gram_products(PrepSmem<T, BT>& s, int warp, int lane) {
-  constexpr int WM = BT / 16, WN = 8 / WM, CW = BT / WN, NTW = CW / 8;
+  constexpr int WM = BT / 16, WN = kWarps / WM, CW = BT / WN, NTW = CW / 8;
   const int wm = warp % WM, wn = warp / WM;
   float ak[NTW][4] = {}, aq[NTW][4] = {};
 #pragma unroll
   for (int kt = 0; kt < kK / 16; ++kt) {
     uint32_t fk[4], fq[4];
-    ldsm_x4(fk, a_addr_rowmajor(&s.k[0][0], kLdK, 16 * wm, 16 * kt, lane));
-    ldsm_x4(fq, a_addr_rowmajor(&s.q[0][0], kLdK, 16 * wm, 16 * kt, lane));
+    ldsm_x4(fk, a_addr_rowmajor(&s.u.in.k[0][0], kLdK, 16 * wm, 16 * kt, lane));
+    ldsm_x4(fq, a_addr_rowmajor(&s.u.in.q[0][0], kLdK, 16 * wm, 16 * kt, lane));
 #pragma unroll
     for (int np = 0; np < NTW / 2; ++np) {
       uint32_t b[4];
-      ldsm_x4(b, b_addr_nk(&s.k[0][0], kLdK, 16 * kt, wn * CW + 16 * np, lane));
+      ldsm_x4(b, b_addr_nk(&s.u.in.k[0][0], kLdK, 16 * kt, wn * CW + 16 * np, lane));
       mma16816<T>(ak[2 * np], fk, b[0], b[1]);
       mma16816<T>(ak[2 * np + 1], fk, b[2], b[3]);
       mma16816<T>(aq[2 * np], fq, b[0], b[1]);
@@ -54,7 +60,7 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT>& s, int warp, int 
     }
     if constexpr (NTW % 2 == 1) {
       uint32_t b[2];
-      ldsm_x2(b, b_addr_nk(&s.k[0][0], kLdK, 16 * kt, wn * CW + 16 * (NTW / 2), lane));
+      ldsm_x2(b, b_addr_nk(&s.u.in.k[0][0], kLdK, 16 * kt, wn * CW + 16 * (NTW / 2), lane));
       mma16816<T>(ak[NTW - 1], fk, b[0], b[1]);
       mma16816<T>(aq[NTW - 1], fq, b[0], b[1]);
     }
@@ -75,59 +81,96 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT>& s, int warp, int 
   }
 }
 
-// X = (I + L)^-1 for the strictly lower L in s.L (upper blocks of X already zeroed).
+// acc (16x16 as two m16n8 tiles) += A[16 rows a0.., 16 cols ka..] * B[16 rows kb.., 16 cols nb..].
+template <int LDA, int LDB>
+__device__ __forceinline__ void mma16x16_tf32(float (&acc)[2][4], const float (*A)[LDA], int a0, int ka,
+                                              const float (*B)[LDB], int kb, int nb, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    uint32_t fa[4];
+    fa[0] = to_tf32(A[a0 + g][ka + 8 * ks + t]);
+    fa[1] = to_tf32(A[a0 + g + 8][ka + 8 * ks + t]);
+    fa[2] = to_tf32(A[a0 + g][ka + 8 * ks + t + 4]);
+    fa[3] = to_tf32(A[a0 + g + 8][ka + 8 * ks + t + 4]);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+      mma1688_tf32(acc[nt], fa, to_tf32(B[kb + 8 * ks + t][nb + 8 * nt + g]),
+                   to_tf32(B[kb + 8 * ks + t + 4][nb + 8 * nt + g]));
+  }
+}
+
+// X = (I + L)^-1 for the strictly lower L in s.u.sv.L (upper blocks of X already zeroed).
 template <class T, int BT>
 __device__ __forceinline__ void invert_unit_lower(PrepSmem<T, BT>& s, int tid) {
-  constexpr int NB = BT / 16;
-  if (tid < BT) {
-    const int b = tid / 16, col = tid % 16, o = 16 * b;
+  constexpr int NB = BT / 16, LD = PrepSmem<T, BT>::kLd;
+  auto& L = s.u.sv.L;
+  auto& X = s.u.sv.X;
+  if (tid < BT) {  // diagonal blocks, one column per thread, right-looking
+    const int o = 16 * (tid / 16), col = tid % 16;
     float x[16];
 #pragma unroll
     for (int r = 0; r < 16; ++r) x[r] = r == col ? 1.f : 0.f;
 #pragma unroll
-    for (int r = 1; r < 16; ++r) {
-      float acc = x[r];
+    for (int c = 0; c < 15; ++c)
 #pragma unroll
-      for (int c = 0; c < r; ++c) acc -= s.L[o + r][o + c] * x[c];
-      x[r] = acc;
-    }
+      for (int r = c + 1; r < 16; ++r) x[r] -= L[o + r][o + c] * x[c];
 #pragma unroll
-    for (int r = 0; r < 16; ++r) s.X[o + r][o + col] = x[r];
+    for (int r = 0; r < 16; ++r) X[o + r][o + col] = x[r];
   }
   __syncthreads();
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int d = 1; d < NB; ++d) {
-    const int nblk = NB - d;
-    for (int idx = tid; idx < nblk * 256; idx += kThreads) {
-      const int blk = idx >> 8, e = idx & 255, rr = e >> 4, cc = e & 15;
-      const int a = blk + d, b = blk;
-      float acc = 0.f;
-      for (int m = b; m < a; ++m)
+    if (warp < NB - d) {
+      const int b = warp, a = warp + d;
+      float acc[2][4] = {};
+      for (int m = b; m < a; ++m) mma16x16_tf32<LD, LD>(acc, L, 16 * a, 16 * m, X, 16 * m, 16 * b, lane);
+      float (*tw)[20] = s.tscr[warp];
 #pragma unroll
-        for (int c = 0; c < 16; ++c) acc += s.L[16 * a + rr][16 * m + c] * s.X[16 * m + c][16 * b + cc];
-      s.tmp[blk][rr][cc] = acc;
-    }
-    __syncthreads();
-    for (int idx = tid; idx < nblk * 256; idx += kThreads) {
-      const int blk = idx >> 8, e = idx & 255, rr = e >> 4, cc = e & 15;
-      const int a = blk + d, b = blk;
-      float acc = 0.f;
+      for (int nt = 0; nt < 2; ++nt) {
+        tw[g][8 * nt + 2 * t] = acc[nt][0];
+        tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+        tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+        tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+      }
+      __syncwarp();
+      float res[2][4] = {};
+      mma16x16_tf32<LD, 20>(res, X, 16 * a, 16 * a, tw, 0, 0, lane);
 #pragma unroll
-      for (int c = 0; c < 16; ++c) acc -= s.X[16 * a + rr][16 * a + c] * s.tmp[blk][c][cc];
-      s.X[16 * a + rr][16 * b + cc] = acc;
+      for (int nt = 0; nt < 2; ++nt) {
+        const int c = 16 * b + 8 * nt + 2 * t;
+        X[16 * a + g][c] = -res[nt][0];
+        X[16 * a + g][c + 1] = -res[nt][1];
+        X[16 * a + g + 8][c] = -res[nt][2];
+        X[16 * a + g + 8][c + 1] = -res[nt][3];
+      }
     }
     __syncthreads();
   }
+}
+
+template <class T>
+__device__ __forceinline__ void store16(T* dst, const float (&v)[16]) {
+  uint32_t w[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) w[e] = MmaType<T>::pack(v[2 * e], v[2 * e + 1]);
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
 template <class T, int BT>
 __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                             const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<PrepSmem<T, BT>*>(smem_raw);
+  using Smem = PrepSmem<T, BT>;
+  auto& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int G = p.HV / p.H;
+  float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
+  float* beta_all = gam_all + G * BT;                                   // [G][BT]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t r = blockIdx.x;
-  const int h = blockIdx.y, G = p.HV / p.H;
+  const int h = blockIdx.y;
   int64_t n, c;
   if (chunk_indices) {
     n = chunk_indices[2 * r];
@@ -143,21 +186,42 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
   const int len = static_cast<int>(min(int64_t(BT), eos - t0));
   if (len <= 0) return;
 
-  const T* q = static_cast<const T*>(p.q);
-  const T* k = static_cast<const T*>(p.k);
+  const T* qg = static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
+  const T* kg = static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
   for (int idx = tid; idx < BT * (kK / 8); idx += kThreads) {
     const int row = idx / (kK / 8), ch = idx % (kK / 8);
     const bool valid = row < len;
-    const int64_t off = valid ? ((t0 + row) * p.H + h) * kK + ch * 8 : 0;
-    cp_async16(&s.q[row][ch * 8], q + off, valid);
-    cp_async16(&s.k[row][ch * 8], k + off, valid);
+    const int off = valid ? row * p.H * kK + ch * 8 : 0;
+    cp_async16(&s.u.in.q[row][ch * 8], qg + off, valid);
+    cp_async16(&s.u.in.k[row][ch * 8], kg + off, valid);
   }
   cp_async_commit();
+
+  // All G gate scans and betas while the copies fly: warp w owns value heads w, w + 8, ...
+  for (int jj = warp; jj < G; jj += kWarps) {
+    const int j = h * G + jj;
+    float gsum = 0.f;
+#pragma unroll
+    for (int half = 0; half < BT / 32; ++half) {
+      const int i = lane + 32 * half;
+      float gv = i < len ? gdn_gate(p, t0 + i, j) : 0.f;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const float o = __shfl_up_sync(0xffffffffu, gv, d);
+        if (lane >= d) gv += o;
+      }
+      gv += gsum;
+      gsum = __shfl_sync(0xffffffffu, gv, 31);
+      gam_all[jj * BT + i] = gv * kLog2e;
+      beta_all[jj * BT + i] = i < len ? gdn_beta(p, t0 + i, j) : 0.f;
+      if (i < len) ws.gam[j * ws.T_cap + t0 + i] = gv * kLog2e;
+    }
+  }
   cp_async_wait<0>();
   __syncthreads();
 
-  for (int i = warp; i < 2 * BT; i += kThreads / 32) {
-    const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
+  for (int i = warp; i < 2 * BT; i += kWarps) {
+    const T* row = i < BT ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
     float ss = 0.f;
 #pragma unroll
     for (int e = 0; e < kK / 32; ++e) {
@@ -175,45 +239,48 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
   }
   __syncthreads();
   gram_products<T, BT>(s, warp, lane);
-  __syncthreads();
+  __syncthreads();  // q/k tiles dead from here: their space holds L and X
 
+  constexpr int kSeg = 16, kSegs = BT / kSeg;  // each thread: 16 contiguous columns of one row
+  static_assert(BT * kSegs <= kThreads * 2, "row-segment mapping");
   T* Ab = static_cast<T*>(ws.Ab);
   T* P = static_cast<T*>(ws.P);
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
-    if (warp == 0) {  // gate cumsum and beta: lane owns rows lane and lane + 32
-      float gsum = 0.f;
+    const float* gam = gam_all + jj * BT;
+    const float* beta = beta_all + jj * BT;
+    for (int item = tid; item < BT * kSegs; item += kThreads) {
+      const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+      const float gi = gam[i], bi = beta[i];
+      float pv[kSeg];
 #pragma unroll
-      for (int half = 0; half < BT / 32; ++half) {
-        const int i = lane + 32 * half;
-        float gv = i < len ? gdn_gate(p, t0 + i, j) : 0.f;
+      for (int e4 = 0; e4 < kSeg; e4 += 4) {
+        const float4 kk4 = *reinterpret_cast<const float4*>(&s.kk[i][c0 + e4]);
+        const float4 qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
+        const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+        float lv[4];
 #pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-          const float o = __shfl_up_sync(0xffffffffu, gv, d);
-          if (lane >= d) gv += o;
+        for (int e = 0; e < 4; ++e) {
+          const int jc = c0 + e4 + e;
+          const float d = (jc <= i && i < len) ? exp2f(gi - gam[jc]) : 0.f;
+          lv[e] = jc < i ? bi * d * kkv[e] : 0.f;
+          pv[e4 + e] = p.scale * d * qkv[e];
         }
-        gv += gsum;
-        gsum = __shfl_sync(0xffffffffu, gv, 31);
-        s.gam[i] = gv * kLog2e;
-        s.beta[i] = i < len ? gdn_beta(p, t0 + i, j) : 0.f;
-        if (i < len) ws.gam[j * ws.T_cap + t0 + i] = gv * kLog2e;
+        *reinterpret_cast<float4*>(&s.u.sv.L[i][c0 + e4]) = make_float4(lv[0], lv[1], lv[2], lv[3]);
+        if ((i >> 4) < (c0 >> 4))
+          *reinterpret_cast<float4*>(&s.u.sv.X[i][c0 + e4]) = make_float4(0.f, 0.f, 0.f, 0.f);
       }
-    }
-    __syncthreads();
-    const float scale = p.scale;
-    for (int idx = tid; idx < BT * BT; idx += kThreads) {
-      const int i = idx / BT, jc = idx % BT;
-      const bool lower = i >= jc && i < len && jc < len;
-      const float d = lower ? exp2f(s.gam[i] - s.gam[jc]) : 0.f;
-      s.L[i][jc] = i > jc ? s.beta[i] * d * s.kk[i][jc] : 0.f;
-      if ((i >> 4) < (jc >> 4)) s.X[i][jc] = 0.f;
-      if (i < len) P[(j * ws.T_cap + t0 + i) * BT + jc] = MmaType<T>::from_float(scale * d * s.qk[i][jc]);
+      if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
     }
     __syncthreads();
     invert_unit_lower<T, BT>(s, tid);
-    for (int idx = tid; idx < BT * BT; idx += kThreads) {
-      const int i = idx / BT, jc = idx % BT;
-      if (i < len) Ab[(j * ws.T_cap + t0 + i) * BT + jc] = MmaType<T>::from_float(s.X[i][jc] * s.beta[jc]);
+    for (int item = tid; item < BT * kSegs; item += kThreads) {
+      const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+      if (i >= len) continue;
+      float av[kSeg];
+#pragma unroll
+      for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e] * beta[c0 + e];
+      store16<T>(Ab + (j * ws.T_cap + t0 + i) * BT + c0, av);
     }
     __syncthreads();
   }
@@ -224,7 +291,7 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
                    cudaStream_t stream) {
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
   launch(gdn_prep_kernel<T, BT>, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads),
-         sizeof(PrepSmem<T, BT>), stream, p, ws, ci, nts);
+         PrepSmem<T, BT>::bytes(p.HV / p.H), stream, p, ws, ci, nts);
 }
 
 }  // namespace
