@@ -13,8 +13,10 @@
 #include <limits>
 
 #include "cuda/common/cuda_graph.h"
+#include "linattn/graph.h"
 #include "cuda_test_util.h"
 #include "linattn/error.h"
+#include "linattn/meta.h"
 #include "meta/chunk_attn_desc.h"
 
 namespace linattn::test {
@@ -187,6 +189,88 @@ TEST(CudaGraphGdnFwd, SixLayoutsReplayEqualsEagerFixed) {
                                 {DType::kBF16, 32, true, false}, {DType::kF16, 32, true, true}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
   for (const GraphCase& gc : gcs) run_graph_case(gc);
+}
+
+// The public linattn::Graph on CUDA around the public op: capture, replay over layouts, bitwise
+// equal to the eager fixed-capacity call; an eager call inside the capture is refused
+// (eager-backend) and the capture is dropped.
+TEST(CudaGraphGdnFwd, PublicGraphApi) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec spec;
+  spec.dtype = DType::kBF16;
+  spec.H = 1;
+  spec.HV = 2;
+  spec.K = spec.V = 128;
+  spec.opt.output_final_state = true;
+  spec.opt.use_graph = true;
+  spec.opt.max_num_seqs = kNmax;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Static st, eager;
+  Graph graph(cuda0(), stream);
+  int idx = 0;
+  for (const auto& lens : {layouts()[1], layouts()[4], layouts()[5]}) {
+    SCOPED_TRACE("layout " + std::to_string(idx));
+    spec.seqlens = lens;
+    int64_t total = 0;
+    for (int64_t l : lens) total += l;
+    spec.pad_tokens = kTmax - total;
+    spec.seed = 7 + idx;
+    ChunkAttnData d = make_chunk_attn(spec);
+    poison_padding(d);
+    Tensor o_init = full(DType::kBF16, {1, kTmax, spec.HV, spec.V}, kMarker);
+    if (idx == 0) {
+      make_static(st, d, 64);
+      make_static(eager, d, 64);
+      const ExecContext ctx{stream, st.workspace.data, st.workspace.nbytes()};
+      ChunkAttnOptions eager_opt = d.opt();
+      eager_opt.use_graph = false;
+      ChunkAttnInputs eager_in = st.in;
+      eager_in.chunk_indices = eager_in.chunk_offsets = TensorView{};
+      try {
+        graph.capture([&] { chunk_attn_fwd(eager_in, st.out, eager_opt, ctx); });
+        FAIL() << "eager call inside a CUDA capture was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.category(), FailureCategory::kEagerBackend) << e.what();
+      }
+      EXPECT_EQ(graph.state(), Graph::State::kEmpty);
+      graph.capture([&] { chunk_attn_fwd(st.in, st.out, d.opt(), ctx); });
+      EXPECT_GE(graph.num_nodes(), 3u);
+      EXPECT_EQ(graph.node_names().front(), "kernel");
+    }
+    fill(st, d, o_init, stream);
+    graph.replay();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    fill(eager, d, o_init, stream);
+    chunk_attn_fwd(eager.in, eager.out, d.opt(), ExecContext{stream, eager.workspace.data, eager.workspace.nbytes()});
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ChunkAttnOutTensors got{download(st.out.o), download(st.out.final_state)};
+    EXPECT_TRUE(bitwise_equal(got.o, download(eager.out.o)));
+    EXPECT_TRUE(bitwise_equal(got.final_state, download(eager.out.final_state)));
+    EXPECT_TRUE(fwd_close(d, ref_forward(d), got, DType::kBF16));
+    ++idx;
+  }
+  graph.reset();
+  cudaStreamDestroy(stream);
+}
+
+// prepare_chunk_meta (public, CUDA tensors) equals the eager host tables plus sentinels.
+TEST(CudaGraphGdnFwd, PublicStaticChunkMeta) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  const Capacity cap{kTmax, kNmax, 32};
+  const Tensor cu = cu_seqlens_tensor(layouts()[1], DType::kI64);
+  DevArena arena;
+  const TensorView dcu = arena.upload(cu);
+  const TensorView di = arena.alloc_like(full(DType::kI32, {cap.NT_max(), 2}, 99));
+  const TensorView dof = arena.alloc_like(full(DType::kI32, {kNmax + 1}, 99));
+  prepare_chunk_meta(cap, dcu, di, dof);
+  const Tensor gi = download(di), go = download(dof);
+  const ChunkMetaTables want = prepare_chunk_meta_eager(cu.view(), 32, kTmax);
+  for (int64_t i = 0; i <= kNmax; ++i) ASSERT_EQ(go.get(i), want.chunk_offsets.get(i)) << "offset " << i;
+  for (int64_t r = 0; r < cap.NT_max(); ++r)
+    for (int e = 0; e < 2; ++e)
+      ASSERT_EQ(gi.get(2 * r + e), r < want.num_chunks ? want.chunk_indices.get(2 * r + e) : (e ? 0 : -1))
+          << "row " << r;
 }
 
 TEST(CudaGraphGdnFwd, GraphModeWithoutWorkspaceIsAnAddressError) {

@@ -75,4 +75,25 @@ size_t CudaGraph::num_nodes() const {
   return n;
 }
 
+std::vector<std::string> CudaGraph::node_kinds() const {
+  std::vector<std::string> r;
+  size_t n = num_nodes();
+  if (n == 0) return r;
+  std::vector<cudaGraphNode_t> nodes(n);
+  LINATTN_CUDA_CHECK(cudaGraphGetNodes(static_cast<cudaGraph_t>(graph_), nodes.data(), &n));
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType t{};
+    LINATTN_CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &t));
+    switch (t) {
+      case cudaGraphNodeTypeKernel: r.emplace_back("kernel"); break;
+      case cudaGraphNodeTypeMemcpy: r.emplace_back("memcpy"); break;
+      case cudaGraphNodeTypeMemset: r.emplace_back("memset"); break;
+      case cudaGraphNodeTypeMemAlloc: r.emplace_back("mem_alloc"); break;
+      case cudaGraphNodeTypeMemFree: r.emplace_back("mem_free"); break;
+      default: r.emplace_back("other"); break;
+    }
+  }
+  return r;
+}
+
 }  // namespace linattn::cuda

@@ -5,6 +5,8 @@
 // Errors raise linattn::Error; the destructor releases everything without throwing.
 #pragma once
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace linattn::cuda {
 
@@ -22,6 +24,7 @@ class CudaGraph {
   void reset();    // drop the instantiated graph
   bool capturing() const;  // this object's capture is active on its stream
   size_t num_nodes() const;
+  std::vector<std::string> node_kinds() const;  // "kernel", "memcpy", "memset", ... per node
   void* stream() const { return stream_; }
 
  private:
