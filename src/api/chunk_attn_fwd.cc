@@ -118,7 +118,7 @@ void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out, cons
 size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                                       const ExecContext& ctx) {
   const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);
-  if (d.device.type == DeviceType::kCUDA) return 0;
+  if (d.device.type == DeviceType::kCUDA) return api::chunk_attn_fwd_workspace_bytes_cuda(d, in, opt);
   std::vector<int64_t> lens;
   if (!d.use_graph) {
     if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.T, false);
