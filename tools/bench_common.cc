@@ -31,39 +31,53 @@ std::map<std::string, BenchFn>& registry() {
   return r;
 }
 
-// One thread's FMA throughput: 12 independent accumulator chains (enough to cover the FMA
-// latency x pipes of current cores), `reps` x 12 vector FMAs. Returns FLOPs done.
-double fma_loop(int64_t reps, float* sink) {
+// One thread's FMA throughput: 12 independent accumulator chains held in named registers (an
+// array would be spilled to memory by the compiler and measure store forwarding instead),
+// enough to cover the FMA latency x pipes of current cores. Returns FLOPs done.
 #if defined(__AVX512F__)
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t r = 0; r < reps; ++r)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  __m512 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
-  *sink += _mm512_reduce_add_ps(s);
-  return static_cast<double>(reps) * 12 * 16 * 2;
+using PeakVec = __m512;
+constexpr int kPeakLanes = 16;
+inline PeakVec peak_set(float x) { return _mm512_set1_ps(x); }
+inline PeakVec peak_fma(PeakVec a, PeakVec b, PeakVec c) { return _mm512_fmadd_ps(a, b, c); }
+inline PeakVec peak_add(PeakVec a, PeakVec b) { return _mm512_add_ps(a, b); }
+inline float peak_sum(PeakVec a) { return _mm512_reduce_add_ps(a); }
 #elif defined(__AVX2__) && defined(__FMA__)
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (int64_t r = 0; r < reps; ++r)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+using PeakVec = __m256;
+constexpr int kPeakLanes = 8;
+inline PeakVec peak_set(float x) { return _mm256_set1_ps(x); }
+inline PeakVec peak_fma(PeakVec a, PeakVec b, PeakVec c) { return _mm256_fmadd_ps(a, b, c); }
+inline PeakVec peak_add(PeakVec a, PeakVec b) { return _mm256_add_ps(a, b); }
+inline float peak_sum(PeakVec a) {
   float buf[8];
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
-  _mm256_storeu_ps(buf, s);
-  for (float x : buf) *sink += x;
-  return static_cast<double>(reps) * 12 * 8 * 2;
+  _mm256_storeu_ps(buf, a);
+  float s = 0;
+  for (float x : buf) s += x;
+  return s;
+}
 #else
-  float acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = static_cast<float>(i) * 1e-3f;
-  for (int64_t r = 0; r < reps; ++r)
-    for (int i = 0; i < 12; ++i) acc[i] = std::fma(acc[i], 0.999999f, 1e-7f);
-  for (float x : acc) *sink += x;
-  return static_cast<double>(reps) * 12 * 2;
+using PeakVec = float;
+constexpr int kPeakLanes = 1;
+inline PeakVec peak_set(float x) { return x; }
+inline PeakVec peak_fma(PeakVec a, PeakVec b, PeakVec c) { return std::fma(a, b, c); }
+inline PeakVec peak_add(PeakVec a, PeakVec b) { return a + b; }
+inline float peak_sum(PeakVec a) { return a; }
 #endif
+
+double fma_loop(int64_t reps, float* sink) {
+  // Distinct starting values: identical chains would be merged into one by the compiler.
+  PeakVec a0 = peak_set(0.10f), a1 = peak_set(0.11f), a2 = peak_set(0.12f), a3 = peak_set(0.13f),
+          a4 = peak_set(0.14f), a5 = peak_set(0.15f), a6 = peak_set(0.16f), a7 = peak_set(0.17f),
+          a8 = peak_set(0.18f), a9 = peak_set(0.19f), a10 = peak_set(0.20f), a11 = peak_set(0.21f);
+  const PeakVec m = peak_set(0.999999f), c = peak_set(1e-7f);
+  for (int64_t r = 0; r < reps; ++r) {
+    a0 = peak_fma(a0, m, c); a1 = peak_fma(a1, m, c); a2 = peak_fma(a2, m, c); a3 = peak_fma(a3, m, c);
+    a4 = peak_fma(a4, m, c); a5 = peak_fma(a5, m, c); a6 = peak_fma(a6, m, c); a7 = peak_fma(a7, m, c);
+    a8 = peak_fma(a8, m, c); a9 = peak_fma(a9, m, c); a10 = peak_fma(a10, m, c); a11 = peak_fma(a11, m, c);
+  }
+  const PeakVec s = peak_add(peak_add(peak_add(peak_add(a0, a1), peak_add(a2, a3)), peak_add(peak_add(a4, a5), peak_add(a6, a7))),
+                             peak_add(peak_add(a8, a9), peak_add(a10, a11)));
+  *sink += peak_sum(s);
+  return static_cast<double>(reps) * 12 * kPeakLanes * 2;
 }
 
 const char* isa_name() {
@@ -140,7 +154,7 @@ Machine measure_machine(int threads) {
     std::vector<float> sink(m.threads * 16, 0.0f);
     const Clock::time_point t0 = Clock::now();
     for (int t = 0; t < m.threads; ++t)
-      ts.emplace_back([&, t] { flops[t] = fma_loop(4'000'000, &sink[t * 16]); });
+      ts.emplace_back([&, t] { flops[t] = fma_loop(20'000'000, &sink[t * 16]); });
     for (auto& t : ts) t.join();
     const double secs = seconds_since(t0);
     double total = 0;

@@ -42,20 +42,22 @@ int64_t layout(const ChunkParams& p, int64_t vt_max, float* base, ChunkWork* w) 
   c.ldv = ldv;
   c.BT = p.BT;
   take(&c.S, p.K * ldv);
-  take(&c.Kc, BT * ldk);
-  take(&c.Qc, BT * ldk);
+  take(&c.Kc, 2 * BT * ldk);
+  c.Qc = c.Kc ? c.Kc + BT * ldk : nullptr;
   take(&c.KT, ldk * BT);
   take(&c.X, BT * ldv);
-  take(&c.KS, BT * ldv);
-  take(&c.QS, BT * ldv);
-  take(&c.Ln, BT * BT);
-  take(&c.P, BT * BT);
+  take(&c.KS, 2 * BT * ldv);
+  c.QS = c.KS ? c.KS + BT * ldv : nullptr;
+  take(&c.Ln, 2 * BT * BT);
+  c.P = c.Ln ? c.Ln + BT * BT : nullptr;
   take(&c.beta, BT);
   take(&c.gam, BT);
   take(&c.rs, BT);
   take(&c.rd, BT);
   if (p.kda) {
-    for (float** b : {&c.Ag, &c.Kg, &c.Qg, &c.Kd, &c.Qr, &c.Kr, &c.K2}) take(b, BT * ldk);
+    take(&c.Kg, 2 * BT * ldk);
+    c.Qg = c.Kg ? c.Kg + BT * ldk : nullptr;
+    for (float** b : {&c.Ag, &c.Kd, &c.Qr, &c.Kr, &c.K2}) take(b, BT * ldk);
     take(&c.Z, 32 * ldk);
     take(&c.ZO, 32 * 16);
     take(&c.xv, ldk);
@@ -95,8 +97,47 @@ void prep_rows(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int6
   }
 }
 
-void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int64_t j, int64_t v0) {
+// Software prefetch of the next chunk's input rows. A value head's rows are H*K (or HV*V)
+// elements apart, a page or more, so the hardware prefetchers miss them; the rows are requested
+// in four slices spread over the current chunk's phases, toward L2.
+struct RowPrefetch {
+  struct Src {
+    const char* base;
+    int64_t stride, bytes;
+  };
+  Src src[5];
+  int nsrc = 0, rows = 0, next = 0;
+
+  RowPrefetch(const ChunkParams& p, int64_t t1, int64_t eos, int64_t j, int64_t v0, int64_t vt) {
+    if (t1 >= eos) return;
+    rows = static_cast<int>(std::min<int64_t>(p.BT, eos - t1));
+    const int64_t h = j / p.G, eq = dtype_size(p.qk_dtype), ev = dtype_size(p.v_dtype);
+    const int64_t eg = dtype_size(p.g_dtype), eb = dtype_size(p.beta_dtype), gw = p.kda ? p.K : 1;
+    auto add = [&](const void* base, int64_t off, int64_t stride, int64_t bytes) {
+      src[nsrc++] = {static_cast<const char*>(base) + off, stride, bytes};
+    };
+    add(p.q, (t1 * p.H + h) * p.K * eq, p.H * p.K * eq, p.K * eq);
+    add(p.k, (t1 * p.H + h) * p.K * eq, p.H * p.K * eq, p.K * eq);
+    add(p.v, ((t1 * p.HV + j) * p.V + v0) * ev, p.HV * p.V * ev, vt * ev);
+    add(p.g, (t1 * p.HV + j) * gw * eg, p.HV * gw * eg, gw * eg);
+    add(p.beta, (t1 * p.HV + j) * eb, p.HV * eb, eb);
+  }
+  void issue_slice() {  // a quarter of the rows
+    const int end = std::min(rows, next + (rows + 3) / 4);
+    for (; next < end; ++next)
+      for (int s = 0; s < nsrc; ++s) {
+        const char* row = src[s].base + next * src[s].stride;
+        for (int64_t b = 0; b < src[s].bytes; b += 64) prefetch_l2(row + b);
+        prefetch_l2(row + src[s].bytes - 1);
+      }
+  }
+};
+
+void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int64_t j, int64_t v0,
+                int64_t eos) {
+  RowPrefetch pf(p, t0 + p.BT, eos, j, v0, w.vt);
   prep_rows(p, w, t0, n, j, v0);
+  pf.issue_slice();
   const int vt = static_cast<int>(w.vt), K = static_cast<int>(p.K);
   if (p.kda) kda_intra(w, n, p.scale);
   // GEMM-first: (gated) K S and Q S read the state before it is overwritten.
@@ -110,10 +151,8 @@ void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int
   g.ldb = w.ldv;
   g.C = w.KS;
   g.ldc = w.ldv;
-  gemm(g);
-  g.A = p.kda ? w.Qg : w.Qc;
-  g.C = w.QS;
-  gemm(g);
+  gemm_stacked(g, n, w.BT, w.BT * w.ldk, w.BT * w.ldv);
+  pf.issue_slice();
   if (!p.kda) gdn_intra(w, n, p.scale);
   // X = beta (V - e^gamma K S)   (KDA: the decay is already in Kg)
   const int nv = (vt + kW - 1) / kW;
@@ -127,7 +166,9 @@ void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int
       store(x + c * kW, mul(b, fnma(r, load(ks + c * kW, t), load(x + c * kW, t))), t);
     }
   }
+  pf.issue_slice();
   trsm_unit_lower(n, vt, w.Ln, w.BT, w.X, w.ldv);  // X = V^
+  pf.issue_slice();
   // O = scale e^gamma Q S + P V^
   if (!p.kda)
     for (int i = 0; i < n; ++i) w.rs[i] *= p.scale;
@@ -184,7 +225,7 @@ void run_task(const ChunkParams& p, int64_t vtile, ChunkWork w, int64_t task, in
   seq_bounds(p, n, &bos, &eos);
   load_state(p, n, j, v0, w.vt, w.S, w.ldv);
   for (int64_t t0 = bos; t0 < eos; t0 += p.BT)
-    chunk_step(p, w, t0, static_cast<int>(std::min<int64_t>(p.BT, eos - t0)), j, v0);
+    chunk_step(p, w, t0, static_cast<int>(std::min<int64_t>(p.BT, eos - t0)), j, v0, eos);
   store_state(p, n, j, v0, w.vt, w.S, w.ldv);
 }
 

@@ -48,8 +48,9 @@ void gdn_intra(const ChunkWork& w, int n, float scale) {
   const int BT = w.BT;
   const int K = static_cast<int>(w.K);
   transpose(n, K, w.Kc, w.ldk, w.KT, BT);
+  // [K; Q] K^T in one full GEMM: the triangular halves alone would run as narrow, load-bound
+  // micro-tiles; computing the upper part too is cheaper.
   GemmArgs g;
-  g.M = n;
   g.N = n;
   g.Kd = K;
   g.A = w.Kc;
@@ -58,11 +59,7 @@ void gdn_intra(const ChunkWork& w, int n, float scale) {
   g.ldb = BT;
   g.C = w.Ln;
   g.ldc = BT;
-  g.n_tri = true;
-  gemm(g);
-  g.A = w.Qc;
-  g.C = w.P;
-  gemm(g);
+  gemm_stacked(g, n, BT, BT * w.ldk, BT * BT);
   const VF ninf = set1(-INFINITY), zv = zero();
   for (int i = 0; i < n; ++i) {
     float* l = w.Ln + i * BT;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cpu/chunk_params.h"
+#include "cpu/gemm.h"
 
 namespace linattn::cpu {
 
@@ -14,13 +15,13 @@ struct ChunkWork {
   int BT = 64;
   float* S = nullptr;    // [K, ldv] state slice (K-major)
   float* Kc = nullptr;   // [BT, ldk] keys (fp32, normalized)
-  float* Qc = nullptr;   // [BT, ldk] queries
+  float* Qc = nullptr;   // [BT, ldk] queries, = Kc + BT * ldk (stacked: one GEMM serves both)
   float* KT = nullptr;   // [ldk, BT] GDN: Kc^T; KDA: the column-relative keys K''^T
   float* X = nullptr;    // [BT, ldv] V, then beta (V - e^g K S), then V^
   float* KS = nullptr;   // [BT, ldv] K S (gated K for KDA)
-  float* QS = nullptr;   // [BT, ldv] Q S, then the output
+  float* QS = nullptr;   // [BT, ldv] Q S, then the output; = KS + BT * ldv
   float* Ln = nullptr;   // [BT, BT] -L (strictly lower, beta-scaled, decayed)
-  float* P = nullptr;    // [BT, BT] scale * (M (.) D (.) Q K^T)
+  float* P = nullptr;    // [BT, BT] scale * (M (.) D (.) Q K^T); = Ln + BT * BT
   float* beta = nullptr; // [BT]
   float* gam = nullptr;  // [BT] GDN cumulative log-decay
   float* rs = nullptr;   // [BT] GDN e^{gamma_i}
@@ -28,7 +29,7 @@ struct ChunkWork {
   // KDA only: [BT, ldk] each.
   float* Ag = nullptr;   // e^{g_t} per channel
   float* Kg = nullptr;   // K (.) e^{gamma}
-  float* Qg = nullptr;   // Q (.) e^{gamma}
+  float* Qg = nullptr;   // Q (.) e^{gamma}; = Kg + BT * ldk
   float* Kd = nullptr;   // K (.) e^{gamma_last - gamma}
   float* Qr = nullptr;   // Q (.) e^{gamma_i - gamma_{sub-chunk start}}
   float* Kr = nullptr;   // K (.) e^{gamma_i - gamma_{sub-chunk start}}
@@ -39,6 +40,21 @@ struct ChunkWork {
   float* el = nullptr;   // [ldk] state row decay e^{gamma_last}
   float* bp = nullptr;   // [4, ldk] per-sub-chunk decay products
 };
+
+// A GEMM on two stacked row blocks: A rows [0, n) and [BT, BT + n) -> C rows likewise (the
+// halves are a_half / c_half floats apart). One call over 2 BT rows when the chunk is full.
+inline void gemm_stacked(GemmArgs g, int n, int BT, int64_t a_half, int64_t c_half) {
+  if (n == BT) {
+    g.M = 2 * BT;
+    gemm(g);
+    return;
+  }
+  g.M = n;
+  gemm(g);
+  g.A += a_half;
+  g.C += c_half;
+  gemm(g);
+}
 
 // Floats per worker; carve(base) lays the buffers out from `base` (64-byte aligned slices).
 int64_t chunk_work_floats(const ChunkParams& p, int64_t vt_max);
