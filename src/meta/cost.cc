@@ -40,6 +40,20 @@ OpCost chunk_fwd_cost(const ChunkAttnDesc& d, const std::vector<int64_t>& length
   return c;
 }
 
+OpCost chunk_bwd_cost(const ChunkAttnDesc& d, const std::vector<int64_t>& lengths) {
+  OpCost c = chunk_fwd_cost(d, lengths);  // recompute + the same tensors read again
+  double extra = 0.0;
+  const double K = static_cast<double>(d.K), V = static_cast<double>(d.V);
+  for (int64_t len : lengths)
+    for (int64_t t0 = 0; t0 < len; t0 += d.BT) {
+      const double n = static_cast<double>(len - t0 < d.BT ? len - t0 : d.BT);
+      extra += 12.0 * n * K * V + 6.0 * n * n * (K + V);
+    }
+  c.flops += static_cast<double>(d.HV) * extra;
+  c.bytes *= 2.0;  // gradients written like the inputs, d_o read like o
+  return c;
+}
+
 double token_recurrent_flops(const ChunkAttnDesc& d, const std::vector<int64_t>& lengths) {
   double tokens = 0.0;
   for (int64_t len : lengths) tokens += static_cast<double>(len);

@@ -27,6 +27,11 @@ double chunk_fwd_task_kside_flops(int64_t len, int64_t K, int BT);
 
 // Whole forward call for the given sequence lengths (one per sequence).
 OpCost chunk_fwd_cost(const ChunkAttnDesc& d, const std::vector<int64_t>& lengths);
+// Backward (recompute of the forward included), an approximate count from ALGORITHMS.md section
+// 4.1 per chunk: the recomputed forward, the state-gradient walk (K dS, Q^T dO, W^T dV^: 6nKV),
+// dO S^T, V^ dS^T, dV^ S^T (6nKV), and the chunk-local n x n products of dv_local, dqkwg and the
+// WY backward (about 6 n^2 (K + V)).
+OpCost chunk_bwd_cost(const ChunkAttnDesc& d, const std::vector<int64_t>& lengths);
 // The token-by-token recurrence (the bench baseline): 8 K V FLOPs per token per value head.
 double token_recurrent_flops(const ChunkAttnDesc& d, const std::vector<int64_t>& lengths);
 
