@@ -88,7 +88,7 @@ void transpose_scalar(int r0, int r1, int c0, int c1, const float* src, int64_t 
 
 #if defined(__AVX512F__)
 // One full 16 x 16 block: unpack pairs, 4-row shuffles, then two 128-bit lane shuffles.
-void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd, float sign) {
+void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd, float sign, bool stream) {
   __m512 r[16], a[16], b[16], c[16];
   const __m512 sg = _mm512_set1_ps(sign);
   for (int i = 0; i < 16; ++i) r[i] = _mm512_mul_ps(sg, _mm512_loadu_ps(src + i * lds));
@@ -108,23 +108,30 @@ void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd, float s
     c[8 + j] = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88);
     c[12 + j] = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xDD);
   }
+  __m512 o[16];
   for (int j = 0; j < 4; ++j) {
-    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(c[j], c[8 + j], 0x88));
-    _mm512_storeu_ps(dst + (8 + j) * ldd, _mm512_shuffle_f32x4(c[j], c[8 + j], 0xDD));
-    _mm512_storeu_ps(dst + (4 + j) * ldd, _mm512_shuffle_f32x4(c[4 + j], c[12 + j], 0x88));
-    _mm512_storeu_ps(dst + (12 + j) * ldd, _mm512_shuffle_f32x4(c[4 + j], c[12 + j], 0xDD));
+    o[j] = _mm512_shuffle_f32x4(c[j], c[8 + j], 0x88);
+    o[8 + j] = _mm512_shuffle_f32x4(c[j], c[8 + j], 0xDD);
+    o[4 + j] = _mm512_shuffle_f32x4(c[4 + j], c[12 + j], 0x88);
+    o[12 + j] = _mm512_shuffle_f32x4(c[4 + j], c[12 + j], 0xDD);
+  }
+  const bool aligned = stream && (reinterpret_cast<uintptr_t>(dst) & 63) == 0 && (ldd & 15) == 0;
+  for (int j = 0; j < 16; ++j) {
+    if (aligned) _mm512_stream_ps(dst + j * ldd, o[j]);
+    else _mm512_storeu_ps(dst + j * ldd, o[j]);
   }
 }
 #endif
 
 }  // namespace
 
-void transpose(int R, int C, const float* src, int64_t lds, float* dst, int64_t ldd, float sign) {
+void transpose(int R, int C, const float* src, int64_t lds, float* dst, int64_t ldd, float sign,
+               bool stream) {
 #if defined(__AVX512F__)
   const int R16 = R / 16 * 16, C16 = C / 16 * 16;
   for (int r0 = 0; r0 < R16; r0 += 16)
     for (int c0 = 0; c0 < C16; c0 += 16)
-      transpose16(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd, sign);
+      transpose16(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd, sign, stream);
   transpose_scalar(0, R16, C16, C, src, lds, dst, ldd, sign);
   transpose_scalar(R16, R, 0, C, src, lds, dst, ldd, sign);
 #else

@@ -24,9 +24,10 @@ void mm_lower_t(int n, int N, const float* L, int64_t ldl, const float* B, int64
 void mm_to_lower(int n, int Kd, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                  int64_t ldc, bool acc);
 
-// dst[c * ldd + r] = sign * src[r * lds + c] for r < R, c < C.
+// dst[c * ldd + r] = sign * src[r * lds + c] for r < R, c < C. `stream`: non-temporal stores
+// where the destination rows are 64-byte aligned (results read back much later).
 void transpose(int R, int C, const float* src, int64_t lds, float* dst, int64_t ldd,
-               float sign = 1.0f);
+               float sign = 1.0f, bool stream = false);
 
 // y[i] = exp(x[i]) (0 below e^-87.3). Pointers may alias.
 void vexp(int n, const float* x, float* y);

@@ -46,6 +46,13 @@ void store_rows(const BwdOut& dst, int64_t off, int64_t row_stride, int rows, in
   }
 }
 
+void copy_rows(int rows, int cols, const float* src, int64_t lds, float* dst, int64_t ldd, bool stream) {
+  for (int r = 0; r < rows; ++r) {
+    if (stream) stream_copy(dst + r * ldd, src + r * lds, cols);
+    else std::memcpy(dst + r * ldd, src + r * lds, sizeof(float) * cols);
+  }
+}
+
 void store_fence() {
 #if defined(__AVX512F__)
   _mm_sfence();

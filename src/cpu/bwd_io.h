@@ -16,6 +16,8 @@ void load_rows(const BwdBuf& src, int64_t off, int64_t row_stride, int rows, int
 void store_rows(const BwdOut& dst, int64_t off, int64_t row_stride, int rows, int cols,
                 const float* src, int lds);
 void store_fence();
+// dst rows = src rows (fp32), with non-temporal stores when `stream` (data read back much later).
+void copy_rows(int rows, int cols, const float* src, int64_t lds, float* dst, int64_t ldd, bool stream);
 // Writes zeros to rows [r0, r1) of a [rows, width] tensor.
 void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width);
 // Scalar access (for the few per-head values).

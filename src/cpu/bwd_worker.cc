@@ -216,7 +216,7 @@ void Worker::prepare(int64_t row0, int n, bool bwd) {
   scale_rows(n, K_, b_.eg, gw_, b_.k, b_.kbgn);
   for (int i = 0; i < n; ++i) {
     vscale(-b_.beta[i], b_.kbgn + i * K_, b_.kbgn + i * K_, K_);
-    vscale(b_.beta[i], b_.v + i * V_, b_.vb + i * V_, V_);
+    if (!bwd) vscale(b_.beta[i], b_.v + i * V_, b_.vb + i * V_, V_);
   }
   scale_rows(n, K_, b_.egl, gw_, b_.k, b_.kg);
   if (bwd) scale_rows(n, K_, b_.eg, gw_, b_.q, b_.qg);
@@ -234,17 +234,23 @@ void Worker::fwd_chunk(int n, float* S, float* slot, bool update_state) {
   float* vh = st + static_cast<int64_t>(V) * K;
   float* xf = vh + static_cast<int64_t>(BT) * V;
   float* ai = xf + static_cast<int64_t>(BT) * V;
+  // Computed in worker buffers (free during the forward sweep), then copied into the slot.
+  float* ai_w = b_.t1;
+  float* xf_w = b_.vb;
+  float* vh_w = b_.dvh;
   intra_fwd(n, false);
-  solve(n, ai);
+  solve(n, ai_w);
   // Xf = beta v - kbg S = (I + L) V^, then V^ = A^-1 Xf
-  std::memcpy(xf, b_.vb, sizeof(float) * n * V);
-  mm(n, V, K, b_.kbgn, K, 1, S, V, xf, V, true);
-  mm_lower(n, V, ai, BT, xf, V, vh, V, false);
-  transpose(K, V, S, V, st, K);
+  mm(n, V, K, b_.kbgn, K, 1, S, V, xf_w, V, true);
+  mm_lower(n, V, ai_w, BT, xf_w, V, vh_w, V, false);
+  transpose(K, V, S, V, st, K, 1.0f, stream_slots_);
+  copy_rows(n, V, vh_w, V, vh, V, stream_slots_);
+  copy_rows(n, V, xf_w, V, xf, V, stream_slots_);
+  copy_rows(n, n, ai_w, BT, ai, BT, stream_slots_);
   if (!update_state) return;
   // S <- Diag(e^gamL) S + kg^T V^
-  if (gw_ == 1) mm(K, V, n, b_.kg, 1, K, vh, V, S, V, true, b_.egL[0]);
-  else mm(K, V, n, b_.kg, 1, K, vh, V, S, V, true, 1.0f, b_.egL);
+  if (gw_ == 1) mm(K, V, n, b_.kg, 1, K, vh_w, V, S, V, true, b_.egL[0]);
+  else mm(K, V, n, b_.kg, 1, K, vh_w, V, S, V, true, 1.0f, b_.egL);
 }
 
 void Worker::load_state(const BwdBuf& src, int64_t n, float* S) {
@@ -275,12 +281,15 @@ void Worker::run(int64_t n, int64_t bos, int64_t len, int64_t hv, TaskPartials p
   const int64_t nc = (len + BT_ - 1) / BT_;
   LINATTN_ASSERT(nc <= max_chunks_, "chunk_bwd: ", nc, " chunks exceed the scratch capacity ", max_chunks_);
   const int64_t slot = slot_floats(p_);
+  // Slots bigger than a core's L2 are read back from memory anyway: write them non-temporally.
+  stream_slots_ = nc * slot * static_cast<int64_t>(sizeof(float)) > (int64_t{3} << 19);
   load_state(p_.h0(), n, b_.S);
   for (int64_t c = 0; c < nc; ++c) {
     const int cn = static_cast<int>(std::min<int64_t>(BT_, len - c * BT_));
     prepare(bos + c * BT_, cn, false);
     fwd_chunk(cn, b_.S, b_.slots + c * slot, c + 1 < nc);
   }
+  if (stream_slots_) store_fence();
   load_state(p_.dht, n, b_.dS);
   for (int64_t c = nc - 1; c >= 0; --c) {
     const int cn = static_cast<int>(std::min<int64_t>(BT_, len - c * BT_));

@@ -89,6 +89,7 @@ class Worker {
   int K_, V_, BT_, gw_;
   int64_t hv_ = 0, hq_ = 0;
   int64_t max_chunks_;
+  bool stream_slots_ = false;  // non-temporal slot writes (the task's slots exceed L2)
   float* dqk_acc_;
   WorkerBufs b_;
 };

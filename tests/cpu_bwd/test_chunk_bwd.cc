@@ -121,6 +121,11 @@ std::vector<Case> cases() {
     c.seqlens = {700};
     c.l2norm = true;
     add(c);
+    c.name = p + "k128_streamed_slots";  // > 1.5 MiB of chunk slots: non-temporal slot writes
+    c.K = c.V = 128;
+    c.seqlens = {1000};
+    c.gate = true;
+    add(c);
     for (DType dt : {DType::kBF16, DType::kF16}) {
       c = Case{};
       c.op = op;
