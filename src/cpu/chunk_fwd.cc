@@ -13,6 +13,7 @@
 #include "cpu/chunk_prep.h"
 #include "cpu/chunk_work.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/simd.h"
 #include "cpu/state_io.h"
 
@@ -27,7 +28,7 @@ int64_t split_width(const ChunkParams& p, const ChunkSchedule& s) {
 }
 
 // Walks the buffer list once: with base == nullptr it only counts.
-int64_t layout(const ChunkParams& p, int64_t vt_max, float* base, ChunkWork* w) {
+int64_t layout(const ChunkParams& p, int64_t vt_max, bool bf16, float* base, ChunkWork* w) {
   const int64_t BT = p.BT, ldk = round_up(p.K, kW), ldv = round_up(vt_max, kW);
   int64_t off = 0;
   auto take = [&](float** dst, int64_t count) {
@@ -63,6 +64,21 @@ int64_t layout(const ChunkParams& p, int64_t vt_max, float* base, ChunkWork* w) 
     take(&c.xv, ldk);
     take(&c.el, ldk);
     take(&c.bp, 4 * ldk);
+  }
+  c.bf16 = bf16;
+  if (bf16) {
+    const int64_t ldk2 = round_up((p.K + 1) / 2, kW), half = (BT + 1) / 2;
+    c.ldk2 = ldk2;
+    auto take_u32 = [&](uint32_t** dst, int64_t count) {
+      float* f = nullptr;
+      take(&f, count);
+      if (base) *dst = reinterpret_cast<uint32_t*>(f);
+    };
+    take_u32(&c.KQ2, 2 * BT * ldk2);
+    take_u32(&c.S2, ldk2 * ldv);
+    take_u32(&c.KT2, ldk2 * BT);
+    take_u32(&c.U2, half * ldk);
+    take_u32(&c.X2, half * ldv);
   }
   return off;
 }
@@ -141,17 +157,33 @@ void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int
   const int vt = static_cast<int>(w.vt), K = static_cast<int>(p.K);
   if (p.kda) kda_intra(w, n, p.scale);
   // GEMM-first: (gated) K S and Q S read the state before it is overwritten.
-  GemmArgs g;
-  g.M = n;
-  g.N = vt;
-  g.Kd = K;
-  g.A = p.kda ? w.Kg : w.Kc;
-  g.a_rs = w.ldk;
-  g.B = w.S;
-  g.ldb = w.ldv;
-  g.C = w.KS;
-  g.ldc = w.ldv;
-  gemm_stacked(g, n, w.BT, w.BT * w.ldk, w.BT * w.ldv);
+  const float* kq = p.kda ? w.Kg : w.Kc;
+  if (w.bf16) {
+    pack_bf16_rows(n, K, kq, w.ldk, w.KQ2, w.ldk2);
+    pack_bf16_rows(n, K, kq + w.BT * w.ldk, w.ldk, w.KQ2 + w.BT * w.ldk2, w.ldk2);
+    pack_bf16_row_pairs(K, vt, w.S, w.ldv, w.S2, w.ldv);
+    GemmBf16Args b;
+    b.N = vt;
+    b.Kp = (K + 1) / 2;
+    b.A = w.KQ2;
+    b.a_rs = w.ldk2;
+    b.B = w.S2;
+    b.ldb = w.ldv;
+    b.C = w.KS;
+    b.ldc = w.ldv;
+    gemm_bf16_stacked(b, n, w.BT, w.BT * w.ldk2, w.BT * w.ldv);
+  } else {
+    GemmArgs g;
+    g.N = vt;
+    g.Kd = K;
+    g.A = kq;
+    g.a_rs = w.ldk;
+    g.B = w.S;
+    g.ldb = w.ldv;
+    g.C = w.KS;
+    g.ldc = w.ldv;
+    gemm_stacked(g, n, w.BT, w.BT * w.ldk, w.BT * w.ldv);
+  }
   pf.issue_slice();
   if (!p.kda) gdn_intra(w, n, p.scale);
   // X = beta (V - e^gamma K S)   (KDA: the decay is already in Kg)
@@ -172,7 +204,7 @@ void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int
   // O = scale e^gamma Q S + P V^
   if (!p.kda)
     for (int i = 0; i < n; ++i) w.rs[i] *= p.scale;
-  g = GemmArgs{};
+  GemmArgs g;
   g.M = n;
   g.N = vt;
   g.Kd = n;
@@ -190,30 +222,50 @@ void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int
   for (int i = 0; i < n; ++i)
     store_row(w.QS + i * w.ldv, vt, p.qk_dtype, p.o, ((t0 + i) * p.HV + j) * p.V + v0);
   // S <- e^{gamma_last} S + (e^{gamma_last - gamma} (.) K)^T V^   (in place, after the reads)
-  g = GemmArgs{};
-  g.M = K;
-  g.N = vt;
-  g.Kd = n;
-  g.a_rs = 1;
-  g.a_ks = w.ldk;
-  g.B = w.X;
-  g.ldb = w.ldv;
-  g.C = w.S;
-  g.ldc = w.ldv;
-  g.accumulate = true;
-  if (p.kda) {
-    g.A = w.Kd;
-    g.c_row_scale = w.el;
-  } else {
+  if (!p.kda)
     for (int i = 0; i < n; ++i) {
       float* x = w.X + i * w.ldv;
       const VF r = set1(w.rd[i]);
       for (int c = 0; c < nv; ++c) store(x + c * kW, mul(r, load(x + c * kW)));
     }
-    g.A = w.Kc;
-    g.c_scale = std::exp(w.gam[n - 1]);
+  const float* ku = p.kda ? w.Kd : w.Kc;
+  const float c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
+  const float* c_rows = p.kda ? w.el : nullptr;
+  if (w.bf16) {
+    pack_bf16_row_pairs(n, K, ku, w.ldk, w.U2, w.ldk);
+    pack_bf16_row_pairs(n, vt, w.X, w.ldv, w.X2, w.ldv);
+    GemmBf16Args b;
+    b.M = K;
+    b.N = vt;
+    b.Kp = (n + 1) / 2;
+    b.A = w.U2;
+    b.a_rs = 1;
+    b.a_ks = w.ldk;
+    b.B = w.X2;
+    b.ldb = w.ldv;
+    b.C = w.S;
+    b.ldc = w.ldv;
+    b.accumulate = true;
+    b.c_scale = c_scale;
+    b.c_row_scale = c_rows;
+    gemm_bf16(b);
+  } else {
+    g = GemmArgs{};
+    g.M = K;
+    g.N = vt;
+    g.Kd = n;
+    g.A = ku;
+    g.a_rs = 1;
+    g.a_ks = w.ldk;
+    g.B = w.X;
+    g.ldb = w.ldv;
+    g.C = w.S;
+    g.ldc = w.ldv;
+    g.accumulate = true;
+    g.c_scale = c_scale;
+    g.c_row_scale = c_rows;
+    gemm(g);
   }
-  gemm(g);
 }
 
 void run_task(const ChunkParams& p, int64_t vtile, ChunkWork w, int64_t task, int64_t splits) {
@@ -238,7 +290,7 @@ int num_workers(const ChunkParams& p, const ChunkSchedule& s) {
 }  // namespace
 
 size_t chunk_fwd_workspace_bytes(const ChunkParams& p, const ChunkSchedule& s) {
-  const int64_t per = layout(p, split_width(p, s), nullptr, nullptr);
+  const int64_t per = layout(p, split_width(p, s), use_bf16_dot(p, s), nullptr, nullptr);
   return static_cast<size_t>(num_tasks(p, s)) * sizeof(int64_t) +
          static_cast<size_t>(per * num_workers(p, s)) * sizeof(float) + 128;
 }
@@ -254,7 +306,8 @@ void chunk_fwd(const ChunkParams& p, const ChunkSchedule& s, void* ws, size_t ws
   int64_t* order = reinterpret_cast<int64_t*>(cur);
   cur = (cur + static_cast<uintptr_t>(ntasks) * sizeof(int64_t) + 63) & ~uintptr_t{63};
   float* base = reinterpret_cast<float*>(cur);
-  const int64_t per = layout(p, vtile, nullptr, nullptr);
+  const bool bf16 = use_bf16_dot(p, s);
+  const int64_t per = layout(p, vtile, bf16, nullptr, nullptr);
   // Longest sequences first (lengths read now, at run time), ties in task order.
   for (int64_t i = 0; i < ntasks; ++i) order[i] = i;
   auto len = [&](int64_t task) {
@@ -272,17 +325,19 @@ void chunk_fwd(const ChunkParams& p, const ChunkSchedule& s, void* ws, size_t ws
       workers,
       [&](int64_t b, int64_t, int) {
         ChunkWork w;
-        layout(p, vtile, base + b * per, &w);
+        layout(p, vtile, bf16, base + b * per, &w);
         for (int64_t i = next.fetch_add(1); i < ntasks; i = next.fetch_add(1)) run_task(p, vtile, w, order[i], splits);
       },
       workers);
 }
 
-int64_t chunk_work_floats(const ChunkParams& p, int64_t vt_max) { return layout(p, vt_max, nullptr, nullptr); }
+int64_t chunk_work_floats(const ChunkParams& p, int64_t vt_max, bool bf16) {
+  return layout(p, vt_max, bf16, nullptr, nullptr);
+}
 
-ChunkWork carve_chunk_work(const ChunkParams& p, int64_t vt_max, float* base) {
+ChunkWork carve_chunk_work(const ChunkParams& p, int64_t vt_max, bool bf16, float* base) {
   ChunkWork w;
-  layout(p, vt_max, base, &w);
+  layout(p, vt_max, bf16, base, &w);
   return w;
 }
 

@@ -11,6 +11,7 @@
 
 #include "cpu/chunk_work.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/simd.h"
 
 namespace linattn::cpu {
@@ -47,19 +48,34 @@ inline float vdot(const float* a, const float* b, int64_t K) {
 void gdn_intra(const ChunkWork& w, int n, float scale) {
   const int BT = w.BT;
   const int K = static_cast<int>(w.K);
-  transpose(n, K, w.Kc, w.ldk, w.KT, BT);
   // [K; Q] K^T in one full GEMM: the triangular halves alone would run as narrow, load-bound
   // micro-tiles; computing the upper part too is cheaper.
-  GemmArgs g;
-  g.N = n;
-  g.Kd = K;
-  g.A = w.Kc;
-  g.a_rs = w.ldk;
-  g.B = w.KT;
-  g.ldb = BT;
-  g.C = w.Ln;
-  g.ldc = BT;
-  gemm_stacked(g, n, BT, BT * w.ldk, BT * BT);
+  if (w.bf16) {
+    const int Kp = static_cast<int>((K + 1) / 2);
+    transpose_u32(n, Kp, w.KQ2, w.ldk2, w.KT2, BT);
+    GemmBf16Args g;
+    g.N = n;
+    g.Kp = Kp;
+    g.A = w.KQ2;
+    g.a_rs = w.ldk2;
+    g.B = w.KT2;
+    g.ldb = BT;
+    g.C = w.Ln;
+    g.ldc = BT;
+    gemm_bf16_stacked(g, n, BT, BT * w.ldk2, BT * BT);
+  } else {
+    transpose(n, K, w.Kc, w.ldk, w.KT, BT);
+    GemmArgs g;
+    g.N = n;
+    g.Kd = K;
+    g.A = w.Kc;
+    g.a_rs = w.ldk;
+    g.B = w.KT;
+    g.ldb = BT;
+    g.C = w.Ln;
+    g.ldc = BT;
+    gemm_stacked(g, n, BT, BT * w.ldk, BT * BT);
+  }
   const VF ninf = set1(-INFINITY), zv = zero();
   for (int i = 0; i < n; ++i) {
     float* l = w.Ln + i * BT;

@@ -58,6 +58,9 @@ struct ChunkSchedule {
   int num_threads = 1;   // workers used (the pool's, capped)
   int v_splits = 1;      // tier 2: each task owns V / v_splits state columns (1 = tier 1)
   int v_tile = 0;        // columns per split (multiple of 16 except the last), 0 = all of V
+  // bf16 inputs: run the state and K K^T products as bf16 dot products (fp32 accumulation, the
+  // state and V^ rounded to bf16 for the product only, as FLA does); ignored without AVX512-BF16.
+  bool bf16_dot = false;
 };
 
 // Bounds [bos, eos) of sequence n, clamped to [0, p.rows] (fixed-capacity layouts are never

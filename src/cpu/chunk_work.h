@@ -7,6 +7,7 @@
 
 #include "cpu/chunk_params.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
 
 namespace linattn::cpu {
 
@@ -39,6 +40,14 @@ struct ChunkWork {
   float* xv = nullptr;   // [ldk] decay between a row sub-chunk's start and a column sub-chunk's end
   float* el = nullptr;   // [ldk] state row decay e^{gamma_last}
   float* bp = nullptr;   // [4, ldk] per-sub-chunk decay products
+  // bf16 dot-product mode only (bf16 inputs on AVX512-BF16 builds): operands as bf16 pairs.
+  bool bf16 = false;
+  int64_t ldk2 = 0;          // ceil(K / 2) rounded up to a vector
+  uint32_t* KQ2 = nullptr;   // [2 BT, ldk2] rows of [K; Q] (or [Kg; Qg]), pairs along K
+  uint32_t* S2 = nullptr;    // [ldk2, ldv] the state, pairs along K
+  uint32_t* KT2 = nullptr;   // [ldk2, BT] GDN: K^T, pairs along K
+  uint32_t* U2 = nullptr;    // [BT / 2, ldk] update A: K rows (KDA: Kd), pairs along tokens
+  uint32_t* X2 = nullptr;    // [BT / 2, ldv] update B: V^ rows, pairs along tokens
 };
 
 // A GEMM on two stacked row blocks: A rows [0, n) and [BT, BT + n) -> C rows likewise (the
@@ -56,12 +65,30 @@ inline void gemm_stacked(GemmArgs g, int n, int BT, int64_t a_half, int64_t c_ha
   gemm(g);
 }
 
+inline void gemm_bf16_stacked(GemmBf16Args g, int n, int BT, int64_t a_half, int64_t c_half) {
+  if (n == BT) {
+    g.M = 2 * BT;
+    gemm_bf16(g);
+    return;
+  }
+  g.M = n;
+  gemm_bf16(g);
+  g.A += a_half;
+  g.C += c_half;
+  gemm_bf16(g);
+}
+
 // Floats per worker; carve(base) lays the buffers out from `base` (64-byte aligned slices).
-int64_t chunk_work_floats(const ChunkParams& p, int64_t vt_max);
-ChunkWork carve_chunk_work(const ChunkParams& p, int64_t vt_max, float* base);
+int64_t chunk_work_floats(const ChunkParams& p, int64_t vt_max, bool bf16);
+ChunkWork carve_chunk_work(const ChunkParams& p, int64_t vt_max, bool bf16, float* base);
+// Whether the bf16 dot-product mode runs: asked for, bf16 q / k, and an AVX512-BF16 build.
+inline bool use_bf16_dot(const ChunkParams& p, const ChunkSchedule& s) {
+  return s.bf16_dot && kHaveBf16Dot && p.qk_dtype == DType::kBF16;
+}
 
 // Intra-chunk matrices Ln and P for n valid rows (chunk_intra.cc); rows/cols >= n untouched,
 // entries above the diagonal of the first n rows zero.
+// bf16 mode: the K K^T / Q K^T products use KQ2 / KT2 (packed here).
 void gdn_intra(const ChunkWork& w, int n, float scale);
 // KDA: from Ag = e^g builds Kg, Qg, Kd, el (running products, no e^{+gamma} anywhere) and Ln, P
 // (sub-chunk pairs as products of decay factors <= 1; diagonal sub-chunks pair by pair).

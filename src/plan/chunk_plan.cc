@@ -26,7 +26,8 @@ double lpt_makespan(std::vector<double> costs, int threads) {
 std::string ChunkPlan::to_string() const {
   std::ostringstream os;
   os << "tier " << tier << ", v_splits " << v_splits << " x " << v_tile << " cols, " << num_tasks
-     << " tasks on " << num_threads << " threads, BT " << BT << ", modeled balance "
+     << " tasks on " << num_threads << " threads, BT " << BT << (bf16_dot ? ", bf16 dot products" : "")
+     << ", modeled balance "
      << (makespan_flops > 0 ? ideal_flops / makespan_flops : 1.0) << ": " << reason;
   return os.str();
 }
@@ -35,6 +36,7 @@ ChunkPlan plan_chunk_fwd(const meta::ChunkAttnDesc& d, const std::vector<int64_t
                          int num_threads) {
   ChunkPlan p;
   p.BT = d.BT;
+  p.bf16_dot = d.dtype == DType::kBF16 && env_or("LINATTN_CPU_BF16_DOT", "1") != "0";
   p.num_threads = std::max(1, num_threads);
   p.lengths_known = !lengths.empty() || d.N == 0;
   std::vector<int64_t> lens = lengths;

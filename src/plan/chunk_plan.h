@@ -7,6 +7,8 @@
 // assignment onto the threads (what the kernel's task queue does); ties go to fewer splits.
 // With unknown lengths (fixed-capacity mode plans from capacity only) every sequence is assumed
 // to hold rows / N tokens. The chunk size is the caller's (it is part of the op's semantics).
+// bf16 inputs take the bf16 dot-product products (twice the fp32 FMA rate where the CPU has
+// AVX512-BF16), unless LINATTN_CPU_BF16_DOT=0.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +24,7 @@ struct ChunkPlan {
   int v_tile = 0;         // state columns per split (multiple of 16 but the last), 0 = V
   int num_threads = 1;    // workers the kernel uses
   int BT = 64;
+  bool bf16_dot = false;  // bf16 inputs: bf16 dot products for the state and K K^T products
   int64_t num_tasks = 0;
   double makespan_flops = 0.0;  // modeled busiest worker
   double ideal_flops = 0.0;     // tier-1 work / threads

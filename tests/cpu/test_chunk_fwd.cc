@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(Sweep, CpuChunkFwd,
 
 class CpuChunkFwdOp : public ::testing::TestWithParam<ChunkOp> {};
 
-// A long sequence and a fixed-length batch (no cu_seqlens), fp32.
+// A long sequence and a fixed-length batch (no cu_seqlens), fp32 and bf16.
 TEST_P(CpuChunkFwdOp, LongSequenceAndBatch) {
   const bool sanitized = std::getenv("LINATTN_SANITIZED") != nullptr;
   ChunkAttnSpec s;
@@ -127,8 +127,11 @@ TEST_P(CpuChunkFwdOp, LongSequenceAndBatch) {
   s.K = 64;
   s.V = 64;
   s.seed = 5;
-  const ChunkAttnData d = make_chunk_attn(s);
-  EXPECT_TRUE(fwd_close(d, ref_forward(d), run_cpu_fwd(d, 0), DType::kF32));
+  for (DType dt : {DType::kF32, DType::kBF16}) {  // bf16: the bf16 dot-product path over many chunks
+    s.dtype = dt;
+    const ChunkAttnData d = make_chunk_attn(s);
+    EXPECT_TRUE(fwd_close(d, ref_forward(d), run_cpu_fwd(d, 0), dt)) << dtype_name(dt);
+  }
 }
 
 // Gates of -1000 (KDA per channel, GDN per token) stay finite and match the reference.

@@ -49,7 +49,10 @@ TEST_P(CpuFwdDet, ThreadsBitwiseEqual) {
 }
 
 TEST_P(CpuFwdDet, VSplitsBitwiseEqual) {
-  const ChunkAttnData d = make_chunk_attn(det_spec(GetParam(), 4));
+  for (bool bf16 : {false, true}) {
+  ChunkAttnSpec spec = det_spec(GetParam(), 4);
+  if (bf16) spec.dtype = DType::kBF16;
+  const ChunkAttnData d = make_chunk_attn(spec);
   const meta::ChunkAttnDesc desc = meta::describe_chunk_attn(d.inputs(), d.opt());
   ChunkAttnOutTensors base = alloc_outputs(d, d.spec.dtype, DType::kF32);
   auto run = [&](const cpu::ChunkSchedule& sc, ChunkAttnOutTensors& out) {
@@ -58,12 +61,13 @@ TEST_P(CpuFwdDet, VSplitsBitwiseEqual) {
     std::vector<std::byte> ws(cpu::chunk_fwd_workspace_bytes(p, sc));
     cpu::chunk_fwd(p, sc, ws.data(), ws.size());
   };
-  run({2, 1, 0}, base);
+  run({2, 1, 0, bf16}, base);
   for (auto [splits, tile] : {std::pair{2, 48}, {3, 32}, {5, 16}}) {
     ChunkAttnOutTensors got = alloc_outputs(d, d.spec.dtype, DType::kF32);
-    run({2, splits, tile}, got);
-    EXPECT_TRUE(bitwise_equal("o", base.o, got.o)) << splits << " splits";
+    run({2, splits, tile, bf16}, got);
+    EXPECT_TRUE(bitwise_equal("o", base.o, got.o)) << splits << " splits, bf16 dot " << bf16;
     EXPECT_TRUE(bitwise_equal("final_state", base.final_state, got.final_state)) << splits << " splits";
+  }
   }
 }
 

@@ -10,6 +10,7 @@
 #include "core/half.h"
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/simd.h"
 
 namespace linattn::test {
@@ -88,6 +89,42 @@ TEST(CpuGemm, TriangularColumnsOnly) {
       for (int k = 0; k < K; ++k) ref += static_cast<double>(A[r * K + k]) * B[k * n + c];
       ASSERT_NEAR(C[r * n + c], ref, 1e-4 * (1 + std::fabs(ref))) << r << ", " << c;
     }
+}
+
+// bf16 dot-product GEMM over packed operands equals the double product of the bf16-rounded
+// values (A pairs packed along rows, B pairs interleaved across rows; odd k pads with zero).
+TEST(CpuGemmBf16, PackedProductMatchesNaive) {
+  Rng rng(5);
+  for (int M : {1, 6, 7, 20})
+    for (int N : {1, 16, 17, 70})
+      for (int Kd : {1, 2, 9, 64}) {
+        const int Kp = (Kd + 1) / 2;
+        const std::vector<float> A = rand_vec(rng, M * Kd), B = rand_vec(rng, Kd * N);
+        std::vector<uint32_t> A2(M * Kp), B2(Kp * N);
+        cpu::pack_bf16_rows(M, Kd, A.data(), Kd, A2.data(), Kp);
+        cpu::pack_bf16_row_pairs(Kd, N, B.data(), N, B2.data(), N);
+        std::vector<float> C(M * N, 1.0f);
+        cpu::GemmBf16Args g;
+        g.M = M;
+        g.N = N;
+        g.Kp = Kp;
+        g.A = A2.data();
+        g.a_rs = Kp;
+        g.B = B2.data();
+        g.ldb = N;
+        g.C = C.data();
+        g.ldc = N;
+        g.accumulate = true;
+        g.c_scale = 0.5f;
+        cpu::gemm_bf16(g);
+        for (int r = 0; r < M; ++r)
+          for (int c = 0; c < N; ++c) {
+            double ref = 0.5;
+            for (int k = 0; k < Kd; ++k)
+              ref += static_cast<double>(round_to_bf16(A[r * Kd + k])) * round_to_bf16(B[k * N + c]);
+            ASSERT_NEAR(C[r * N + c], ref, 1e-4 * (1 + std::fabs(ref))) << M << " " << N << " " << Kd << " at " << r << ", " << c;
+          }
+      }
 }
 
 TEST(CpuTrsm, SolvesUnitLower) {
