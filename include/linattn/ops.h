@@ -123,6 +123,10 @@ void conv_fwd(const ConvInputs& in, const ConvOutputs& out, const ConvOptions& o
               const ExecContext& ctx = {});
 void conv_bwd(const ConvInputs& in, const TensorView& dy, const TensorView& d_final_state,
               const ConvGrads& grads, const ConvOptions& opt, const ExecContext& ctx = {});
+// Bytes of ExecContext::workspace that conv_bwd needs for dweight / dbias (fixed-order partial
+// sums) with these inputs on their device. use_graph calls must pass at least this much; eager
+// calls that pass less allocate it themselves.
+size_t conv_bwd_workspace_bytes(const ConvInputs& in, const ConvOptions& opt);
 
 // Library version string, e.g. "0.1.0".
 const char* version();

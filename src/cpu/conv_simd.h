@@ -1,0 +1,120 @@
+// 16-lane fp32 vectors (GCC vector extensions: AVX-512 registers with -march=native, split into
+// narrower ones elsewhere) for the short-conv kernels: loads / stores of fp32, bf16 and fp16
+// rows with conversion (round to nearest even), and exp / sigmoid / silu in fp32.
+// exp: Cody-Waite range reduction + degree-6 polynomial, relative error ~2e-7 on [-87, 88];
+// inputs are clamped to that range, NaN propagates.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+// Vectors are only passed between always-inline helpers; the ABI note is irrelevant here.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace linattn::cpu::simd {
+
+inline constexpr int kLanes = 16;
+typedef float vf __attribute__((vector_size(64)));
+typedef int32_t vi __attribute__((vector_size(64)));
+typedef uint32_t vu __attribute__((vector_size(64)));
+typedef uint16_t vh __attribute__((vector_size(32)));
+typedef _Float16 vhf __attribute__((vector_size(32)));
+
+// Storage tags for the 16-bit element types (2 bytes each, raw bits).
+struct bf16_t {
+  uint16_t bits;
+};
+struct fp16_t {
+  uint16_t bits;
+};
+
+#define LINATTN_SIMD_INLINE inline __attribute__((always_inline))
+
+LINATTN_SIMD_INLINE vf splat(float v) { return vf{} + v; }
+
+LINATTN_SIMD_INLINE vf load(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+LINATTN_SIMD_INLINE vf load(const bf16_t* p) {
+  vh h;
+  std::memcpy(&h, p, sizeof h);
+  const vu u = __builtin_convertvector(h, vu) << 16;
+  vf v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+LINATTN_SIMD_INLINE vf load(const fp16_t* p) {
+  vhf h;
+  std::memcpy(&h, p, sizeof h);
+  return __builtin_convertvector(h, vf);
+}
+
+LINATTN_SIMD_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+LINATTN_SIMD_INLINE void store(bf16_t* p, vf v) {
+  vu u;
+  std::memcpy(&u, &v, sizeof u);
+  const vu rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const vu quiet_nan = (u >> 16) | 0x40u;
+  const vu r = ((u & 0x7fffffffu) > 0x7f800000u) ? quiet_nan : rounded;
+  const vh h = __builtin_convertvector(r, vh);
+  std::memcpy(p, &h, sizeof h);
+}
+LINATTN_SIMD_INLINE void store(fp16_t* p, vf v) {
+  const vhf h = __builtin_convertvector(v, vhf);
+  std::memcpy(p, &h, sizeof h);
+}
+
+// The first n (< kLanes) elements; the rest of the vector is 0 / not written.
+template <class E>
+LINATTN_SIMD_INLINE vf load_n(const E* p, int n) {
+  E tmp[kLanes] = {};
+  std::memcpy(tmp, p, sizeof(E) * n);
+  return load(tmp);
+}
+template <class E>
+LINATTN_SIMD_INLINE void store_n(E* p, vf v, int n) {
+  E tmp[kLanes];
+  store(tmp, v);
+  std::memcpy(p, tmp, sizeof(E) * n);
+}
+template <class E>
+LINATTN_SIMD_INLINE vf load_any(const E* p, int n) {
+  return n == kLanes ? load(p) : load_n(p, n);
+}
+template <class E>
+LINATTN_SIMD_INLINE void store_any(E* p, vf v, int n) {
+  if (n == kLanes) store(p, v);
+  else store_n(p, v, n);
+}
+
+LINATTN_SIMD_INLINE vf exp(vf x) {
+  const vf lo = splat(-87.0f), hi = splat(88.0f);
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const vf magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const vf n = (x * 1.44269504088896341f + magic) - magic;
+  vf r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  vf p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const vi e = (__builtin_convertvector(n, vi) + 127) << 23;
+  vf scale;
+  std::memcpy(&scale, &e, sizeof scale);
+  return p * scale;
+}
+
+LINATTN_SIMD_INLINE vf sigmoid(vf z) { return 1.0f / (1.0f + exp(-z)); }
+LINATTN_SIMD_INLINE vf silu(vf z) { return z * sigmoid(z); }
+// d silu(z) / dz = s (1 + z (1 - s)), s = sigmoid(z).
+LINATTN_SIMD_INLINE vf silu_grad(vf z) {
+  const vf s = sigmoid(z);
+  return s * (1.0f + z * (1.0f - s));
+}
+
+}  // namespace linattn::cpu::simd
