@@ -54,18 +54,13 @@ void check_not_capturing(const meta::ConvDesc& d, const char* op) {
                      "(the eager path cannot be recorded)");
 }
 
-// Runs CPU work now or records it; cu_seqlens is validated when the work runs (graph mode: at
-// replay, against capacity T) and before recording on the eager path (exact size).
+// Runs CPU work now or records it. The eager path validates cu_seqlens (exact size) first; the
+// fixed-capacity path never reads it at call time: the kernels read it when they run and clamp
+// every offset into [0, T], so garbage offsets cannot address outside the tensors.
 template <class Fn>
 void run_cpu(const meta::ConvDesc& d, const ConvInputs& in, const char* name, Fn work) {
   if (d.varlen && !d.use_graph) meta::validate_cu_seqlens_host(in.cu_seqlens, d.T, true);
-  const TensorView cu = in.cu_seqlens;
-  const bool graph = d.use_graph;
-  const int64_t T = d.T;
-  run_or_record(name, [cu, graph, T, work] {
-    if (graph) meta::validate_cu_seqlens_host(cu, T, false);
-    work();
-  });
+  run_or_record(name, std::move(work));
 }
 
 void check_kernel_dtype(const meta::ConvDesc& d, const char* op) {

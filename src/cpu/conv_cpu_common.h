@@ -25,11 +25,19 @@ constexpr int block_channels() {
   return static_cast<int>(4096 / sizeof(E));
 }
 
-// First row of sequence n (n in [0, N]).
+// First row of sequence n (n in [0, N]), clamped to [0, rows]: in graph mode cu_seqlens is
+// data read at replay, so garbage offsets must never address outside the tensors.
 inline int64_t seq_start(const ConvParams& p, int64_t n) {
   if (!p.varlen) return n * p.T;
-  return p.cu_dtype == DType::kI64 ? static_cast<const int64_t*>(p.cu)[n]
-                                   : static_cast<const int32_t*>(p.cu)[n];
+  const int64_t v = p.cu_dtype == DType::kI64 ? static_cast<const int64_t*>(p.cu)[n]
+                                              : static_cast<const int32_t*>(p.cu)[n];
+  return std::clamp<int64_t>(v, 0, p.rows());
+}
+
+// Tokens [bos, eos) of sequence n, with eos >= bos even for non-monotone garbage offsets.
+inline void seq_bounds(const ConvParams& p, int64_t n, int64_t* bos, int64_t* eos) {
+  *bos = seq_start(p, n);
+  *eos = std::max(*bos, seq_start(p, n + 1));
 }
 
 // Calls fn(n, a, b, bos, eos) for every non-empty piece [a, b) of [r0, r1) inside sequence n
@@ -50,7 +58,8 @@ void for_each_segment(const ConvParams& p, int64_t r0, int64_t r1, Fn&& fn) {
     n = lo;
   }
   for (; n < p.N; ++n) {
-    const int64_t bos = seq_start(p, n), eos = seq_start(p, n + 1);
+    int64_t bos, eos;
+    seq_bounds(p, n, &bos, &eos);
     if (bos >= r1) break;
     const int64_t a = std::max(r0, bos), b = std::min(r1, eos);
     if (a < b) fn(n, a, b, bos, eos);

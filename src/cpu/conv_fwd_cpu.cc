@@ -112,7 +112,9 @@ void final_state(const ConvParams& p, int threads) {
       p.N,
       [&](int64_t n0, int64_t n1, int) {
         for (int64_t n = n0; n < n1; ++n) {
-          const int64_t bos = seq_start(p, n), len = seq_start(p, n + 1) - bos;
+          int64_t bos, eos;
+          seq_bounds(p, n, &bos, &eos);
+          const int64_t len = eos - bos;
           const int64_t bi = batch_of(p, n);
           for (int64_t c = 0; c < p.D; ++c)
             for (int64_t s = 0; s < p.W; ++s) {

@@ -149,11 +149,20 @@ int64_t conv_cpu_num_groups(int64_t rows) {
   return tiles < kConvCpuMaxGroups ? tiles : kConvCpuMaxGroups;
 }
 
-int64_t conv_cuda_num_row_blocks(int64_t rows) { return ceil_div(rows, kConvCudaRowsPerBlock); }
+int64_t conv_cuda_num_row_groups(int64_t rows, int64_t D) {
+  const int64_t tiles = ceil_div(rows, kConvCudaRowTile);
+  const int64_t want = ceil_div(1024, ceil_div(D, 128));
+  const int64_t g = want < tiles ? want : tiles;
+  return g > 1 ? ceil_div(tiles, ceil_div(tiles, g)) : 1;  // no empty groups
+}
+
+int64_t conv_cuda_tiles_per_group(int64_t rows, int64_t D) {
+  return ceil_div(ceil_div(rows, kConvCudaRowTile), conv_cuda_num_row_groups(rows, D));
+}
 
 int64_t conv_bwd_partials_floats(const ConvDesc& d) {
   const int64_t parts = d.device.type == DeviceType::kCPU ? conv_cpu_num_groups(d.rows())
-                                                          : conv_cuda_num_row_blocks(d.rows());
+                                                          : conv_cuda_num_row_groups(d.rows(), d.D);
   return parts * (d.W + 1) * d.D;
 }
 

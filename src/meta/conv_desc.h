@@ -90,11 +90,12 @@ struct ConvParams {
 inline constexpr int64_t kConvCpuRowTile = 32;
 inline constexpr int64_t kConvCpuMaxGroups = 32;
 int64_t conv_cpu_num_groups(int64_t rows);
-// CUDA backward: one partial per block of kConvCudaRowsPerBlock rows.
-inline constexpr int64_t kConvCudaRowsPerThread = 32;
-inline constexpr int64_t kConvCudaWarpsPerBlock = 8;
-inline constexpr int64_t kConvCudaRowsPerBlock = kConvCudaRowsPerThread * kConvCudaWarpsPerBlock;
-int64_t conv_cuda_num_row_blocks(int64_t rows);
+// CUDA: a block (256 threads) owns one channel tile (256 bytes of every row) and a group of
+// consecutive 64-row tiles. The number of row groups depends only on (rows, D), so that short
+// inputs still get ~1024 blocks; the backward writes one dweight / dbias partial per group.
+inline constexpr int64_t kConvCudaRowTile = 64;
+int64_t conv_cuda_num_row_groups(int64_t rows, int64_t D);
+int64_t conv_cuda_tiles_per_group(int64_t rows, int64_t D);
 
 // Floats of partials the backward needs on `device` ([groups or row blocks, W + 1, D]), and the
 // workspace bytes (rounded up to 256).

@@ -135,10 +135,14 @@ ConvResults make_results(const ConvData& d, uint64_t seed) {
   r.dw = Tensor(k.small_dtype, {k.D, k.W});
   if (k.bias) r.db = Tensor(k.small_dtype, {k.D});
   if (k.h0) r.dh0 = Tensor(k.small_dtype, {k.N(), k.D, k.W});
+  refill_results(r, seed);
+  return r;
+}
+
+void refill_results(ConvResults& r, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (Tensor* t : {&r.y.store, &r.dx.store, &r.dres.store, &r.ht, &r.dw, &r.db, &r.dh0})
     if (t->defined()) fill(*t, rng, 500.0);
-  return r;
 }
 
 ConvResults clone(const ConvResults& r) {

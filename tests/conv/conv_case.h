@@ -60,6 +60,8 @@ struct ConvResults {
 };
 // Results for d, every element pre-set to seeded garbage.
 ConvResults make_results(const ConvData& d, uint64_t seed);
+// New garbage in place (buffers, and so recorded graphs, stay valid).
+void refill_results(ConvResults& r, uint64_t seed);
 ConvResults clone(const ConvResults& r);
 
 // got vs the fp64 reference on the real rows (or all elements for non-row tensors).

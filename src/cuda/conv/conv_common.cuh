@@ -1,0 +1,221 @@
+// Device helpers of the CUDA short conv. Both kernels use the same tiling: a block of kThreads
+// threads owns one channel tile (256 bytes of every row: 128 bf16/fp16 or 64 fp32 channels)
+// and a group of consecutive kRowTile-row tiles. Tiles (with their W - 1 halo rows) are copied
+// into shared memory with cp.async, double-buffered: the copy of tile i + 1 is in flight while
+// tile i is computed. Thread (cl = tid % CB, chunk = tid / CB) then computes channel c0 + cl over
+// kRowTile / (kThreads / CB) consecutive rows of the tile, in order, with the last W - 1 inputs
+// in registers. Also here: element conversion, small-tensor loads of any float dtype, sequence
+// bounds (clamped, so garbage offsets never address outside the tensors), silu, error check.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/check.h"
+#include "meta/conv_desc.h"
+
+namespace linattn::cuda::conv {
+
+using meta::ConvParams;
+using meta::ConvRows;
+using meta::kConvMaxW;
+
+#define LINATTN_CONV_CUDA_OK(call)                                                            \
+  do {                                                                                        \
+    const cudaError_t e_ = (call);                                                            \
+    LINATTN_CHECK_CODE(e_ == cudaSuccess, ::linattn::ErrorCode::kBackend,                     \
+                       ::linattn::FailureCategory::kNone, #call, ": ", cudaGetErrorString(e_)); \
+  } while (0)
+
+constexpr int kThreads = 256;
+constexpr int kRowTile = static_cast<int>(meta::kConvCudaRowTile);
+
+template <class E>
+constexpr int tile_channels() {
+  return static_cast<int>(256 / sizeof(E));
+}
+
+template <class E>
+__device__ __forceinline__ float to_f(E v);
+template <>
+__device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
+template <class E>
+__device__ __forceinline__ E from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+__device__ __forceinline__ float load_small(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::kF64: return static_cast<float>(static_cast<const double*>(p)[i]);
+    default: return 0.0f;
+  }
+}
+
+__device__ __forceinline__ void store_small(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(p)[i] = v; break;
+    case DType::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case DType::kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case DType::kF64: static_cast<double*>(p)[i] = v; break;
+    default: break;
+  }
+}
+
+__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+// First row of sequence n (n in [0, N]), clamped to [0, rows].
+__device__ __forceinline__ int64_t seq_start(const ConvParams& p, int64_t n) {
+  if (!p.varlen) return n * p.T;
+  const int64_t v = p.cu_dtype == DType::kI64 ? static_cast<const int64_t*>(p.cu)[n]
+                                              : static_cast<const int32_t*>(p.cu)[n];
+  return clamp64(v, 0, p.B * p.T);
+}
+
+// Tokens [bos, eos) of sequence n, eos >= bos even for non-monotone garbage offsets.
+__device__ __forceinline__ void seq_bounds(const ConvParams& p, int64_t n, int64_t* bos, int64_t* eos) {
+  *bos = seq_start(p, n);
+  const int64_t e = seq_start(p, n + 1);
+  *eos = e > *bos ? e : *bos;
+}
+
+// The sequence whose rows contain r (largest n < N with start(n) <= r).
+__device__ __forceinline__ int64_t find_seq(const ConvParams& p, int64_t r) {
+  if (!p.varlen) return p.T > 0 ? r / p.T : p.N;
+  int64_t lo = 0, hi = p.N - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (seq_start(p, mid) <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Element (flat row r, channel c) of a [B, T, D] tensor; rows < 2^31 (checked at launch).
+template <class E>
+__device__ __forceinline__ E* elem(const ConvRows& t, const ConvParams& p, int64_t r, int64_t c) {
+  const int64_t b = p.varlen ? 0 : static_cast<int64_t>(static_cast<uint32_t>(r) / static_cast<uint32_t>(p.T));
+  return static_cast<E*>(t.data) + b * t.sb + (r - b * p.T) * t.st + c;
+}
+
+__device__ __forceinline__ float sigmoidf_(float z) { return __frcp_rn(1.0f + __expf(-z)); }
+
+// d silu(z) / dz.
+__device__ __forceinline__ float silu_grad(float z) {
+  const float s = sigmoidf_(z);
+  return s * (1.0f + z * (1.0f - s));
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+// Copies rows [r_lo, r_hi) (within [0, rows)), channels [c0, c0 + CB) of t into
+// sm[(r - base) * CB + (c - c0)]: 16-byte cp.async when kVec (every row slice 16-byte aligned,
+// D a multiple of 16 / sizeof(E)), element copies otherwise. Channels >= D are not copied.
+template <class E, bool kVec>
+__device__ __forceinline__ void copy_rows(E* sm, int64_t base, const ConvRows& t, const ConvParams& p,
+                                          int64_t r_lo, int64_t r_hi, int64_t c0) {
+  constexpr int CB = tile_channels<E>();
+  constexpr int kPer = kVec ? static_cast<int>(16 / sizeof(E)) : 1;
+  constexpr int kPerRow = CB / kPer;
+  constexpr int kRowsPerPass = kThreads / kPerRow;
+  const int lane = threadIdx.x % kPerRow;
+  const int64_t c = c0 + lane * kPer;
+  if (c >= p.D) return;
+#pragma unroll 4
+  for (int64_t r = r_lo + threadIdx.x / kPerRow; r < r_hi; r += kRowsPerPass) {
+    const E* src = elem<const E>(t, p, r, c);
+    E* dst = sm + (r - base) * CB + lane * kPer;
+    if constexpr (kVec) cp_async16(dst, src);
+    else *dst = *src;
+  }
+}
+
+// The last W - 1 values of one channel's stream (oldest first), in registers: every index is
+// a compile-time constant after unrolling, also on the runtime-W path (kCap = kConvMaxW).
+template <int kCap>
+struct Window {
+  float v[kCap > 1 ? kCap - 1 : 1];
+
+  __device__ __forceinline__ void push(float x, int W) {
+#pragma unroll
+    for (int k = 0; k < kCap - 1; ++k) {
+      if (k + 1 < W - 1) v[k] = v[k + 1];
+      else if (k == W - 2) v[k] = x;
+    }
+  }
+};
+
+// weight[c, i] of channel c for i < kCap (0 past W), and weight[c, idx] for a runtime idx.
+template <int kCap>
+struct Taps {
+  float w[kCap];
+  float last;  // weight[c, W - 1]: multiplies the current token
+
+  __device__ __forceinline__ void load(const ConvParams& p, int64_t c, int W) {
+    last = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kCap; ++i) {
+      w[i] = i < W ? load_small(p.weight, p.w_dtype, c * p.W + i) : 0.0f;
+      if (i == W - 1) last = w[i];
+    }
+  }
+  __device__ __forceinline__ float at(int idx) const {
+    float v = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kCap; ++i)
+      if (i == idx) v = w[i];
+    return v;
+  }
+  // bias + sum_{k < W-1} w[k] * win[k] + last * x.
+  __device__ __forceinline__ float conv(float bias, const Window<kCap>& win, float x, int W) const {
+    float z = bias;
+#pragma unroll
+    for (int k = 0; k < kCap - 1; ++k)
+      if (k < W - 1) z += w[k] * win.v[k];
+    return z + last * x;
+  }
+};
+
+// Whether a [B, T, D] tensor allows 16-byte access of every row slice (absent tensors do).
+inline bool rows_aligned(const ConvRows& t, size_t elem) {
+  const int64_t per = static_cast<int64_t>(16 / elem);
+  if (!t.data) return true;
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.sb % per == 0 && t.st % per == 0;
+}
+
+}  // namespace linattn::cuda::conv

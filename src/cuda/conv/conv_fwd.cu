@@ -1,0 +1,171 @@
+// CUDA short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual.
+// Tiling and thread mapping in conv_common.cuh: x rows [tile - (W-1), tile end) and residual
+// rows of a 64-row tile go to shared memory by cp.async (double-buffered), each thread then
+// walks its rows of one channel with the last W - 1 inputs in registers and writes y. x is read
+// from DRAM once per tile (+ W - 1 halo rows, mostly L2 hits). The first W - 1 rows of a
+// sequence read their older taps from initial_state slots. A second small kernel writes the
+// final state. Grid = (channel tiles, row groups): fixed by the shapes, never by cu_seqlens.
+#include <mutex>
+
+#include "cuda/conv/conv_common.cuh"
+#include "cuda/conv/conv_cuda.h"
+
+namespace linattn::cuda {
+namespace conv {
+namespace {
+
+template <class E, bool kVec, int kW>
+__global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64_t tiles_per_group) {
+  constexpr int kCap = kW > 0 ? kW : kConvMaxW;
+  constexpr int CB = tile_channels<E>();
+  constexpr int kRows = kRowTile / (kThreads / CB);  // rows per thread and tile
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int W = kW > 0 ? kW : static_cast<int>(p.W);
+  const int H = W - 1;
+  const int rows_x = kRowTile + H;
+  E* const sm = reinterpret_cast<E*>(smem_raw);
+  const int stage = (rows_x + kRowTile) * CB;  // elements per buffer: x rows, then residual rows
+
+  const int64_t rows = p.B * p.T;
+  const int64_t ntiles = (rows + kRowTile - 1) / kRowTile;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * CB;
+  const int cl = threadIdx.x % CB, chunk = threadIdx.x / CB;
+  const int64_t c = c0 + cl;
+  const int64_t t_begin = blockIdx.y * tiles_per_group;
+  const int64_t t_end = t_begin + tiles_per_group < ntiles ? t_begin + tiles_per_group : ntiles;
+  const bool has_res = p.residual.data != nullptr;
+
+  Taps<kCap> taps;
+  float bias = 0.0f;
+  if (c < p.D) {
+    taps.load(p, c, W);
+    if (p.bias) bias = load_small(p.bias, p.b_dtype, c);
+  }
+  auto issue = [&](int64_t tile, int s) {
+    const int64_t tr0 = tile * kRowTile, tr1 = tr0 + kRowTile < rows ? tr0 + kRowTile : rows;
+    E* const buf = sm + s * stage;
+    copy_rows<E, kVec>(buf, tr0 - H, p.x, p, tr0 - H > 0 ? tr0 - H : 0, tr1, c0);
+    if (has_res) copy_rows<E, kVec>(buf + rows_x * CB, tr0, p.residual, p, tr0, tr1, c0);
+    cp_async_commit();
+  };
+
+  if (t_begin < t_end) issue(t_begin, 0);
+  for (int64_t tile = t_begin; tile < t_end; ++tile) {
+    const int s = static_cast<int>((tile - t_begin) & 1);
+    if (tile + 1 < t_end) {
+      issue(tile + 1, s ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int64_t tr0 = tile * kRowTile;
+    const int64_t r0 = tr0 + chunk * kRows;
+    const int64_t r1 = r0 + kRows < rows ? r0 + kRows : rows;
+    if (c < p.D && r0 < r1) {
+      const E* xs = sm + s * stage + cl;  // row u at (u - (tr0 - H)) * CB
+      const E* rs = xs + rows_x * CB;     // row u at (u - tr0) * CB
+      for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
+        int64_t bos, eos;
+        seq_bounds(p, n, &bos, &eos);
+        if (bos >= r1) break;
+        const int64_t a = r0 > bos ? r0 : bos, b = r1 < eos ? r1 : eos;
+        if (a >= b) continue;
+        Window<kCap> win;  // xbar[u - W + 1 + k], k < W - 1
+#pragma unroll
+        for (int k = 0; k < kCap - 1; ++k) {
+          if (k < W - 1) {
+            const int64_t q = a - H + k;
+            win.v[k] = q >= bos ? to_f(xs[(q - tr0 + H) * CB])
+                                : (p.h0 ? load_small(p.h0, p.h0_dtype, (n * p.D + c) * p.W + W + q - bos) : 0.0f);
+          }
+        }
+        E* yp = elem<E>(p.y, p, a, c);
+        const int64_t ys = p.y.st;
+        for (int64_t u = a; u < b; ++u) {
+          const float xu = to_f(xs[(u - tr0 + H) * CB]);
+          float acc = taps.conv(bias, win, xu, W);
+          if (p.silu) acc = acc * sigmoidf_(acc);
+          if (has_res) acc += to_f(rs[(u - tr0) * CB]);
+          *yp = from_f<E>(acc);
+          yp += ys;
+          win.push(xu, W);
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// final[n, c, s] = concat(h0[n, c, :], x_seq[:, c])[len + s]; one thread per (n, c).
+template <class E>
+__global__ void final_state_kernel(const ConvParams p) {
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  const int64_t n = blockIdx.x;
+  if (c >= p.D) return;
+  int64_t bos, eos;
+  seq_bounds(p, n, &bos, &eos);
+  const int64_t len = eos - bos;
+  for (int64_t s = 0; s < p.W; ++s) {
+    const int64_t src = len + s;
+    float v = 0.0f;
+    if (src >= p.W) v = to_f(*elem<const E>(p.x, p, bos + src - p.W, c));
+    else if (p.h0) v = load_small(p.h0, p.h0_dtype, (n * p.D + c) * p.W + src);
+    static_cast<E*>(p.ht)[(n * p.D + c) * p.W + s] = from_f<E>(v);
+  }
+}
+
+template <class E>
+size_t smem_bytes(int64_t W) {
+  return static_cast<size_t>(2 * (2 * kRowTile + W - 1) * tile_channels<E>()) * sizeof(E);
+}
+
+template <class E, bool kVec, int kW>
+void launch_kernel(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t tpg) {
+  static std::once_flag once;  // opt in to > 48 KiB of dynamic shared memory, once per kernel
+  std::call_once(once, [] {
+    LINATTN_CONV_CUDA_OK(cudaFuncSetAttribute(fwd_kernel<E, kVec, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem_bytes<E>(kConvMaxW))));
+  });
+  fwd_kernel<E, kVec, kW><<<grid, kThreads, smem_bytes<E>(p.W), stream>>>(p, tpg);
+}
+
+template <class E>
+void launch(const ConvParams& p, cudaStream_t stream) {
+  const int64_t rows = p.B * p.T;
+  LINATTN_CHECK(rows < (int64_t{1} << 31), "x: expected fewer than 2^31 token rows (B * T), got ", rows);
+  if (rows > 0 && p.N > 0) {
+    const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
+                     rows_aligned(p.residual, sizeof(E));
+    const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);
+    const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
+    const dim3 grid(static_cast<unsigned>((p.D + tile_channels<E>() - 1) / tile_channels<E>()),
+                    static_cast<unsigned>(groups));
+    if (!vec) launch_kernel<E, false, 0>(p, stream, grid, tpg);
+    else if (p.W == 2) launch_kernel<E, true, 2>(p, stream, grid, tpg);
+    else if (p.W == 3) launch_kernel<E, true, 3>(p, stream, grid, tpg);
+    else if (p.W == 4) launch_kernel<E, true, 4>(p, stream, grid, tpg);
+    else launch_kernel<E, true, 0>(p, stream, grid, tpg);
+    LINATTN_CONV_CUDA_OK(cudaGetLastError());
+  }
+  if (p.ht && p.N > 0) {
+    const dim3 grid(static_cast<unsigned>(p.N), static_cast<unsigned>((p.D + 127) / 128));
+    final_state_kernel<E><<<grid, 128, 0, stream>>>(p);
+    LINATTN_CONV_CUDA_OK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+}  // namespace conv
+
+void conv_fwd(const meta::ConvParams& p, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (p.dtype) {
+    case DType::kF32: return conv::launch<float>(p, s);
+    case DType::kBF16: return conv::launch<__nv_bfloat16>(p, s);
+    case DType::kF16: return conv::launch<__half>(p, s);
+    default: LINATTN_UNSUPPORTED("conv_fwd (cuda): dtype ", dtype_name(p.dtype), " (expected fp32/bf16/fp16)");
+  }
+}
+
+}  // namespace linattn::cuda
