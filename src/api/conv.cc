@@ -1,7 +1,7 @@
 // Bodies of linattn::conv_fwd / conv_bwd / conv_bwd_workspace_bytes: validate (meta) -> build
 // ConvParams -> run on the tensors' backend. CPU work goes through run_or_record, so a CPU graph
 // capture records it; the recorded work reads cu_seqlens (and validates it) when it runs.
-// The eager path (use_graph = false) during an active CPU capture is a kCaptureViolation.
+// Capture rules: see check_capture.
 #include <vector>
 
 #include "core/capture.h"
@@ -46,12 +46,20 @@ meta::ConvParams make_params(const meta::ConvDesc& d, const ConvInputs& in) {
   return p;
 }
 
-void check_not_capturing(const meta::ConvDesc& d, const char* op) {
-  if (d.device.type != DeviceType::kCPU || d.use_graph) return;
-  LINATTN_CHECK_CODE(active_cpu_capture() == nullptr, ErrorCode::kCaptureViolation,
+// Capture rules (graph.h): the eager path is never recorded (eager-backend), CUDA tensors cannot
+// be recorded by a CPU capture (address-or-lifetime), and a CUDA stream under capture takes
+// only the fixed-capacity path.
+void check_capture(const meta::ConvDesc& d, const char* op, const ExecContext& ctx) {
+  if (!d.use_graph) forbid_eager_during_capture(op);
+  if (d.device.type != DeviceType::kCUDA) return;
+  forbid_during_capture(op, FailureCategory::kAddressOrLifetime);
+#if LINATTN_WITH_CUDA
+  LINATTN_CHECK_CODE(d.use_graph || !cuda::stream_is_capturing(ctx.stream), ErrorCode::kCaptureViolation,
                      FailureCategory::kEagerBackend, op,
-                     ": use_graph: expected true while a CPU graph capture is active, got false "
-                     "(the eager path cannot be recorded)");
+                     ": use_graph: expected true while the CUDA stream is being captured, got false");
+#else
+  (void)ctx;
+#endif
 }
 
 // Runs CPU work now or records it. The eager path validates cu_seqlens (exact size) first; the
@@ -77,7 +85,7 @@ void check_kernel_dtype(const meta::ConvDesc& d, const char* op) {
 void conv_fwd(const ConvInputs& in, const ConvOutputs& out, const ConvOptions& opt, const ExecContext& ctx) {
   const meta::ConvDesc d = meta::describe_conv(in, opt);
   meta::check_conv_fwd_outputs(d, out);
-  check_not_capturing(d, "conv_fwd");
+  check_capture(d, "conv_fwd", ctx);
   check_kernel_dtype(d, "conv_fwd");
   meta::ConvParams p = make_params(d, in);
   p.y = rows_view(out.y);
@@ -102,7 +110,7 @@ void conv_bwd(const ConvInputs& in, const TensorView& dy, const TensorView& d_fi
               const ConvGrads& grads, const ConvOptions& opt, const ExecContext& ctx) {
   const meta::ConvDesc d = meta::describe_conv(in, opt);
   meta::check_conv_bwd_args(d, dy, d_final_state, grads);
-  check_not_capturing(d, "conv_bwd");
+  check_capture(d, "conv_bwd", ctx);
   check_kernel_dtype(d, "conv_bwd");
   meta::ConvParams p = make_params(d, in);
   p.dy = rows_view(dy);

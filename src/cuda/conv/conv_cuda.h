@@ -10,5 +10,7 @@ namespace linattn::cuda {
 
 void conv_fwd(const meta::ConvParams& p, void* stream);
 void conv_bwd(const meta::ConvParams& p, void* stream);
+// Whether `stream` (cudaStream_t) is being captured into a CUDA graph.
+bool stream_is_capturing(void* stream);
 
 }  // namespace linattn::cuda

@@ -158,6 +158,12 @@ void launch(const ConvParams& p, cudaStream_t stream) {
 }  // namespace
 }  // namespace conv
 
+bool stream_is_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  LINATTN_CONV_CUDA_OK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 void conv_fwd(const meta::ConvParams& p, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {
