@@ -76,9 +76,11 @@ void check_kernel_dtype(const meta::ConvDesc& d, const char* op) {
     LINATTN_UNSUPPORTED(op, ": x dtype fp64 is reference-only; kernels take fp32, bf16 or fp16");
 }
 
+#if !LINATTN_WITH_CUDA
 [[noreturn]] void no_cuda(const char* op) {
   LINATTN_UNSUPPORTED(op, ": backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
 }
+#endif
 
 }  // namespace
 
