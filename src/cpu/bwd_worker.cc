@@ -73,7 +73,10 @@ size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, float* base, Wo
   o->px = kda ? c.take(K) : nullptr;
   o->z = kda ? c.take(32 * K) : nullptr;
   o->zo = kda ? c.take(32 * std::max<size_t>(16, K)) : nullptr;
-  o->kk = kda ? c.take(BT * K) : nullptr;
+  o->irho = kda ? c.take(BT * K) : nullptr;
+  o->colfac = kda ? c.take(BT * K) : nullptr;
+  o->col = kda ? c.take(BT * K) : nullptr;
+  o->zc = kda ? c.take(BT * K) : nullptr;
   o->qr = kda ? c.take(BT * K) : nullptr;
   o->bkr = kda ? c.take(BT * K) : nullptr;
   o->kg = c.take(BT * K);
@@ -196,6 +199,7 @@ void Worker::gates(int n) {
     }
     std::memcpy(b_.bp + sc * K, suf, sizeof(float) * K);
   }
+  kda_block_factors(n);
 }
 
 void Worker::solve(int n, float* ainv) {
@@ -220,9 +224,7 @@ void Worker::prepare(int64_t row0, int n, bool bwd) {
   }
   scale_rows(n, K_, b_.egl, gw_, b_.k, b_.kg);
   if (bwd) scale_rows(n, K_, b_.eg, gw_, b_.q, b_.qg);
-  if (!p_.f.kda) return;
-  vmul(b_.k, b_.kap, b_.kk, static_cast<int64_t>(n) * K_);
-  if (!bwd) return;
+  if (!p_.f.kda || !bwd) return;
   vmul(b_.q, b_.rho, b_.qr, static_cast<int64_t>(n) * K_);
   for (int i = 0; i < n; ++i) vscale(b_.beta[i], b_.k + i * K_, b_.bkr + i * K_, K_);
   vmul(b_.bkr, b_.rho, b_.bkr, static_cast<int64_t>(n) * K_);

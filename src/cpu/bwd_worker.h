@@ -27,7 +27,8 @@ struct WorkerBufs {
   float *rho, *kap;                     // [BT, K] KDA e^(gam_i - gam_first(i)), e^(gam_last(j) - gam_j)
   float *bp, *px;                       // [4, K] KDA sub-chunk decay products, [K] pair factor
   float *z, *zo;                        // [32, K], [32, max(16, K)] KDA sub-chunk pair operands
-  float *kk, *qr, *bkr;                 // [BT, K] KDA k kap, q rho, beta k rho
+  float *qr, *bkr;                      // [BT, K] KDA q rho, beta k rho
+  float *irho, *colfac, *col, *zc;      // [BT, K] KDA 1/rho (safe sub-chunks), column factors, k colfac, products
   // Forward quantities.
   float *kbgn, *kg, *qg, *vb;           // -beta e^gam k (rows n.. of qg), [BT,K] e^(gamL-gam) k, [2BT,K] e^gam q, [BT,V] beta v
   float *aqk, *Ln;                      // [BT, BT] q k E (lower), -L = -beta k k E (strictly lower)
@@ -76,8 +77,13 @@ class Worker {
   void gates(int n);
   void intra_fwd(int n, bool aqk);  // L (forward sweep) or aqk (reverse sweep)
   void intra_bwd(int n);            // dq += .., dka, r, dbeta += k.r'
-  void kda_offdiag_bwd(int n);
-  void kda_diag_bwd(int n);
+  // KDA (bwd_kda_intra.cc)
+  void kda_block_factors(int n);              // diag_safe_, irho
+  int kda_columns(int sc, int s0, int m);     // colfac / col of row sub-chunk sc; returns columns
+  void kda_intra_fwd(int n, bool with_aqk);
+  void kda_intra_bwd(int n);
+  void kda_diag_fwd_exact(int s0, int s1, bool with_aqk);
+  void kda_diag_bwd_exact(int s0, int s1);
   void solve(int n, float* ainv);   // (I + L)^-1 from Ln
   void fwd_chunk(int n, float* S, float* slot, bool update_state);
   void bwd_chunk(int n, const float* slot, float* dS);
@@ -89,7 +95,8 @@ class Worker {
   int K_, V_, BT_, gw_;
   int64_t hv_ = 0, hq_ = 0;
   int64_t max_chunks_;
-  bool stream_slots_ = false;  // non-temporal slot writes (the task's slots exceed L2)
+  bool stream_slots_ = false;
+  bool diag_safe_[4] = {};     // KDA: sub-chunk decay small enough for the 1/rho factorization  // non-temporal slot writes (the task's slots exceed L2)
   float* dqk_acc_;
   WorkerBufs b_;
 };

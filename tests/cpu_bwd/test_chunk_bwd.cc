@@ -153,6 +153,10 @@ std::vector<Case> cases() {
   c.extreme = 0.1;
   c.seqlens = {90, 7, 64};
   add(c);
+  c.name = "kda_sparse_extreme_gates";  // some sub-chunks factored, some paired exactly
+  c.extreme = 0.002;
+  c.seqlens = {150, 77};
+  add(c);
   c = Case{};
   c.op = ChunkOp::kGdn;
   c.name = "gdn_strong_decay";
