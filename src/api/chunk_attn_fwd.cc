@@ -72,7 +72,7 @@ Prepared prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const 
   }
   r.threads = thread_count(ctx);
   r.plan = plan::plan_chunk_fwd(d, lens, r.threads);
-  r.sched = cpu::ChunkSchedule{r.plan.num_threads, r.plan.v_splits, r.plan.v_tile, r.plan.bf16_dot};
+  r.sched = cpu::ChunkSchedule{r.plan.num_threads, r.plan.v_splits, r.plan.v_tile, r.plan.bf16_dot, r.plan.BT};
   r.p = api::build_chunk_params(d, in, out);
   return r;
 }
@@ -126,7 +126,7 @@ size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttn
   }
   const plan::ChunkPlan pl = plan::plan_chunk_fwd(d, lens, thread_count(ctx));
   const cpu::ChunkParams p = api::build_chunk_params(d, in, nullptr);
-  return cpu::chunk_fwd_workspace_bytes(p, cpu::ChunkSchedule{pl.num_threads, pl.v_splits, pl.v_tile, pl.bf16_dot});
+  return cpu::chunk_fwd_workspace_bytes(p, cpu::ChunkSchedule{pl.num_threads, pl.v_splits, pl.v_tile, pl.bf16_dot, pl.BT});
 }
 
 namespace api {

@@ -63,7 +63,8 @@ int64_t layout(const ChunkParams& p, int64_t vt_max, bool bf16, float* base, Chu
     take(&c.ZO, 32 * 16);
     take(&c.xv, ldk);
     take(&c.el, ldk);
-    take(&c.bp, 4 * ldk);
+    take(&c.bp, (BT / 8) * ldk);
+    take(&c.Br, ldk * BT);
   }
   c.bf16 = bf16;
   if (bf16) {
@@ -281,6 +282,13 @@ void run_task(const ChunkParams& p, int64_t vtile, ChunkWork w, int64_t task, in
   store_state(p, n, j, v0, w.vt, w.S, w.ldv);
 }
 
+// The params with the schedule's compute chunk.
+ChunkParams with_chunk(const ChunkParams& p, const ChunkSchedule& s) {
+  ChunkParams q = p;
+  if (s.bt > 0) q.BT = s.bt;
+  return q;
+}
+
 int64_t num_tasks(const ChunkParams& p, const ChunkSchedule& s) { return p.N * p.HV * std::max(1, s.v_splits); }
 
 int num_workers(const ChunkParams& p, const ChunkSchedule& s) {
@@ -289,13 +297,15 @@ int num_workers(const ChunkParams& p, const ChunkSchedule& s) {
 
 }  // namespace
 
-size_t chunk_fwd_workspace_bytes(const ChunkParams& p, const ChunkSchedule& s) {
+size_t chunk_fwd_workspace_bytes(const ChunkParams& params, const ChunkSchedule& s) {
+  const ChunkParams p = with_chunk(params, s);
   const int64_t per = layout(p, split_width(p, s), use_bf16_dot(p, s), nullptr, nullptr);
   return static_cast<size_t>(num_tasks(p, s)) * sizeof(int64_t) +
          static_cast<size_t>(per * num_workers(p, s)) * sizeof(float) + 128;
 }
 
-void chunk_fwd(const ChunkParams& p, const ChunkSchedule& s, void* ws, size_t ws_bytes) {
+void chunk_fwd(const ChunkParams& params, const ChunkSchedule& s, void* ws, size_t ws_bytes) {
+  const ChunkParams p = with_chunk(params, s);
   LINATTN_CHECK(ws_bytes >= chunk_fwd_workspace_bytes(p, s), "workspace: expected at least ",
                 chunk_fwd_workspace_bytes(p, s), " bytes, got ", ws_bytes);
   const int64_t splits = std::max(1, s.v_splits), vtile = split_width(p, s);

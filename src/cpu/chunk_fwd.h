@@ -7,7 +7,8 @@
 // S <- e^{g_last} S + (e^{g_last - g} K)^T V^ (ALGORITHMS.md section 3.1). Workers take tasks
 // longest-first from a shared counter; every output element is owned by one task and computed in
 // a fixed order, so results are bitwise identical for any thread count and any V split.
-// Scratch is O(workers x state): no per-chunk state is ever stored.
+// Scratch is O(workers x state): no per-chunk state is ever stored. The chunk size is the
+// schedule's compute chunk (s.bt) when set, else p.BT.
 #pragma once
 #include <cstddef>
 

@@ -61,6 +61,9 @@ struct ChunkSchedule {
   // bf16 inputs: run the state and K K^T products as bf16 dot products (fp32 accumulation, the
   // state and V^ rounded to bf16 for the product only, as FLA does); ignored without AVX512-BF16.
   bool bf16_dot = false;
+  // Compute chunk (16, 32 or 64; 0 = p.BT). The chunked form is exact for any chunk, so the
+  // planner may run a different chunk than the caller's BT (results differ only by rounding).
+  int bt = 0;
 };
 
 // Bounds [bos, eos) of sequence n, clamped to [0, p.rows] (fixed-capacity layouts are never

@@ -39,7 +39,8 @@ struct ChunkWork {
   float* ZO = nullptr;   // [32, 16] its products
   float* xv = nullptr;   // [ldk] decay between a row sub-chunk's start and a column sub-chunk's end
   float* el = nullptr;   // [ldk] state row decay e^{gamma_last}
-  float* bp = nullptr;   // [4, ldk] per-sub-chunk decay products
+  float* bp = nullptr;   // [BT / 8, ldk] per-sub-chunk decay products
+  float* Br = nullptr;   // [K, BT] earlier sub-chunks' K''^T columns scaled to one row sub-chunk
   // bf16 dot-product mode only (bf16 inputs on AVX512-BF16 builds): operands as bf16 pairs.
   bool bf16 = false;
   int64_t ldk2 = 0;          // ceil(K / 2) rounded up to a vector

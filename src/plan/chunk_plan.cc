@@ -26,7 +26,8 @@ double lpt_makespan(std::vector<double> costs, int threads) {
 std::string ChunkPlan::to_string() const {
   std::ostringstream os;
   os << "tier " << tier << ", v_splits " << v_splits << " x " << v_tile << " cols, " << num_tasks
-     << " tasks on " << num_threads << " threads, BT " << BT << (bf16_dot ? ", bf16 dot products" : "")
+     << " tasks on " << num_threads << " threads, compute chunk " << BT << " (BT " << caller_BT << ")"
+     << (bf16_dot ? ", bf16 dot products" : "")
      << ", modeled balance "
      << (makespan_flops > 0 ? ideal_flops / makespan_flops : 1.0) << ": " << reason;
   return os.str();
@@ -35,7 +36,10 @@ std::string ChunkPlan::to_string() const {
 ChunkPlan plan_chunk_fwd(const meta::ChunkAttnDesc& d, const std::vector<int64_t>& lengths,
                          int num_threads) {
   ChunkPlan p;
-  p.BT = d.BT;
+  p.caller_BT = d.BT;
+  p.BT = d.BT > 32 ? 32 : d.BT;
+  const std::string forced = env_or("LINATTN_CPU_CHUNK", "");
+  if (forced == "16" || forced == "32" || forced == "64") p.BT = std::stoi(forced);
   p.bf16_dot = d.dtype == DType::kBF16 && env_or("LINATTN_CPU_BF16_DOT", "1") != "0";
   p.num_threads = std::max(1, num_threads);
   p.lengths_known = !lengths.empty() || d.N == 0;
@@ -55,7 +59,7 @@ ChunkPlan plan_chunk_fwd(const meta::ChunkAttnDesc& d, const std::vector<int64_t
       if (l == 0) continue;
       for (int64_t sp = 0; sp < s; ++sp) {
         const int64_t vt = std::min(tile, d.V - sp * tile);
-        const double c = meta::chunk_fwd_task_flops(l, d.K, vt, d.BT);
+        const double c = meta::chunk_fwd_task_flops(l, d.K, vt, p.BT);
         for (int64_t j = 0; j < d.HV; ++j) costs.push_back(c);
         total += c * static_cast<double>(d.HV);
       }

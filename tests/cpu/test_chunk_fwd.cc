@@ -5,6 +5,7 @@
 // the token-by-token fp32 path (the bench baseline). Bars: tests/common/tolerances.h.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
@@ -92,8 +93,15 @@ TEST_P(CpuChunkFwd, MatchesReference) {
   kConfigs[ci].apply(s);
   const ChunkAttnData d = make_chunk_attn(s);
   const ChunkAttnOutTensors ref = ref_forward(d);
+  // The planner runs BT 64 as a 32-row compute chunk; force the caller's BT so every chunk size
+  // is exercised here (and the default plan once more below).
+  setenv("LINATTN_CPU_CHUNK", std::to_string(bt).c_str(), 1);
   const ChunkAttnOutTensors got = run_cpu_fwd(d, 0);
+  unsetenv("LINATTN_CPU_CHUNK");
   EXPECT_TRUE(fwd_close(d, ref, got, dtype)) << kConfigs[ci].name;
+  if (bt == 64) {
+    EXPECT_TRUE(fwd_close(d, ref, run_cpu_fwd(d, 0), dtype)) << kConfigs[ci].name << " (default plan)";
+  }
   // Padding rows of o are never written (they stay NaN from alloc_outputs).
   const TensorView pad = narrow(got.o.view(), 1, d.valid_tokens, s.pad_tokens);
   for (int64_t i = 0; i < pad.numel(); ++i) ASSERT_TRUE(std::isnan(element(pad, i))) << "padding row written";

@@ -3,6 +3,8 @@
 // capacity-only plan of fixed-capacity mode, and a reason that says why.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "meta/chunk_attn_desc.h"
 #include "plan/chunk_plan.h"
 
@@ -76,6 +78,21 @@ TEST(ChunkPlan, CapacityOnlyWhenLengthsUnknown) {
   EXPECT_NE(p.reason.find("unknown"), std::string::npos);
   const plan::ChunkPlan e = plan::plan_chunk_fwd(desc(0, 4, 64, 0), {}, 2);  // no sequences at all
   EXPECT_EQ(e.num_tasks, 0);
+}
+
+TEST(ChunkPlan, ComputeChunk) {
+  meta::ChunkAttnDesc d = desc(1, 16, 128, 4096);
+  for (auto [bt, want] : {std::pair{64, 32}, {32, 32}, {16, 16}}) {
+    d.BT = bt;
+    const plan::ChunkPlan p = plan::plan_chunk_fwd(d, {4096}, 2);
+    EXPECT_EQ(p.BT, want) << bt;
+    EXPECT_EQ(p.caller_BT, bt);
+    EXPECT_NE(p.to_string().find("compute chunk"), std::string::npos);
+  }
+  setenv("LINATTN_CPU_CHUNK", "64", 1);
+  d.BT = 16;
+  EXPECT_EQ(plan::plan_chunk_fwd(d, {4096}, 2).BT, 64);
+  unsetenv("LINATTN_CPU_CHUNK");
 }
 
 TEST(ChunkPlan, SmallVNeverSplitsBelowOneVector) {
