@@ -15,13 +15,14 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "cli.h"
+#include "core/half.h"
 #include "core/thread_pool.h"
+#include "core/util.h"
 #include "linattn/dense.h"
 #include "linattn/graph.h"
 #include "linattn/ops.h"
@@ -92,10 +93,24 @@ struct Bench {
   }
 };
 
-Tensor random_tensor(DType dt, std::vector<int64_t> shape, std::mt19937& rng) {
+// Seeded uniform(-1, 1) values, filled in parallel chunks (large inputs take ~1 s otherwise).
+Tensor random_tensor(DType dt, std::vector<int64_t> shape, uint64_t seed) {
   Tensor t(dt, std::move(shape));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
+  const int64_t n = t.numel(), chunk = int64_t{1} << 16;
+  parallel_for(ceil_div(n, chunk), [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(c) * 0xBF58476D1CE4E5B9ull);
+      for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        const float v = static_cast<float>(s >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        switch (dt) {
+          case DType::kBF16: t.data<uint16_t>()[i] = float_to_bf16_bits(v); break;
+          case DType::kF16: t.data<uint16_t>()[i] = float_to_fp16_bits(v); break;
+          default: t.data<float>()[i] = v; break;
+        }
+      }
+    }
+  });
   return t;
 }
 
@@ -113,54 +128,53 @@ void sync(const Bench& b, void* stream) {
 #endif
 }
 
-// Copy bandwidth (bytes read + written per second) in this run, best of 5.
-double copy_gbps(const Cfg& c, int threads) {
-  const size_t bytes = 256u << 20;
+// memcpy of `bytes` split over `threads` static ranges.
+void parallel_copy(char* dst, const char* src, size_t bytes, int threads) {
+  parallel_for(
+      threads,
+      [&](int64_t p0, int64_t p1, int) {
+        for (int64_t p = p0; p < p1; ++p) {
+          int64_t lo, hi;
+          static_range(static_cast<int64_t>(bytes), threads, static_cast<int>(p), &lo, &hi);
+          std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
+        }
+      },
+      threads);
+}
+
+// CUDA copy bandwidth (bytes read + written per second): device-to-device cudaMemcpy of 1 GiB,
+// best of 5 after one warm-up.
+double cuda_copy_gbps() {
   double best = 0;
-  if (c.cuda) {
 #if LINATTN_WITH_CUDA
-    void *a = nullptr, *b = nullptr;
-    cudaMalloc(&a, bytes), cudaMalloc(&b, bytes);
-    cudaMemset(a, 1, bytes);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    for (int i = 0; i < 6; ++i) {
-      cudaEventRecord(e0);
-      cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (i > 0) best = std::max(best, 2.0 * bytes / (ms * 1e-3) * 1e-9);
-    }
-    cudaFree(a), cudaFree(b);
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  cudaMalloc(&a, bytes), cudaMalloc(&b, bytes);
+  cudaMemset(a, 1, bytes);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  for (int i = 0; i < 6; ++i) {
+    cudaEventRecord(e0);
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / (ms * 1e-3) * 1e-9);
+  }
+  cudaFree(a), cudaFree(b);
 #endif
-    return best;
-  }
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    parallel_for(
-        threads, [&](int64_t p0, int64_t p1, int) {
-          for (int64_t p = p0; p < p1; ++p) {
-            int64_t lo, hi;
-            static_range(static_cast<int64_t>(bytes), threads, static_cast<int>(p), &lo, &hi);
-            std::memcpy(b.data() + lo, a.data() + lo, static_cast<size_t>(hi - lo));
-          }
-        },
-        threads);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * bytes / s * 1e-9);
-  }
   return best;
 }
 
-// Error of `got` ([T, D] view on the device) against `ref` (host, fp64 or any dtype).
+// Error of `got` ([T, D] view on the device) against `ref` (host, fp64 or any dtype), on at most
+// ~4M evenly strided elements.
 void compare(const Bench& b, const TensorView& got, const Tensor& ref, double* max_abs, double* rel_rms) {
   Tensor h(got.dtype, {got.numel()});
   copy_tensor(h.view(), TensorView::contiguous(got.data, got.dtype, {got.numel()}, b.dev));
+  const int64_t step = std::max<int64_t>(1, ref.numel() >> 22);
   double se = 0, sr = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
+  for (int64_t i = 0; i < ref.numel(); i += step) {
     const double d = h.get(i) - ref.get(i);
     *max_abs = std::max(*max_abs, std::fabs(d));
     se += d * d, sr += ref.get(i) * ref.get(i);
@@ -183,11 +197,10 @@ int run_conv(const BenchArgs& a, const Machine& m) {
   c.state = cli::has_flag(a.extra, "state");
   b.dev = c.cuda ? Device{DeviceType::kCUDA, 0} : Device{};
 
-  std::mt19937 rng(4321);
-  b.hx = random_tensor(c.dt, {1, c.T, c.D}, rng), b.hdy = random_tensor(c.dt, {1, c.T, c.D}, rng);
-  if (c.residual) b.hres = random_tensor(c.dt, {1, c.T, c.D}, rng);
-  b.hw = random_tensor(DType::kF32, {c.D, c.W}, rng), b.hb = random_tensor(DType::kF32, {c.D}, rng);
-  b.hh0 = random_tensor(c.dt, {c.N, c.D, c.W}, rng), b.hdht = random_tensor(DType::kF32, {c.N, c.D, c.W}, rng);
+  b.hx = random_tensor(c.dt, {1, c.T, c.D}, 1), b.hdy = random_tensor(c.dt, {1, c.T, c.D}, 2);
+  if (c.residual) b.hres = random_tensor(c.dt, {1, c.T, c.D}, 3);
+  b.hw = random_tensor(DType::kF32, {c.D, c.W}, 4), b.hb = random_tensor(DType::kF32, {c.D}, 5);
+  b.hh0 = random_tensor(c.dt, {c.N, c.D, c.W}, 6), b.hdht = random_tensor(DType::kF32, {c.N, c.D, c.W}, 7);
   b.hcu = Tensor(DType::kI32, {c.N + 1});
   for (int64_t i = 0, s = 0; i <= c.N; s += i < c.N ? a.lengths[i] : 0, ++i) b.hcu.set(i, static_cast<double>(s));
   b.w = upload(b.hw, b.dev), b.b = upload(b.hb, b.dev), b.h0 = upload(b.hh0, b.dev);
@@ -248,9 +261,34 @@ int run_conv(const BenchArgs& a, const Machine& m) {
 #endif
   };
   TimeStats ts;
+  double copy = 0;
   if (!c.cuda) {
-    ts = time_calls(step, a.min_iters, a.min_time_s);
+    // The development machine is shared: every call is paired with a copy of the same bytes
+    // (half read, half written), so that both see the same load; copy = their median.
+    const size_t half = static_cast<size_t>(b.bytes() / 2);
+    std::vector<char> src(half, 1), dst(half, 2);
+    std::vector<double> copy_gbps, ms;
+    const auto start = std::chrono::steady_clock::now();
+    const auto since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    step();
+    while (static_cast<int>(ms.size()) < a.min_iters || (since(start) < a.min_time_s && ms.size() < 1000)) {
+      auto t0 = std::chrono::steady_clock::now();
+      parallel_copy(dst.data(), src.data(), half, m.threads);
+      copy_gbps.push_back(2.0 * static_cast<double>(half) / since(t0) * 1e-9);
+      t0 = std::chrono::steady_clock::now();
+      step();
+      ms.push_back(since(t0) * 1e3);
+    }
+    std::sort(copy_gbps.begin(), copy_gbps.end());
+    copy = copy_gbps[copy_gbps.size() / 2];
+    ts.iters = static_cast<int>(ms.size());
+    for (double x : ms) ts.mean_ms += x / static_cast<double>(ms.size());
+    std::sort(ms.begin(), ms.end());
+    ts.p50_ms = ms[ms.size() / 2], ts.p95_ms = ms[std::min(ms.size() - 1, ms.size() * 95 / 100)];
   } else {
+    copy = cuda_copy_gbps();
 #if LINATTN_WITH_CUDA
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
@@ -309,7 +347,6 @@ int run_conv(const BenchArgs& a, const Machine& m) {
     if (c.bwd) compare(b, b.rows(b.sets[0].dx), dx_ref, &max_abs, &rel_rms);
   }
 
-  const double copy = copy_gbps(c, m.threads);
   const double gbps = b.bytes() / (ts.p50_ms * 1e-3) * 1e-9;
   if (a.json) {
     Json j;

@@ -1,9 +1,13 @@
 // Shared pieces of the CPU conv kernels: sequence bounds from cu_seqlens (or the dense batch),
-// row pointers of [B, T, D] tensors, per-block staging of weight / bias in fp32, and the
-// channel blocking (about 4 KiB of every row per block, so a block's rows stream well).
+// row pointers of [B, T, D] tensors, per-block staging of weight / bias in fp32, the staging of
+// state slots and boundary rows, and the channel blocking. Kernels walk rows in order and, for
+// each row, all 16-channel vectors of a block (2 KiB of the row): a channel-outer walk down a
+// column of rows would hit the same L1 set and 4K-alias loads against pending stores whenever
+// the row stride is a multiple of 4 KiB (D = 1024, 2048, 6144, 8192 in fp32).
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cpu/conv_simd.h"
 #include "cpu/dtype_io.h"
@@ -17,12 +21,12 @@ using meta::kConvMaxW;
 using simd::kLanes;
 using simd::vf;
 
-inline constexpr int64_t kRowsPerPass = 64;  // rows a channel vector walks before the next one
-inline constexpr int kMaxBlock = 2048;       // channels per block, upper bound (bf16 / fp16)
+inline constexpr int64_t kRowTile = 256;  // rows per work item (forward) / per pass (backward)
+inline constexpr int kMaxBlock = 1024;     // channels per block, upper bound (bf16 / fp16)
 
 template <class E>
 constexpr int block_channels() {
-  return static_cast<int>(4096 / sizeof(E));
+  return static_cast<int>(2048 / sizeof(E));
 }
 
 // First row of sequence n (n in [0, N]), clamped to [0, rows]: in graph mode cu_seqlens is
@@ -82,30 +86,79 @@ RowPtr<E> rows_of(const ConvRows& t, int64_t b) {
 // Batch row of sequence n (flat row r of it is token r - b * T of that batch row).
 inline int64_t batch_of(const ConvParams& p, int64_t n) { return p.varlen ? 0 : n; }
 
+// Whether outputs of `bytes` are written with non-temporal stores: only when they cannot stay
+// in the last-level cache anyway (default 32 MiB; env LINATTN_CONV_STREAM_MIN_BYTES overrides,
+// which the tests use to cover both paths).
+inline bool stream_outputs(int64_t bytes) {
+  static const int64_t kDefault = int64_t{32} << 20;
+  const char* env = std::getenv("LINATTN_CONV_STREAM_MIN_BYTES");
+  const int64_t min_bytes = env ? std::atoll(env) : kDefault;
+  return bytes >= min_bytes;
+}
+
+// Stores a full vector (or the first m lanes), streaming when `nt` (p aligned, see store_stream).
+template <class E>
+LINATTN_SIMD_INLINE void put(E* p, vf v, int m, bool nt) {
+  if (m < kLanes) simd::store_n(p, v, m);
+  else if (nt) simd::store_stream(p, v);
+  else simd::store(p, v);
+}
+
+// Whether a row slice starting at p can take streaming stores.
+template <class E>
+bool stream_aligned(const E* p) {
+  return reinterpret_cast<uintptr_t>(p) % (kLanes * sizeof(E)) == 0;
+}
+
 // fp32 staging of weight [D, W] (transposed to [W][block]) and bias for channels [c0, c0 + nc),
-// zero-padded to a multiple of kLanes.
+// zero-padded to a multiple of kLanes, plus scratch rows for the boundary rows of a sequence.
 struct Stage {
   float w[kConvMaxW][kMaxBlock + kLanes];
   float bias[kMaxBlock + kLanes];
+  float h[kConvMaxW][kMaxBlock + kLanes];  // state slots / converted rows of boundary taps
 
   void load(const ConvParams& p, int64_t c0, int nc) {
     const int W = static_cast<int>(p.W);
     const int padded = (nc + kLanes - 1) / kLanes * kLanes;
-    for (int c = 0; c < padded; ++c) {
-      for (int i = 0; i < W; ++i)
-        w[i][c] = c < nc ? load_as_float(p.weight, p.w_dtype, (c0 + c) * p.W + i) : 0.0f;
-      bias[c] = (c < nc && p.bias) ? load_as_float(p.bias, p.b_dtype, c0 + c) : 0.0f;
-    }
+    for (int i = 0; i < W; ++i) std::fill(w[i] + nc, w[i] + padded, 0.0f);
+    for (int c = 0; c < nc; ++c)
+      for (int i = 0; i < W; ++i) w[i][c] = load_as_float(p.weight, p.w_dtype, (c0 + c) * p.W + i);
+    for (int c = 0; c < padded; ++c) bias[c] = (c < nc && p.bias) ? load_as_float(p.bias, p.b_dtype, c0 + c) : 0.0f;
   }
 };
 
-// Lanes [0, m) of a [N, D, W] state at (n, channels c.., slot s), as fp32 (0 when absent).
-inline vf load_state(const void* s, DType dt, const ConvParams& p, int64_t n, int64_t c, int64_t slot,
-                     int m) {
-  float tmp[kLanes] = {};
-  if (s)
-    for (int l = 0; l < m; ++l) tmp[l] = load_as_float(s, dt, ((n * p.D) + c + l) * p.W + slot);
-  return simd::load(tmp);
+// out[c] = slot `slot` of state s [N, D, W] for channels [c0, c0 + nc) of sequence n (0 if absent).
+inline void state_row(const void* s, DType dt, const ConvParams& p, int64_t n, int64_t c0, int nc, int64_t slot,
+                      float* out) {
+  for (int c = 0; c < nc; ++c) out[c] = s ? load_as_float(s, dt, (n * p.D + c0 + c) * p.W + slot) : 0.0f;
+}
+
+// fp32 copy of nc elements of a row.
+template <class E>
+void row_to_float(const E* src, int nc, float* out) {
+  int j = 0;
+  for (; j + kLanes <= nc; j += kLanes) simd::store(out + j, simd::load(src + j));
+  if (j < nc) simd::store_n(out + j, simd::load_n(src + j, nc - j), nc - j);
+}
+
+// The W taps of row u (xbar[u - W + 1 + i]) of sequence n for channels [c0, c0 + nc): pointers
+// into x when all are inside the sequence (returns true), else fp32 rows staged in sg.h (x rows
+// converted, state slots for positions before bos; returns false).
+template <class E>
+bool row_taps(const ConvParams& p, Stage& sg, const RowPtr<const E>& x, int64_t r2t, int64_t n, int64_t u,
+              int64_t bos, int64_t c0, int nc, const E** xt, const float** ft) {
+  const int W = static_cast<int>(p.W);
+  if (u - bos >= W - 1) {
+    for (int i = 0; i < W; ++i) xt[i] = x.at(u - W + 1 + i - r2t) + c0;
+    return true;
+  }
+  for (int i = 0; i < W; ++i) {
+    const int64_t q = u - W + 1 + i;
+    if (q >= bos) row_to_float(x.at(q - r2t) + c0, nc, sg.h[i]);
+    else state_row(p.h0, p.h0_dtype, p, n, c0, nc, W + q - bos, sg.h[i]);
+    ft[i] = sg.h[i];
+  }
+  return false;
 }
 
 }  // namespace linattn::cpu::conv

@@ -1,9 +1,10 @@
 // CPU short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual,
-// and the final state. Work item = (256 rows x one channel block of ~4 KiB per row); inside it,
-// each 16-channel vector walks up to kRowsPerPass rows of one sequence keeping the last W - 1
-// inputs in registers, so x is read once from memory (plus W - 1 halo rows per pass, from
-// cache). The first W - 1 rows of a sequence take their older taps from initial_state slots.
-// W in {2, 3, 4} is compiled with constant W; other W (up to 8) take a runtime-W loop.
+// and the final state. Work item = (kRowTile rows x one channel block of 2 KiB per row), items
+// ordered row-tile-major so each thread streams through contiguous memory. Inside an item, rows
+// go in order and each row is computed for every 16-channel vector of the block; the W taps are
+// the previous rows of x, still in L1. The first W - 1 rows of a sequence take their older taps
+// from initial_state slots (staged in fp32). W in {2, 3, 4} is compiled with constant W; other
+// W (up to 8) take a runtime-W loop.
 #include <algorithm>
 
 #include "core/check.h"
@@ -17,92 +18,77 @@ namespace linattn::cpu {
 namespace conv {
 namespace {
 
-inline constexpr int64_t kRowsPerTask = 256;
-
-template <class E, bool kFull>
-LINATTN_SIMD_INLINE vf ld(const E* ptr, int m) {
-  if constexpr (kFull) return simd::load(ptr);
-  else return simd::load_n(ptr, m);
+// One row of y for the block's nc channels from W tap rows (type T: E or staged fp32).
+template <class T, class E, int kW, bool kSilu, bool kRes>
+void fwd_row(const T* const* taps, int W, const Stage& sg, const E* res, E* y, int nc, bool nt) {
+  const int nw = kW > 0 ? kW : W;
+  const auto one = [&](int j, int m) {
+    const bool full = m == kLanes;
+    vf acc = simd::load(sg.bias + j);
+    for (int i = 0; i < nw; ++i)
+      acc += simd::load(sg.w[i] + j) * (full ? simd::load(taps[i] + j) : simd::load_n(taps[i] + j, m));
+    if constexpr (kSilu) acc = simd::silu(acc);
+    if constexpr (kRes) acc += full ? simd::load(res + j) : simd::load_n(res + j, m);
+    put(y + j, acc, m, nt);
+  };
+  int j = 0;
+  for (; j + kLanes <= nc; j += kLanes) one(j, kLanes);
+  if (j < nc) one(j, nc - j);
 }
 
-template <class E, bool kFull>
-LINATTN_SIMD_INLINE void st(E* ptr, vf v, int m) {
-  if constexpr (kFull) simd::store(ptr, v);
-  else simd::store_n(ptr, v, m);
-}
-
-// Rows [a, b) of sequence n (first token bos), lanes [0, m) of channel vector c (block offset j).
-template <class E, int kW, bool kFull>
-void fwd_vector(const ConvParams& p, const Stage& sg, int j, int64_t c, int m, int64_t n, int64_t a,
-                int64_t b, int64_t bos) {
-  constexpr int kCap = kW > 0 ? kW : kConvMaxW;
-  const int W = kW > 0 ? kW : static_cast<int>(p.W);
-  const int64_t bi = batch_of(p, n), r2t = bi * p.T;
-  const RowPtr<const E> x = rows_of<const E>(p.x, bi);
-  const RowPtr<const E> res = rows_of<const E>(p.residual, bi);
-  const RowPtr<E> y = rows_of<E>(p.y, bi);
-  const bool has_res = p.residual.data != nullptr;
-
-  vf w[kCap], win[kCap];
-  for (int i = 0; i < W; ++i) w[i] = simd::load(&sg.w[i][j]);
-  const vf bias = simd::load(&sg.bias[j]);
-  for (int k = 0; k < W - 1; ++k) {  // xbar[a - W + 1 + k]
-    const int64_t q = a - (W - 1) + k;
-    win[k] = q >= bos ? ld<E, kFull>(x.at(q - r2t) + c, m)
-                      : load_state(p.h0, p.h0_dtype, p, n, c, W + q - bos, m);
-  }
-  for (int64_t u = a; u < b; ++u) {
-    const vf xu = ld<E, kFull>(x.at(u - r2t) + c, m);
-    vf acc = bias;
-    for (int k = 0; k < W - 1; ++k) acc += w[k] * win[k];
-    acc += w[W - 1] * xu;
-    if (p.silu) acc = simd::silu(acc);
-    if (has_res) acc += ld<E, kFull>(res.at(u - r2t) + c, m);
-    st<E, kFull>(y.at(u - r2t) + c, acc, m);
-    for (int k = 0; k + 1 < W - 1; ++k) win[k] = win[k + 1];
-    if (W > 1) win[W - 2] = xu;
-  }
-}
-
-template <class E, int kW>
-void fwd_task(const ConvParams& p, int64_t r0, int64_t r1, int64_t c0, int nc) {
-  Stage sg;
+template <class E, int kW, bool kSilu, bool kRes>
+void fwd_item(const ConvParams& p, Stage& sg, int64_t r0, int64_t r1, int64_t c0, int nc, bool stream) {
+  const int W = static_cast<int>(p.W);
   sg.load(p, c0, nc);
-  for (int64_t s0 = r0; s0 < r1; s0 += kRowsPerPass) {
-    for_each_segment(p, s0, std::min(r1, s0 + kRowsPerPass),
-                     [&](int64_t n, int64_t a, int64_t b, int64_t bos, int64_t) {
-                       int j = 0;
-                       for (; j + kLanes <= nc; j += kLanes)
-                         fwd_vector<E, kW, true>(p, sg, j, c0 + j, kLanes, n, a, b, bos);
-                       if (j < nc) fwd_vector<E, kW, false>(p, sg, j, c0 + j, nc - j, n, a, b, bos);
-                     });
-  }
+  for_each_segment(p, r0, r1, [&](int64_t n, int64_t a, int64_t b, int64_t bos, int64_t) {
+    const int64_t bi = batch_of(p, n), r2t = bi * p.T;
+    const RowPtr<const E> x = rows_of<const E>(p.x, bi), res = rows_of<const E>(p.residual, bi);
+    const RowPtr<E> y = rows_of<E>(p.y, bi);
+    const E* xt[kConvMaxW];
+    const float* ft[kConvMaxW];
+    for (int64_t u = a; u < b; ++u) {
+      const E* rr = kRes ? res.at(u - r2t) + c0 : nullptr;
+      E* yr = y.at(u - r2t) + c0;
+      const bool nt = stream && stream_aligned(yr);
+      if (row_taps(p, sg, x, r2t, n, u, bos, c0, nc, xt, ft)) fwd_row<E, E, kW, kSilu, kRes>(xt, W, sg, rr, yr, nc, nt);
+      else fwd_row<float, E, kW, kSilu, kRes>(ft, W, sg, rr, yr, nc, nt);
+    }
+  });
 }
 
-template <class E, int kW>
+template <class E, int kW, bool kSilu, bool kRes>
 void fwd_all(const ConvParams& p, int threads) {
   const int cb = block_channels<E>();
   const int64_t nblk = ceil_div(p.D, cb), rows = p.rows();
-  const int64_t nchunk = ceil_div(rows, kRowsPerTask);
+  const bool stream = stream_outputs(rows * p.D * static_cast<int64_t>(sizeof(E)));
   parallel_for(
-      nchunk * nblk,
+      ceil_div(rows, kRowTile) * nblk,
       [&](int64_t t0, int64_t t1, int) {
+        Stage sg;
         for (int64_t t = t0; t < t1; ++t) {
-          const int64_t ch = t / nblk, c0 = (t % nblk) * cb;
-          fwd_task<E, kW>(p, ch * kRowsPerTask, std::min(rows, (ch + 1) * kRowsPerTask), c0,
-                          static_cast<int>(std::min<int64_t>(cb, p.D - c0)));
+          const int64_t tile = t / nblk, c0 = (t % nblk) * cb;
+          fwd_item<E, kW, kSilu, kRes>(p, sg, tile * kRowTile, std::min(rows, (tile + 1) * kRowTile), c0,
+                                       static_cast<int>(std::min<int64_t>(cb, p.D - c0)), stream);
         }
+        if (stream) simd::stream_fence();
       },
       threads);
+}
+
+template <class E, int kW>
+void fwd_opts(const ConvParams& p, int threads) {
+  const bool res = p.residual.data != nullptr;
+  if (p.silu) res ? fwd_all<E, kW, true, true>(p, threads) : fwd_all<E, kW, true, false>(p, threads);
+  else res ? fwd_all<E, kW, false, true>(p, threads) : fwd_all<E, kW, false, false>(p, threads);
 }
 
 template <class E>
 void fwd_dtype(const ConvParams& p, int threads) {
   switch (p.W) {
-    case 2: return fwd_all<E, 2>(p, threads);
-    case 3: return fwd_all<E, 3>(p, threads);
-    case 4: return fwd_all<E, 4>(p, threads);
-    default: return fwd_all<E, 0>(p, threads);
+    case 2: return fwd_opts<E, 2>(p, threads);
+    case 3: return fwd_opts<E, 3>(p, threads);
+    case 4: return fwd_opts<E, 4>(p, threads);
+    default: return fwd_opts<E, 0>(p, threads);
   }
 }
 

@@ -32,11 +32,16 @@ std::string ConvCase::str() const {
   return os.str();
 }
 
-Rows make_rows(int64_t B, int64_t T, int64_t D, DType dt, bool strided) {
+Rows make_rows(int64_t B, int64_t T, int64_t D, DType dt, bool strided, bool align64) {
   const int64_t pad = strided ? 16 : 0;
-  Rows r{Tensor(dt, {B, T, D + pad}), {}};
+  Rows r{Tensor(dt, {B, T, D + pad}), {}, 0};
   r.view = r.store.view();
   r.view.shape[2] = D;
+  if (align64) {  // Tensor storage has 64 bytes of slack past its elements
+    const auto addr = reinterpret_cast<uintptr_t>(r.view.data);
+    r.shift_bytes = static_cast<int64_t>((64 - addr % 64) % 64);
+    r.view.data = static_cast<char*>(r.view.data) + r.shift_bytes;
+  }
   return r;
 }
 
@@ -128,9 +133,9 @@ ConvOptions ConvData::options() const {
 ConvResults make_results(const ConvData& d, uint64_t seed) {
   const ConvCase& k = d.c;
   ConvResults r;
-  r.y = make_rows(k.B, k.T, k.D, k.dtype, k.strided);
-  r.dx = make_rows(k.B, k.T, k.D, k.dtype, k.strided);
-  if (k.residual) r.dres = make_rows(k.B, k.T, k.D, k.dtype, k.strided);
+  r.y = make_rows(k.B, k.T, k.D, k.dtype, k.strided, true);
+  r.dx = make_rows(k.B, k.T, k.D, k.dtype, k.strided, true);
+  if (k.residual) r.dres = make_rows(k.B, k.T, k.D, k.dtype, k.strided, true);
   if (k.ht || k.dht) r.ht = Tensor(k.dtype, {k.N(), k.D, k.W});
   r.dw = Tensor(k.small_dtype, {k.D, k.W});
   if (k.bias) r.db = Tensor(k.small_dtype, {k.D});
@@ -146,13 +151,17 @@ void refill_results(ConvResults& r, uint64_t seed) {
 }
 
 ConvResults clone(const ConvResults& r) {
-  // Tensor copies are shallow; build new storage element by element (exact for every dtype).
+  // Tensor copies are shallow: new storage of the same size, then the raw bytes including the
+  // 64-byte slack (shifted views end inside it).
   ConvResults c;
   for (auto [dst, src] : {std::pair{&c.y, &r.y}, {&c.dx, &r.dx}, {&c.dres, &r.dres}}) {
     if (!src->store.defined()) continue;
-    dst->store = src->store.to(src->store.dtype());
+    dst->store = Tensor(src->store.dtype(), src->store.shape());
+    std::memcpy(dst->store.view().data, src->store.view().data,
+                static_cast<size_t>(src->store.numel()) * dtype_size(src->store.dtype()) + 64);
     dst->view = src->view;
-    dst->view.data = dst->store.view().data;
+    dst->shift_bytes = src->shift_bytes;
+    dst->view.data = static_cast<char*>(dst->store.view().data) + src->shift_bytes;
   }
   for (auto [dst, src] : {std::pair{&c.ht, &r.ht}, {&c.dw, &r.dw}, {&c.db, &r.db}, {&c.dh0, &r.dh0}})
     if (src->defined()) *dst = src->to(src->dtype());

@@ -34,11 +34,14 @@ struct ConvCase {
 };
 
 // A [B, T, D] host tensor, possibly with padded rows (view != storage layout).
+// Outputs are shifted to a 64-byte boundary inside the store's slack so that the kernels'
+// aligned (streaming-store) paths are exercised.
 struct Rows {
   Tensor store;
   TensorView view;
+  int64_t shift_bytes = 0;
 };
-Rows make_rows(int64_t B, int64_t T, int64_t D, DType dt, bool strided);
+Rows make_rows(int64_t B, int64_t T, int64_t D, DType dt, bool strided, bool align64 = false);
 
 struct ConvData {
   ConvCase c;

@@ -88,6 +88,23 @@ TEST(ConvCpu, StridedRowsInt64OffsetsAndSmallTensorDtypes) {
     }
 }
 
+// Outputs above the streaming threshold are written with non-temporal stores (aligned rows) or
+// plain ones (unaligned rows); the threshold is lowered to 0 so small cases take that path.
+TEST(ConvCpu, StreamingStoresGiveTheSameResults) {
+  setenv("LINATTN_CONV_STREAM_MIN_BYTES", "0", 1);
+  int seed = 300;
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
+    for (bool strided : {false, true}) {
+      ConvCase c;
+      c.dtype = dt, c.W = 4, c.seed = ++seed, c.D = 1040, c.strided = strided;
+      c.bias = c.residual = c.h0 = c.ht = c.dht = true;
+      c.lens = {70, 3, 40};
+      SCOPED_TRACE(c.str());
+      check_case(c);
+    }
+  unsetenv("LINATTN_CONV_STREAM_MIN_BYTES");
+}
+
 TEST(ConvCpu, ZeroTokensPassInitialStateThrough) {
   ConvCase c;
   c.B = 2, c.T = 0, c.D = 20, c.W = 4, c.h0 = c.dht = c.ht = true;

@@ -30,10 +30,12 @@ struct Mirror {
 Mirror mirror(const Tensor& store, TensorView view) {
   Mirror m;
   if (!store.defined()) return m;
-  m.bytes = static_cast<size_t>(store.numel()) * dtype_size(store.dtype());
+  // The store plus its 64-byte slack (output views may start shifted into it, see make_rows).
+  m.bytes = static_cast<size_t>(store.numel()) * dtype_size(store.dtype()) + 64;
   m.buf = Buffer(kGpu, m.bytes);
   m.view = view;
-  m.view.data = m.buf.data();
+  m.view.data = static_cast<char*>(m.buf.data()) +
+                (static_cast<const char*>(view.data) - static_cast<const char*>(store.view().data));
   m.view.device = kGpu;
   return m;
 }
