@@ -156,13 +156,20 @@ void Worker::finish_rows(int64_t row0, int n, TaskPartials part) {
     part.dA_log[0] += dA;
   }
   if (p_.dg.data) store_rows(p_.dg, (row0 * HV + hv_) * gw, HV * gw, n, gw, b.dgtok, gw);
-  // dq / dk: per value head into the fp32 group accumulators, or (G == 1) finished here.
-  const bool grouped = dqk_acc_ != nullptr;
+  // dq / dk: in-task group sums, per value head into the global group accumulators, or
+  // (G == 1) finished here.
   for (int which = 0; which < 2; ++which) {
     float* x = which == 0 ? b.dq : b.dk;
     const BwdOut& out = which == 0 ? p_.dq : p_.dk;
     if (!out.data) continue;
-    if (grouped) {
+    if (b.gacc) {
+      const int64_t cap = max_chunks_ * BT_ * static_cast<int64_t>(K);
+      float* acc = b.gacc + (which == 0 ? 0 : cap) + (row0 - task_bos_) * K;
+      if (group_first_) std::memcpy(acc, x, sizeof(float) * n * K);
+      else vadd(acc, x, acc, static_cast<int64_t>(n) * K);
+      continue;
+    }
+    if (dqk_acc_) {
       float* acc = dqk_acc_ + (which == 0 ? 0 : p_.f.rows * HV * K);
       for (int i = 0; i < n; ++i)
         std::memcpy(acc + ((row0 + i) * HV + hv_) * K, x + i * K, sizeof(float) * K);
@@ -175,6 +182,29 @@ void Worker::finish_rows(int64_t row0, int n, TaskPartials part) {
     }
     store_rows(out, (row0 * H + hq_) * K, H * K, n, K, x, K);
   }
+}
+
+void Worker::finish_group(int64_t bos, int64_t len, int64_t hq) {
+  const int64_t cap = max_chunks_ * BT_ * static_cast<int64_t>(K_);
+  for (int which = 0; which < 2; ++which) {
+    const BwdOut& out = which == 0 ? p_.dq : p_.dk;
+    if (!out.data) continue;
+    float* acc = b_.gacc + (which == 0 ? 0 : cap);
+    for (int64_t i = 0; i < len; ++i)
+      finish_qk_row(p_, acc + i * K_, which == 0 ? p_.q() : p_.k(), out, bos + i, hq, b_.tmp);
+  }
+}
+
+void finish_qk_row(const ChunkBwdParams& p, float* s, const BwdBuf& x, const BwdOut& out,
+                   int64_t row, int64_t hq, float* tmp) {
+  const int K = static_cast<int>(p.f.K);
+  const int64_t off = (row * p.f.H + hq) * p.f.K;
+  if (p.f.l2norm) {
+    load_rows(x, off, 0, 1, K, tmp, K);
+    const float r = l2norm_row(tmp, K);
+    l2norm_bwd_row(s, tmp, r, K);
+  }
+  store_rows(out, off, 0, 1, K, s, K);
 }
 
 }  // namespace linattn::cpu::bwd

@@ -44,7 +44,8 @@ int64_t slot_floats(const ChunkBwdParams& p) {
   return V * K + 2 * BT * V + BT * BT;
 }
 
-size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, float* base, WorkerBufs* o) {
+size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, bool group_acc, float* base,
+                    WorkerBufs* o) {
   Carver c{base};
   const size_t BT = p.f.BT, K = p.f.K, V = p.f.V, gw = p.gate_width();
   const size_t mx = std::max({K, V, BT});
@@ -104,13 +105,14 @@ size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, float* base, Wo
   o->S = c.take(K * V);
   o->dS = c.take(K * V);
   o->slots = c.take(static_cast<size_t>(max_chunks) * static_cast<size_t>(slot_floats(p)));
+  o->gacc = group_acc ? c.take(2 * static_cast<size_t>(max_chunks) * BT * K) : nullptr;
   return c.used;
 }
 
-Worker::Worker(const ChunkBwdParams& p, float* mem, int64_t max_chunks, float* dqk_acc)
+Worker::Worker(const ChunkBwdParams& p, float* mem, int64_t max_chunks, bool group_acc, float* dqk_acc)
     : p_(p), K_(static_cast<int>(p.f.K)), V_(static_cast<int>(p.f.V)), BT_(p.f.BT),
       gw_(static_cast<int>(p.gate_width())), max_chunks_(max_chunks), dqk_acc_(dqk_acc) {
-  carve_worker(p, max_chunks, mem, &b_);
+  carve_worker(p, max_chunks, group_acc, mem, &b_);
 }
 
 void Worker::load_inputs(int64_t row0, int n, bool bwd) {

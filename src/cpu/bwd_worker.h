@@ -42,13 +42,21 @@ struct WorkerBufs {
   float* tmp;                           // [max(K, V, BT)^2] transposes
   float *S, *dS;                        // [K, V]
   float* slots;                         // [max_chunks][slot_floats]
+  float* gacc;                          // [2][max_chunks * BT, K] GVA in-task dq / dk sums, or null
 };
 
 // Floats of one chunk slot: S^T [V, K], V^ [BT, V], Xf [BT, V], A^-1 [BT, BT].
 int64_t slot_floats(const ChunkBwdParams& p);
 
 // Carves the buffers from `base` (or only counts when base is null); returns floats used.
-size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, float* base, WorkerBufs* out);
+// `group_acc`: room for the in-task GVA sums (tasks own a whole q/k head group).
+size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, bool group_acc, float* base,
+                    WorkerBufs* out);
+
+// The grouped dq or dk of token row `row`, q/k head hq, from its fp32 sum over the group `s` [K]
+// (overwritten): L2-norm backward (the input row normalized as the worker does) and the store.
+void finish_qk_row(const ChunkBwdParams& p, float* s, const BwdBuf& x, const BwdOut& out,
+                   int64_t row, int64_t hq, float* tmp);
 
 // Per-task reductions: dA_log and ddt_bias partial sums of one (sequence, value head).
 struct TaskPartials {
@@ -61,12 +69,25 @@ void scale_rows(int n, int cols, const float* f, int gw, const float* src, float
 
 class Worker {
  public:
-  // `mem` holds carve_worker(p, max_chunks, nullptr, ..) floats (64-byte aligned).
-  // dqk_acc: fp32 [rows, HV, K] x 2 (dq then dk) when G > 1, else null.
-  Worker(const ChunkBwdParams& p, float* mem, int64_t max_chunks, float* dqk_acc);
+  // `mem` holds carve_worker(p, max_chunks, group_acc, nullptr, ..) floats (64-byte aligned).
+  // dqk_acc: fp32 [rows, HV, K] x 2 (dq then dk) for GVA with per-value-head tasks, else null.
+  Worker(const ChunkBwdParams& p, float* mem, int64_t max_chunks, bool group_acc, float* dqk_acc);
 
   // Task: sequence n (index of its states), rows [bos, bos + len), value head hv.
   void run(int64_t n, int64_t bos, int64_t len, int64_t hv, TaskPartials part);
+  // GVA task owning q/k head hq: its G value heads in order (dq / dk summed in the worker's
+  // fp32 group buffer, same order as the global group sum), then the group's dq / dk rows.
+  // part(hv) gives the partials of value head hv.
+  template <class PartFn>
+  void run_group(int64_t n, int64_t bos, int64_t len, int64_t hq, PartFn part) {
+    const int64_t G = p_.f.HV / p_.f.H;
+    for (int64_t g = 0; g < G; ++g) {
+      group_first_ = g == 0;
+      task_bos_ = bos;
+      run(n, bos, len, hq * G + g, part(hq * G + g));
+    }
+    finish_group(bos, len, hq);
+  }
 
  private:
   // Loads the chunk's rows [row0, row0 + n) (k, v, g, beta; q and d_o when `bwd`), applies the
@@ -88,6 +109,7 @@ class Worker {
   void fwd_chunk(int n, float* S, float* slot, bool update_state);
   void bwd_chunk(int n, const float* slot, float* dS);
   void finish_rows(int64_t row0, int n, TaskPartials part);
+  void finish_group(int64_t bos, int64_t len, int64_t hq);
   void load_state(const BwdBuf& src, int64_t n, float* S);  // S [K, V]; zeros when absent
   void store_state(const BwdOut& dst, int64_t n, const float* S);
 
@@ -98,6 +120,8 @@ class Worker {
   bool stream_slots_ = false;
   bool diag_safe_[4] = {};     // KDA: sub-chunk decay small enough for the 1/rho factorization  // non-temporal slot writes (the task's slots exceed L2)
   float* dqk_acc_;
+  bool group_first_ = true;    // in-task GVA: the first value head writes the sums, the rest add
+  int64_t task_bos_ = 0;
   WorkerBufs b_;
 };
 

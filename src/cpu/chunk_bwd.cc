@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "cpu/bwd_io.h"
+#include "cpu/bwd_vec.h"
 #include "cpu/bwd_worker.h"
 
 namespace linattn::cpu {
@@ -47,54 +48,46 @@ std::vector<SeqRange> sequence_ranges(const ChunkBwdParams& p, int64_t* covered_
 }
 
 struct Layout {
+  bool group_tasks = false;  // GVA: a task owns a q/k head group (sums in the worker)
   size_t worker_floats = 0;  // per worker
-  size_t acc_floats = 0;     // dq / dk group accumulators
+  size_t acc_floats = 0;     // dq / dk global group accumulators (GVA with per-value-head tasks)
   size_t part_doubles = 0;   // per-task dA_log / ddt_bias partials
   size_t bytes(int workers) const {
     return 64 + sizeof(float) * (worker_floats * workers + acc_floats) + sizeof(double) * part_doubles;
   }
 };
 
-Layout layout(const ChunkBwdParams& p, int64_t max_seq_len) {
+// GVA: tasks own whole q/k head groups (O(threads x T x K) sums) when there are enough of them
+// for the threads, else one task per value head with global O(T x HV x K) sums. Both add the G
+// value heads in the same order with the same operations, so the choice never changes a bit.
+Layout layout(const ChunkBwdParams& p, int64_t max_seq_len, int threads) {
   Layout l;
   const int64_t max_chunks = std::max<int64_t>(1, (max_seq_len + p.f.BT - 1) / p.f.BT);
+  const bool grouped = p.f.HV != p.f.H;  // sizes are gradient-agnostic
+  l.group_tasks = grouped && p.f.N * p.f.H >= threads;
   bwd::WorkerBufs dummy;
-  l.worker_floats = bwd::carve_worker(p, max_chunks, nullptr, &dummy);
-  const bool grouped = p.f.HV != p.f.H;  // counted even without dq / dk: the size is gradient-agnostic
-  l.acc_floats = grouped ? static_cast<size_t>(2 * p.f.rows * p.f.HV * p.f.K) : 0;
+  l.worker_floats = bwd::carve_worker(p, max_chunks, l.group_tasks, nullptr, &dummy);
+  l.acc_floats = grouped && !l.group_tasks ? static_cast<size_t>(2 * p.f.rows * p.f.HV * p.f.K) : 0;
   l.part_doubles = static_cast<size_t>(p.f.N * p.f.HV * (1 + p.gate_width()));
   return l;
 }
 
 // dq / dk of q/k head hq at token row `row`: sum of the G value-head partials in order, then
-// the L2-norm backward, then the store.
+// finish_qk_row.
 void finish_grouped(const ChunkBwdParams& p, const float* acc, const BwdBuf& x, const BwdOut& out,
                     int64_t row, int64_t hq, float* buf) {
   const int64_t K = p.f.K, G = p.f.HV / p.f.H;
-  float* s = buf;
-  float* y = buf + K;
   const float* a = acc + (row * p.f.HV + hq * G) * K;
-  for (int64_t d = 0; d < K; ++d) s[d] = a[d];
-  for (int64_t gi = 1; gi < G; ++gi)
-    for (int64_t d = 0; d < K; ++d) s[d] += a[gi * K + d];
-  if (p.f.l2norm) {
-    bwd::load_rows(x, (row * p.f.H + hq) * K, 0, 1, static_cast<int>(K), y, static_cast<int>(K));
-    float ss = 0.0f;
-    for (int64_t d = 0; d < K; ++d) ss += y[d] * y[d];
-    const float r = 1.0f / std::sqrt(ss + 1e-6f);
-    for (int64_t d = 0; d < K; ++d) y[d] *= r;
-    float dot = 0.0f;
-    for (int64_t d = 0; d < K; ++d) dot += s[d] * y[d];
-    for (int64_t d = 0; d < K; ++d) s[d] = r * (s[d] - dot * y[d]);
-  }
-  bwd::store_rows(out, (row * p.f.H + hq) * K, 0, 1, static_cast<int>(K), s, static_cast<int>(K));
+  std::memcpy(buf, a, sizeof(float) * K);
+  for (int64_t gi = 1; gi < G; ++gi) bwd::vadd(buf, a + gi * K, buf, K);
+  bwd::finish_qk_row(p, buf, x, out, row, hq, buf + K);
 }
 
 }  // namespace
 
 size_t chunk_bwd_workspace_bytes(const ChunkBwdParams& p, int num_threads, int64_t max_seq_len) {
   const int workers = num_threads > 0 ? num_threads : ThreadPool::global().num_threads();
-  return layout(p, max_seq_len).bytes(workers);
+  return layout(p, max_seq_len, workers).bytes(workers);
 }
 
 void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes, int num_threads) {
@@ -104,8 +97,9 @@ void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes,
   int64_t max_len = 0;
   for (const SeqRange& s : seqs) max_len = std::max(max_len, s.len);
   // Fixed capacity: size by capacity, so that the workspace never depends on the layout.
-  const Layout lay = layout(p, p.f.fixed_capacity ? p.f.rows : max_len);
-  const int64_t num_tasks = p.f.N * p.f.HV;
+  const Layout lay = layout(p, p.f.fixed_capacity ? p.f.rows : max_len, threads);
+  const int64_t per_seq = lay.group_tasks ? p.f.H : p.f.HV;  // tasks per sequence
+  const int64_t num_tasks = p.f.N * per_seq;
   const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, num_tasks)));
 
   std::unique_ptr<float[]> owned;
@@ -126,7 +120,7 @@ void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes,
   std::vector<int64_t> order(static_cast<size_t>(num_tasks));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return seqs[a / p.f.HV].len > seqs[b / p.f.HV].len;
+    return seqs[a / per_seq].len > seqs[b / per_seq].len;
   });
   std::atomic<int64_t> next{0};
   const int64_t max_chunks = std::max<int64_t>(1, ((p.f.fixed_capacity ? p.f.rows : max_len) + p.f.BT - 1) / p.f.BT);
@@ -134,11 +128,15 @@ void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes,
       workers,
       [&](int64_t wb, int64_t we, int) {
         for (int64_t w = wb; w < we; ++w) {
-          bwd::Worker worker(p, fbase + lay.worker_floats * w, max_chunks, acc);
+          bwd::Worker worker(p, fbase + lay.worker_floats * w, max_chunks, lay.group_tasks, acc);
           for (int64_t i = next.fetch_add(1); i < num_tasks; i = next.fetch_add(1)) {
-            const int64_t t = order[i], n = t / p.f.HV, hv = t % p.f.HV;
-            double* part = parts + t * (1 + gw);
-            worker.run(n, seqs[n].bos, seqs[n].len, hv, {part, part + 1});
+            const int64_t t = order[i], n = t / per_seq, h = t % per_seq;
+            auto part_of = [&](int64_t hv) {
+              double* pt = parts + (n * p.f.HV + hv) * (1 + gw);
+              return bwd::TaskPartials{pt, pt + 1};
+            };
+            if (lay.group_tasks) worker.run_group(n, seqs[n].bos, seqs[n].len, h, part_of);
+            else worker.run(n, seqs[n].bos, seqs[n].len, h, part_of(h));
           }
         }
         bwd::store_fence();
@@ -150,7 +148,7 @@ void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes,
     ThreadPool::global().parallel_for(
         rows * p.f.H,
         [&](int64_t b, int64_t e, int) {
-          std::vector<float> buf(2 * p.f.K);
+          std::vector<float> buf(2 * p.f.K + 16);
           for (int64_t i = b; i < e; ++i) {
             const int64_t row = i / p.f.H, hq = i % p.f.H;
             if (p.dq.data) finish_grouped(p, acc, p.q(), p.dq, row, hq, buf.data());

@@ -127,6 +127,10 @@ std::vector<Case> cases() {
     c.seqlens = {1000};
     c.gate = true;
     add(c);
+    c.name = p + "k100_streamed_unaligned";  // streamed slots whose rows are not 64-byte aligned
+    c.K = c.V = 100;
+    c.seqlens = {1500};
+    add(c);
     for (DType dt : {DType::kBF16, DType::kF16}) {
       c = Case{};
       c.op = op;
@@ -219,6 +223,20 @@ TEST(ChunkBwdThreads, BitwiseEqual) {
     const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
     const ChunkAttnGradTensors one = cpu_backward(d, cot, 1);
     for (int t : {2, 3, 5}) EXPECT_TRUE(grads_bitwise_equal(one, cpu_backward(d, cot, t))) << t << " threads";
+  }
+  // One sequence, one q/k head group of 3: with 1 thread a task owns the group (in-task sums),
+  // with 2 threads each value head is a task (global sums): still the same bits.
+  for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda}) {
+    Case c;
+    c.op = op;
+    c.H = 1;
+    c.HV = 3;
+    c.seqlens = {77};
+    c.l2norm = true;
+    const ChunkAttnData d = make(c, 6);
+    Rng rng(8);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
+    EXPECT_TRUE(grads_bitwise_equal(cpu_backward(d, cot, 1), cpu_backward(d, cot, 2))) << "GVA group modes";
   }
 }
 
