@@ -1,0 +1,136 @@
+// LinearAttentionLayer forward: x -> (zero padding rows) -> q/k/v projections -> SiLU short convs
+// -> gate and beta projections -> chunked GDN / KDA (l2norm, gate, beta sigmoid in kernel)
+// -> gated RMSNorm (SiLU for GDN, sigmoid for KDA) -> output projection.
+// Every call goes through the public ops, so a CPU graph capture records the whole layer.
+#include "layers/layer_impl.h"
+#include "linattn/error.h"
+
+namespace linattn {
+
+namespace {
+TensorView heads(const Buffer& b, int64_t T, int64_t h, int64_t d, Device dev) {
+  return TensorView::contiguous(b.data(), DType::kF32, {1, T, h, d}, dev);
+}
+TensorView seq(const Buffer& b, int64_t T, int64_t w, Device dev) {
+  return TensorView::contiguous(b.data(), DType::kF32, {1, T, w}, dev);
+}
+}  // namespace
+
+ChunkAttnOptions LinearAttentionLayer::Impl::attn_options(const LayerRunOptions& opt, int64_t N,
+                                                          bool final_state) const {
+  ChunkAttnOptions o;
+  o.op = cfg.kind == LayerKind::kKda ? ChunkOp::kKda : ChunkOp::kGdn;
+  o.chunk_size = cfg.chunk_size;
+  o.use_qk_l2norm_in_kernel = true;
+  o.use_gate_in_kernel = true;
+  o.use_beta_sigmoid_in_kernel = true;
+  o.allow_neg_eigval = cfg.allow_neg_eigval;
+  o.has_lower_bound = cfg.has_lower_bound;
+  o.lower_bound = cfg.lower_bound;
+  o.safe_gate = cfg.safe_gate;
+  o.output_final_state = final_state;
+  o.use_graph = opt.use_graph;
+  o.max_num_seqs = opt.use_graph ? N : 0;
+  return o;
+}
+
+void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& cu, const TensorView& y,
+                                         const LayerRunOptions& opt, const ExecContext& ctx,
+                                         const TensorView& h0, const TensorView& ht) {
+  const int64_t hid = cfg.hidden_size, H = cfg.num_heads, HV = cfg.num_v_heads, K = cfg.head_k_dim,
+                V = cfg.head_v_dim, kd = cfg.key_dim(), vd = cfg.value_dim();
+  if (!(x.defined() && x.ndim == 3 && x.shape[0] == 1 && x.shape[2] == hid))
+    throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
+                "x: expected shape [1, T, " + std::to_string(hid) + "], got " + x.shape_str());
+  const int64_t T = x.shape[1];
+  if (T > acts.T_max) {
+    if (opt.use_graph)
+      throw Error(ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime, __FILE__, __LINE__,
+                  "x: T = " + std::to_string(T) + " exceeds the reserved capacity T_max = " +
+                      std::to_string(acts.T_max) + " (graph mode never reallocates)");
+    reserve(T, cu.defined() ? cu.shape[0] - 1 : 1);
+  }
+  if (!cu.defined())
+    throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
+                "cu_seqlens: required by the layer (use [0, T] for one sequence)");
+  const int64_t N = cu.shape[0] - 1;
+  const Device dev = device;
+  const TensorView x2 = TensorView::contiguous(x.data, DType::kF32, {T, hid}, dev);
+  const TensorView xz = rows(acts.xz, T, hid, DType::kF32);
+  copy_tensor(xz, x2, ctx);
+  zero_padding_rows(seq(acts.xz, T, hid, dev), cu, ctx);  // garbage padding never reaches a GEMM
+
+  gemm(xz, false, P(idx.q), true, rows(acts.q_pre, T, kd, DType::kF32), 1, 0, ctx);
+  gemm(xz, false, P(idx.k), true, rows(acts.k_pre, T, kd, DType::kF32), 1, 0, ctx);
+  gemm(xz, false, P(idx.v), true, rows(acts.v_pre, T, vd, DType::kF32), 1, 0, ctx);
+  ConvOptions co;
+  co.activation = Activation::kSilu;
+  co.use_graph = opt.use_graph;
+  co.max_num_seqs = opt.use_graph ? N : 0;
+  const struct { const Buffer* in; const Buffer* out; int w; int64_t d; } convs[] = {
+      {&acts.q_pre, &acts.q, idx.conv_q, kd}, {&acts.k_pre, &acts.k, idx.conv_k, kd}, {&acts.v_pre, &acts.v, idx.conv_v, vd}};
+  for (const auto& c : convs) {
+    ConvInputs ci;
+    ci.x = seq(*c.in, T, c.d, dev);
+    ci.weight = P(c.w);
+    ci.cu_seqlens = cu;
+    ConvOutputs cout;
+    cout.y = seq(*c.out, T, c.d, dev);
+    conv_fwd(ci, cout, co, ctx);
+  }
+  const bool kda = cfg.kind == LayerKind::kKda;
+  if (kda) {
+    gemm(xz, false, P(idx.f0), true, rows(acts.fmid, T, V, DType::kF32), 1, 0, ctx);
+    gemm(rows(acts.fmid, T, V, DType::kF32), false, P(idx.f1), true, rows(acts.graw, T, HV * K, DType::kF32), 1, 0, ctx);
+  } else {
+    gemm(xz, false, P(idx.a), true, rows(acts.graw, T, HV, DType::kF32), 1, 0, ctx);
+  }
+  gemm(xz, false, P(idx.b), true, rows(acts.beta, T, HV, DType::kF32), 1, 0, ctx);
+
+  ChunkAttnInputs in;
+  in.q = heads(acts.q, T, H, K, dev);
+  in.k = heads(acts.k, T, H, K, dev);
+  in.v = heads(acts.v, T, HV, V, dev);
+  in.g = kda ? heads(acts.graw, T, HV, K, dev) : seq(acts.graw, T, HV, dev);
+  in.beta = seq(acts.beta, T, HV, dev);
+  in.A_log = P(idx.A_log);
+  in.dt_bias = P(idx.dt_bias);
+  in.initial_state = h0;
+  in.cu_seqlens = cu;
+  ChunkAttnOutputs out;
+  out.o = heads(acts.o, T, HV, V, dev);
+  out.final_state = ht;
+  chunk_attn_fwd(in, out, attn_options(opt, N, ht.defined()), ctx);
+
+  if (kda) {
+    gemm(xz, false, P(idx.g0), true, rows(acts.gmid, T, V, DType::kF32), 1, 0, ctx);
+    const TensorView gout = rows(acts.gout, T, vd, DType::kF32);
+    gemm(rows(acts.ones, T, 1, DType::kF32), false,
+         TensorView::contiguous(params[idx.g1_bias].value.data(), DType::kF32, {1, vd}, dev), false, gout, 1, 0, ctx);
+    gemm(rows(acts.gmid, T, V, DType::kF32), false, P(idx.g1), true, gout, 1, 1, ctx);
+  } else {
+    gemm(xz, false, P(idx.g), true, rows(acts.gout, T, vd, DType::kF32), 1, 0, ctx);
+  }
+  const TensorView normed = rows(acts.normed, T * HV, V, DType::kF32);
+  rms_norm_gated_fwd(rows(acts.o, T * HV, V, DType::kF32), rows(acts.gout, T * HV, V, DType::kF32), P(idx.norm),
+                     normed, TensorView::contiguous(acts.rstd.data(), DType::kF32, {T * HV}, dev),
+                     kda ? NormGate::kSigmoid : NormGate::kSilu, cfg.norm_eps, ctx);
+  gemm(rows(acts.normed, T, vd, DType::kF32), false, P(idx.o), true,
+       TensorView::contiguous(y.data, DType::kF32, {T, hid}, dev), 1, 0, ctx);
+  saved = {x, cu, h0, opt, T, opt.training};
+}
+
+void LinearAttentionLayer::forward(const TensorView& x, const TensorView& cu_seqlens, const TensorView& y,
+                                   const LayerRunOptions& opt, const ExecContext& ctx,
+                                   const TensorView& initial_state, const TensorView& final_state) {
+  if (!(y.defined() && y.ndim == 3 && x.ndim == 3 && y.shape[1] == x.shape[1] && y.shape[2] == x.shape[2]))
+    throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
+                "y: expected the shape of x " + x.shape_str() + ", got " + y.shape_str());
+  impl_->forward(x, cu_seqlens, y, opt, ctx, initial_state, final_state);
+}
+
+void LinearAttentionLayer::backward(const TensorView& dy, const TensorView& dx, const ExecContext& ctx) {
+  impl_->backward(dy, dx, ctx);
+}
+
+}  // namespace linattn

@@ -1,0 +1,62 @@
+// Internals of LinearAttentionLayer: the parameter table, the static activation buffers and
+// the phases of forward / backward (layer_forward.cc, layer_backward.cc, layer_params.cc).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "linattn/layers.h"
+
+namespace linattn::layers {
+
+// Indices into Impl::params (fixed order per kind).
+struct ParamIndex {
+  int q, k, v, conv_q, conv_k, conv_v, b, A_log, dt_bias, norm, o;
+  int a = -1;                          // GDN: a_proj
+  int g = -1;                          // GDN: g_proj
+  int f0 = -1, f1 = -1;                // KDA: f_proj.0 / f_proj.1
+  int g0 = -1, g1 = -1, g1_bias = -1;  // KDA: g_proj.0 / g_proj.1 (+ bias)
+};
+
+// Activation buffers, all [T_max, width] row-major in the layer dtype (rstd fp32).
+struct Acts {
+  int64_t T_max = 0, N_max = 0;
+  Buffer xz, q_pre, k_pre, v_pre, q, k, v, graw, fmid, beta, o, gmid, gout, rstd, normed, ones;
+  // backward
+  Buffer dyz, dnormed, d_o, dgout, dgmid, dq, dk, dv, dgraw, dfmid, dbeta, dq_pre, dk_pre, dv_pre;
+};
+
+struct Saved {  // what the last training forward was called with
+  TensorView x, cu_seqlens, initial_state;
+  LayerRunOptions opt;
+  int64_t T = 0;
+  bool valid = false;
+};
+
+}  // namespace linattn::layers
+
+namespace linattn {
+
+struct LinearAttentionLayer::Impl {
+  LayerConfig cfg;
+  Device device;
+  std::vector<Param> params;
+  layers::ParamIndex idx{};
+  layers::Acts acts;
+  layers::Saved saved;
+
+  Impl(const LayerConfig& c, Device d);
+  int add_param(const std::string& name, std::vector<int64_t> shape);
+  TensorView P(int i) const { return params[i].view(); }
+  TensorView dP(int i) const { return params[i].grad_view(); }
+  // [T, width] view of an activation buffer (T rows of the T_max reserved).
+  TensorView rows(const Buffer& b, int64_t T, int64_t width, DType dt) const;
+  void forward(const TensorView& x, const TensorView& cu, const TensorView& y, const LayerRunOptions& opt,
+               const ExecContext& ctx, const TensorView& h0, const TensorView& ht);
+  void backward(const TensorView& dy, const TensorView& dx, const ExecContext& ctx);
+  void reserve(int64_t T_max, int64_t N_max);
+  ChunkAttnOptions attn_options(const LayerRunOptions& opt, int64_t N, bool final_state) const;
+};
+
+}  // namespace linattn
