@@ -1,0 +1,48 @@
+"""Framework-neutral array helpers: linattn works on any DLPack array (NumPy, PyTorch, CuPy, JAX);
+outputs are allocated with the framework of the first input, on its device."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def is_torch(x) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def contiguous(x):
+    if x is None:
+        return None
+    if is_torch(x):
+        return x.contiguous()
+    return np.ascontiguousarray(x)
+
+
+def empty(like, shape, dtype=None):
+    """Uninitialised array of `shape` in `dtype` (default: like's dtype), on like's device."""
+    if is_torch(like):
+        import torch
+        return torch.empty(tuple(shape), dtype=dtype or like.dtype, device=like.device)
+    return np.empty(tuple(shape), dtype=dtype or like.dtype)
+
+
+def f32(like):
+    if is_torch(like):
+        import torch
+        return torch.float32
+    return np.float32
+
+
+def empty_like(x, dtype=None):
+    return empty(x, x.shape, dtype)
+
+
+def stream_of(x) -> int:
+    """The current CUDA stream of x's device as an integer handle (0 for host arrays)."""
+    if is_torch(x) and x.is_cuda:
+        import torch
+        return torch.cuda.current_stream(x.device).cuda_stream
+    return 0
+
+
+def num_seqs(q, cu_seqlens) -> int:
+    return (cu_seqlens.shape[0] - 1) if cu_seqlens is not None else q.shape[0]

@@ -1,0 +1,52 @@
+"""torch.autograd wrappers, used when PyTorch tensors require grad: loss.backward() runs
+linattn's chunked backward. Imported lazily, so NumPy-only installs never import torch."""
+from __future__ import annotations
+
+from ._arrays import is_torch
+
+
+def wants_grad(*xs) -> bool:
+    for x in xs:
+        if x is not None and is_torch(x) and x.requires_grad:
+            import torch
+            return torch.is_grad_enabled()
+    return False
+
+
+_FN = None
+
+
+def _function():
+    global _FN
+    if _FN is not None:
+        return _FN
+    import torch
+
+    from . import ops
+
+    class ChunkAttnFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, op, args, q, k, v, g, beta, h0, A_log, dt_bias):
+            a = dict(args, initial_state=h0, A_log=A_log, dt_bias=dt_bias)
+            o, ht = ops._attn_fwd(op, q, k, v, g, beta, **a)
+            ctx.op, ctx.args = op, args
+            ctx.save_for_backward(q, k, v, g, beta, h0, A_log, dt_bias)
+            return o, ht
+
+        @staticmethod
+        def backward(ctx, do, dht):
+            q, k, v, g, beta, h0, A_log, dt_bias = ctx.saved_tensors
+            a = {key: val for key, val in ctx.args.items() if key != "output_final_state"}
+            a.update(initial_state=h0, A_log=A_log, dt_bias=dt_bias)
+            gr = ops._attn_bwd(ctx.op, q, k, v, g, beta, do, dht, **a)
+            return (None, None, gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dinitial_state, gr.dA_log,
+                    gr.ddt_bias)
+
+    _FN = ChunkAttnFunction
+    return _FN
+
+
+def apply(op, q, k, v, g, beta, args):
+    fn = _function()
+    a = {key: val for key, val in args.items() if key not in ("initial_state", "A_log", "dt_bias")}
+    return fn.apply(op, a, q, k, v, g, beta, args.get("initial_state"), args.get("A_log"), args.get("dt_bias"))
