@@ -4,6 +4,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include "linattn/error.h"
 #include "linattn/ops.h"
 #include "tensor_cast.h"
 

@@ -54,14 +54,14 @@ inline Tensor conv_silu(const Tensor& x, const Tensor& w, const std::vector<int6
   return y;
 }
 
-// y [T, hidden] in fp64 for x [T, hidden] (rows past cu.back() are padding and give y = 0).
+// y [T, hidden] in fp64 for x [T, hidden] or [1, T, hidden] (rows past cu.back() are padding and give y = 0).
 inline Tensor layer_ref_forward(const LayerConfig& c, const ParamMap& P, const Tensor& x,
                                 const std::vector<int64_t>& cu) {
-  const int64_t T = x.shape()[0], H = c.num_heads, HV = c.num_v_heads, K = c.head_k_dim, V = c.head_v_dim;
+  const int64_t T = x.numel() / c.hidden_size, H = c.num_heads, HV = c.num_v_heads, K = c.head_k_dim,
+                V = c.head_v_dim;
   const bool kda = c.kind == LayerKind::kKda;
-  Tensor xz = x;
-  for (int64_t t = cu.back(); t < T; ++t)
-    for (int64_t i = 0; i < c.hidden_size; ++i) xz.set(t * c.hidden_size + i, 0);
+  Tensor xz(DType::kF64, {T, c.hidden_size});  // x as [T, hidden], padding rows zeroed
+  for (int64_t i = 0; i < T * c.hidden_size; ++i) xz.set(i, i < cu.back() * c.hidden_size ? x.get(i) : 0.0);
   Tensor q = conv_silu(linear(xz, P.at("q_proj.weight")), P.at("q_conv1d.weight"), cu);
   Tensor k = conv_silu(linear(xz, P.at("k_proj.weight")), P.at("k_conv1d.weight"), cu);
   Tensor v = conv_silu(linear(xz, P.at("v_proj.weight")), P.at("v_conv1d.weight"), cu);
