@@ -3,7 +3,8 @@
 // tensors' device (SM count read at run time) and runs on the caller's stream. The eager path
 // (use_graph = false) may take its workspace from cudaMallocAsync on that stream when the caller
 // passes none; the fixed-capacity path (use_graph = true) never allocates: a missing or short
-// workspace is an address-or-lifetime error. KDA and the backward belong to later issues.
+// workspace is an address-or-lifetime error. The GDN backward (chunk_attn_bwd_cuda) follows the
+// same rules with its own workspace (cuda/gdn/gdn_bwd.h). KDA belongs to a later issue.
 #include "api/backend_cuda.h"
 
 #include "core/check.h"
@@ -13,6 +14,7 @@
 
 #include "cuda/common/check.h"
 #include "cuda/common/device_info.h"
+#include "cuda/gdn/gdn_bwd.h"
 #include "cuda/gdn/gdn_fwd.h"
 #endif
 
@@ -35,6 +37,15 @@ size_t chunk_attn_fwd_workspace_bytes_cuda(const meta::ChunkAttnDesc&, const Chu
 void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const TensorView&,
                          const TensorView&, const ChunkAttnGrads&, const ChunkAttnOptions&,
                          const ExecContext&) {
+  LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
+}
+void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const TensorView&,
+                                const TensorView&, const ChunkAttnGrads&, const ChunkAttnOptions&,
+                                const ExecContext&, CudaGdnPath, int) {
+  LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
+}
+size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&,
+                                           const ChunkAttnOptions&) {
   LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
 }
 #else
@@ -214,10 +225,97 @@ void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
   LINATTN_CUDA_CHECK(cudaFreeAsync(ws, stream));
 }
 
-void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const TensorView&,
-                         const TensorView&, const ChunkAttnGrads&, const ChunkAttnOptions&,
-                         const ExecContext&) {
-  LINATTN_UNSUPPORTED("backend cuda: GDN/KDA backward not implemented yet");
+namespace {
+
+cuda::GradOut grad_out(const TensorView& t, const char* name) {
+  if (!t.defined()) return {};
+  return {t.data, elem_type(t.dtype, name)};
+}
+
+cuda::GdnBwdParams build_bwd_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                    const TensorView& d_o, const TensorView& dht, const ChunkAttnGrads& g) {
+  cuda::GdnBwdParams p;
+  p.f = build_params(d, in, nullptr);
+  p.d_o = d_o.data;
+  p.do_type = elem_type(d_o.dtype, "d_o");
+  if (dht.defined()) {
+    p.dht = dht.data;
+    p.dht_type = elem_type(dht.dtype, "d_final_state");
+  }
+  p.dq = grad_out(g.dq, "dq");
+  p.dk = grad_out(g.dk, "dk");
+  p.dv = grad_out(g.dv, "dv");
+  p.dg = grad_out(g.dg, "dg");
+  p.dbeta = grad_out(g.dbeta, "dbeta");
+  p.dA_log = grad_out(g.dA_log, "dA_log");
+  p.ddt_bias = grad_out(g.ddt_bias, "ddt_bias");
+  p.dh0 = grad_out(g.dinitial_state, "dinitial_state");
+  return p;
+}
+
+}  // namespace
+
+size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                           const ChunkAttnOptions&) {
+  DeviceGuard guard(d.device.index);
+  const cuda::GdnFwdParams p = build_params(d, in, nullptr);
+  const cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p, cuda::device_info(d.device.index).sm_count, true);
+  return cuda::gdn_bwd_workspace_bytes(p, plan, d.graph_chunk_tables);
+}
+
+void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const TensorView& d_o,
+                         const TensorView& d_final_state, const ChunkAttnGrads& grads,
+                         const ChunkAttnOptions& opt, const ExecContext& ctx) {
+  chunk_attn_bwd_cuda_forced(d, in, d_o, d_final_state, grads, opt, ctx, CudaGdnPath::kAuto, 0);
+}
+
+void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const TensorView& d_o,
+                                const TensorView& d_final_state, const ChunkAttnGrads& grads,
+                                const ChunkAttnOptions&, const ExecContext& ctx, CudaGdnPath path, int vs) {
+  DeviceGuard guard(d.device.index);
+  meta::check_bwd_args(d, d_o, d_final_state, grads);
+  auto stream = static_cast<cudaStream_t>(ctx.stream);
+  if (!d.use_graph) {  // the eager path is not capturable by contract (it may allocate)
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    LINATTN_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    LINATTN_CHECK_CODE(cs == cudaStreamCaptureStatusNone, ErrorCode::kCaptureViolation,
+                       FailureCategory::kEagerBackend,
+                       "chunk_attn_bwd: use_graph = false (eager path) while a CUDA stream capture is "
+                       "active; pass use_graph = true with a workspace");
+  }
+  const cuda::GdnBwdParams p = build_bwd_params(d, in, d_o, d_final_state, grads);
+  cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p.f, cuda::device_info(d.device.index).sm_count, aligned16(p.f));
+  if (path == CudaGdnPath::kRecurrent) {
+    plan.chunked = false;
+    plan.reason = "forced token-by-token";
+  } else if (path == CudaGdnPath::kChunked) {
+    LINATTN_CHECK(plan.chunked, "forced chunked path: this call cannot take it: ", plan.reason);
+  }
+  if (plan.chunked && vs > 0) plan.vs = vs;
+  int32_t* ci = nullptr;
+  int32_t* co = nullptr;
+  if (d.graph_chunk_tables) {
+    check_tables(d, in, cuda::gdn_chunk_capacity(p.f, p.f.BT));
+    ci = in.chunk_indices.ptr<int32_t>();
+    co = in.chunk_offsets.ptr<int32_t>();
+  }
+  const size_t need = cuda::gdn_bwd_workspace_bytes(p.f, plan, ci != nullptr);
+  if (need == 0 || ctx.workspace_bytes >= need) {
+    cuda::gdn_bwd(p, plan, ci, co, ctx.workspace, ctx.workspace_bytes, stream);
+    return;
+  }
+  LINATTN_CHECK_CODE(!d.use_graph, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
+                     "workspace: use_graph = true needs a caller workspace of at least ", need,
+                     " bytes (chunk_attn_bwd_workspace_bytes), got ", ctx.workspace_bytes);
+  void* ws = nullptr;
+  LINATTN_CUDA_CHECK(cudaMallocAsync(&ws, need, stream));
+  try {
+    cuda::gdn_bwd(p, plan, ci, co, ws, need, stream);
+  } catch (...) {
+    (void)cudaFreeAsync(ws, stream);
+    throw;
+  }
+  LINATTN_CUDA_CHECK(cudaFreeAsync(ws, stream));
 }
 #endif
 

@@ -26,5 +26,15 @@ void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in
                          const TensorView& d_o, const TensorView& d_final_state,
                          const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
                          const ExecContext& ctx);
+// Backward with a forced path (kRecurrent: the token-by-token backward; kChunked raises when the
+// shape cannot take it) and, when vs > 0, the sweeps' V-slice. See cuda/gdn/gdn_bwd.h.
+void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                const TensorView& d_o, const TensorView& d_final_state,
+                                const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
+                                const ExecContext& ctx, CudaGdnPath path, int vs);
+// Bytes of caller workspace the backward needs (chunked or token path, as planned for aligned
+// tensors). The eager path allocates it itself when the caller passes less.
+size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                           const ChunkAttnOptions& opt);
 
 }  // namespace linattn::api

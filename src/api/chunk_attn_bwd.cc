@@ -121,7 +121,7 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
 size_t chunk_attn_bwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                                       const ExecContext& ctx) {
   const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);
-  if (d.device.type == DeviceType::kCUDA) return 0;
+  if (d.device.type == DeviceType::kCUDA) return api::chunk_attn_bwd_workspace_bytes_cuda(d, in, opt);
   cpu::ChunkBwdParams p;
   p.f = api::build_chunk_params(d, in, nullptr);
   return prepare(d, in, ctx, p);

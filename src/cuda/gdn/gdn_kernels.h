@@ -18,6 +18,7 @@ struct GdnChunkWs {
   float* rk = nullptr;    // [H, T_cap] k row scale
   void* Ab = nullptr;     // [HV, T_cap, BT] io type: row t of (I + L)^-1 diag(beta) of its chunk
   void* P = nullptr;      // [HV, T_cap, BT] io type: scale * (M o D o Q K^T) row of its chunk
+  void* Ai = nullptr;     // [HV, T_cap, BT] io type: row t of (I + L)^-1; written only when set (backward)
 };
 
 // Token-by-token fallback: any K <= 256, V, dtype. No workspace.

@@ -3,6 +3,7 @@
 //   gam     chunk-local inclusive cumsum of the log-decay (gate in kernel applied), log2 units
 //   Ab      (I + L)^-1 diag(beta), L_ij = beta_i e^(gam_i - gam_j) k_i . k_j  (i > j, normalised k)
 //   P       scale * e^(gam_i - gam_j) q_i . k_j                              (i >= j, normalised q, k)
+//   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
 // all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
 // contiguous entries of a row of L and P (P stored with 16-byte writes); 64 threads invert the
@@ -281,6 +282,11 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
 #pragma unroll
       for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e] * beta[c0 + e];
       store16<T>(Ab + (j * ws.T_cap + t0 + i) * BT + c0, av);
+      if (ws.Ai) {  // the backward also needs the unscaled inverse
+#pragma unroll
+        for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e];
+        store16<T>(static_cast<T*>(ws.Ai) + (j * ws.T_cap + t0 + i) * BT + c0, av);
+      }
     }
     __syncthreads();
   }

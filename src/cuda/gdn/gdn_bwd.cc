@@ -1,0 +1,163 @@
+// Planning, workspace carving and launch order of the CUDA GDN backward (see gdn_bwd.h):
+// chunked: [chunk metadata] -> prep -> sweeps -> chunk gradients -> gate reduce -> zero padding;
+// token: [chunk metadata] -> token backward -> dq/dk group finish -> gate reduce -> zero padding.
+// Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
+//   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
+//   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
+//   vh, dvh: T x HV x V each; per-chunk gate partials NT x HV x 2 (fp32).
+#include "cuda/gdn/gdn_bwd.h"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+#include "cuda/common/check.h"
+#include "cuda/gdn/gdn_bwd_kernels.h"
+#include "cuda/gdn/gdn_fwd.h"
+#include "cuda/meta/chunk_meta.h"
+
+namespace linattn::cuda {
+namespace {
+
+struct Carver {
+  char* base;
+  size_t off = 0;
+  template <class T>
+  T* take(size_t count) {
+    off = (off + 255) / 256 * 256;
+    T* p = base ? reinterpret_cast<T*>(base + off) : nullptr;
+    off += count * sizeof(T);
+    return p;
+  }
+};
+
+struct Carved {
+  int32_t* chunk_indices = nullptr;
+  int32_t* chunk_offsets = nullptr;
+  GdnBwdWs w;
+  GdnBwdTokenWs tw;
+};
+
+Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied, Carver& c) {
+  Carved r;
+  if (plan.tables && !tables_supplied) {
+    r.chunk_indices = c.take<int32_t>(2 * size_t(plan.nt_cap));
+    r.chunk_offsets = c.take<int32_t>(size_t(f.N) + 1);
+  }
+  const size_t T = size_t(f.T_total), HV = size_t(f.HV), K = size_t(f.K), V = size_t(f.V);
+  const size_t NT = size_t(plan.nt_cap);
+  if (!plan.chunked) {
+    r.tw.nt_cap = plan.nt_cap;
+    r.tw.ck = c.take<float>(NT * HV * K * V);
+    r.tw.scr = c.take<float>(size_t(f.N) * HV * 2 * K * V);
+    r.tw.dqh = c.take<float>(T * HV * K);
+    r.tw.dkh = c.take<float>(T * HV * K);
+    r.tw.part = c.take<float>(size_t(f.N) * HV * 2);
+    return r;
+  }
+  GdnBwdWs& w = r.w;
+  w.nt_cap = plan.nt_cap;
+  w.c.T_cap = f.T_total;
+  w.c.gam = c.take<float>(HV * T);
+  w.c.rq = c.take<float>(size_t(f.H) * T);
+  w.c.rk = c.take<float>(size_t(f.H) * T);
+  w.c.Ab = c.take<uint16_t>(HV * T * plan.BT);
+  w.c.P = c.take<uint16_t>(HV * T * plan.BT);
+  w.c.Ai = c.take<uint16_t>(HV * T * plan.BT);
+  w.hS = c.take<uint16_t>(NT * HV * K * V);
+  w.hdS = c.take<uint16_t>(NT * HV * K * V);
+  w.vh = c.take<uint16_t>(HV * T * V);
+  w.dvh = c.take<uint16_t>(HV * T * V);
+  w.part = c.take<float>(NT * HV * 2);
+  return r;
+}
+
+bool is_aligned16(const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; }
+
+}  // namespace
+
+std::string GdnBwdPlan::str() const {
+  std::ostringstream os;
+  os << (chunked ? "chunked" : "token") << " BT=" << BT << " nt_cap=" << nt_cap;
+  if (chunked) os << " vs=" << vs;
+  if (tables) os << " tables";
+  os << " (" << reason << ")";
+  return os.str();
+}
+
+GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16) {
+  GdnBwdPlan plan;
+  plan.BT = f.BT;
+  plan.tables = f.cu_seqlens != nullptr;
+  plan.nt_cap = gdn_chunk_capacity(f, f.BT);
+  const char* why = nullptr;
+  if (f.K != 128) why = "K != 128";
+  else if (f.V != 64 && f.V != 128) why = "V not in {64, 128}";
+  else if (f.io != ElemType::kBF16 && f.io != ElemType::kF16) why = "fp32 inputs";
+  else if (f.BT != 64 && f.BT != 32) why = "chunk_size 16";
+  else if (!aligned16) why = "q/k/v not 16-byte aligned";
+  if (why) {
+    plan.reason = std::string("token-by-token backward: ") + why;
+    return plan;
+  }
+  plan.chunked = true;
+  // Two sweep roles per (V-slice, head): the widest slice that still gives >= 0.7 CTAs per SM.
+  const double want = 0.7 * sm_count;
+  const int64_t heads = int64_t(f.N) * f.HV;
+  plan.vs = 32;
+  for (int vs : {128, 64}) {
+    if (f.V % vs == 0 && 2.0 * double(heads) * (f.V / vs) >= want) {
+      plan.vs = vs;
+      break;
+    }
+  }
+  std::ostringstream os;
+  os << "N*HV=" << heads << " on " << sm_count << " SMs -> 2 x " << (f.V / plan.vs) << " sweep CTAs per head";
+  plan.reason = os.str();
+  return plan;
+}
+
+size_t gdn_bwd_workspace_bytes(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied) {
+  Carver c{nullptr};
+  carve(f, plan, tables_supplied, c);
+  return c.off;
+}
+
+void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indices, int32_t* chunk_offsets,
+             void* workspace, size_t workspace_bytes, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  const GdnFwdParams& f = p.f;
+  const bool supplied = chunk_indices != nullptr;
+  const size_t need = gdn_bwd_workspace_bytes(f, plan, supplied);
+  LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr), ErrorCode::kInvalidArgument,
+                     FailureCategory::kAddressOrLifetime, "workspace: expected at least ", need, " bytes, got ",
+                     workspace_bytes, workspace ? "" : " (null)");
+  Carver c{static_cast<char*>(workspace)};
+  Carved cv = carve(f, plan, supplied, c);
+  int32_t* ci = supplied ? chunk_indices : cv.chunk_indices;
+  int32_t* co = supplied ? chunk_offsets : cv.chunk_offsets;
+  if (plan.tables) build_chunk_meta(f.cu_seqlens, f.cu_i64, f.N, f.T_total, f.BT, plan.nt_cap, ci, co, stream);
+  const int nts = f.cu_seqlens ? 0 : static_cast<int>((f.T_seq + f.BT - 1) / f.BT);
+  if (!plan.chunked) {
+    GdnBwdTokenWs& tw = cv.tw;
+    tw.nts = nts;
+    tw.chunk_offsets = plan.tables ? co : nullptr;
+    launch_gdn_bwd_token(p, tw, st);
+    launch_gdn_bwd_token_finish(p, tw, st);
+    launch_gdn_bwd_gate_reduce(p, tw.part, f.N, nullptr, st);
+    launch_gdn_bwd_zero_padding(p, st);
+    return;
+  }
+  GdnBwdWs& w = cv.w;
+  w.nts = nts;
+  w.chunk_indices = plan.tables ? ci : nullptr;
+  w.chunk_offsets = plan.tables ? co : nullptr;
+  w.do_direct = p.do_type == f.io && is_aligned16(p.d_o);
+  launch_gdn_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
+  launch_gdn_bwd_sweeps(p, w, plan.vs, st);
+  launch_gdn_bwd_chunk(p, w, st);
+  launch_gdn_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
+  launch_gdn_bwd_zero_padding(p, st);
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,61 @@
+// Internal launchers of the CUDA GDN backward kernels (host side, CUDA headers allowed; only
+// src/cuda includes this). gdn_bwd.h is the interface src/api sees; gdn_bwd.cc carves the
+// workspace and calls these in order.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/gdn/gdn_bwd_params.h"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace linattn::cuda {
+
+// Intermediates of the chunked backward. Chunk row r (0 <= r < nt_cap) is the r-th chunk in
+// sequence order: chunk_offsets[n] + c (varlen) or n * nts + c (fixed length).
+struct GdnBwdWs {
+  GdnChunkWs c;                          // prep outputs (gam, rq, rk, Ab, Ai, P), T_cap rows
+  int64_t nt_cap = 0;
+  int nts = 0;                           // chunks per sequence (fixed length)
+  const int32_t* chunk_indices = nullptr;  // [nt_cap, 2] (varlen) or null
+  const int32_t* chunk_offsets = nullptr;  // [N + 1] (varlen) or null
+  void* hS = nullptr;      // [nt_cap, HV, K, V] io type: state entering each chunk
+  void* hdS = nullptr;     // [nt_cap, HV, K, V] io type: d(state leaving each chunk)
+  void* vh = nullptr;      // [HV, T_cap, V] io type: V^ = Ab (V - e^gam K S)
+  void* dvh = nullptr;     // [HV, T_cap, V] io type: dV^
+  float* part = nullptr;   // [nt_cap, HV, 2]: per-chunk dA_log / ddt_bias partial sums
+  bool do_direct = true;   // d_o is in the io type and 16-byte aligned (cp.async); else converted on load
+};
+
+// Chunked path (K = 128, V in {64, 128}, bf16 / fp16, BT in {32, 64}). Launch order:
+// launch_gdn_prep (with c.Ai set) -> sweeps -> chunk gradients -> finish.
+// Forward state sweep and reverse dS sweep in one launch (independent; CTA roles interleaved).
+void launch_gdn_bwd_sweeps(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cudaStream_t stream);
+// dq, dk (group-summed, through the L2 norm), dg, dbeta and the gate partials; one CTA per
+// (chunk row, q/k head).
+void launch_gdn_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
+
+// Shared finishing kernels.
+// dA_log[j] / ddt_bias[j] = sum over rows r < count of part[r, j, 0 / 1], in row order (double).
+// count: device pointer to the number of valid rows (chunk_offsets[N]) or null (all `rows`).
+void launch_gdn_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows,
+                                const int32_t* count, cudaStream_t stream);
+// Zeroes every per-token gradient in rows [clamp(cu_seqlens[N]), T_total) (varlen only).
+void launch_gdn_bwd_zero_padding(const GdnBwdParams& p, cudaStream_t stream);
+
+// Token-by-token fallback (any K <= 256, V <= 256, dtype, chunk size). Workspace layout:
+struct GdnBwdTokenWs {
+  int64_t nt_cap = 0;                     // checkpoints, one per chunk of BT tokens
+  int nts = 0;
+  const int32_t* chunk_offsets = nullptr; // [N + 1] (varlen) or null
+  float* ck = nullptr;     // [nt_cap, HV, K, V] fp32 state entering each chunk
+  float* scr = nullptr;    // [N, HV, 2, K, V] fp32 per-task state and dS
+  float* dqh = nullptr;    // [T_total, HV, K] fp32 per-value-head dq^ (w.r.t. normalised q)
+  float* dkh = nullptr;    // [T_total, HV, K] fp32 per-value-head dk^
+  float* part = nullptr;   // [N, HV, 2] per-task dA_log / ddt_bias partials
+};
+void launch_gdn_bwd_token(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStream_t stream);
+// dq / dk of the token path: sum of the G value-head rows in order, L2-norm backward, store.
+void launch_gdn_bwd_token_finish(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStream_t stream);
+
+}  // namespace linattn::cuda

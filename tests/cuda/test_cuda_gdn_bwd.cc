@@ -1,0 +1,254 @@
+// CUDA GDN backward against the fp64 reference gradients (src/ref), on seeded inputs, for both
+// CUDA paths (token-by-token backward and chunked prep + sweeps + chunk kernel) and every sweep
+// V-slice: GVA (G = 1, 2, 3), scale, h0 / d_final_state in both state layouts, varlen with edge
+// lengths 0, 1, BT-1, BT, BT+1, 2BT+3 and padding rows, in-kernel l2norm / gate / beta sigmoid
+// (dA_log, ddt_bias), neg eigenvalues, strong, mixed and no decay, gates at -1000, bf16 and fp16
+// inputs, fp32 / bf16 gradients and cotangents, BT 64 and 32. Gradients are NaN-prefilled:
+// unwritten elements fail; padding rows must be exactly 0; zero-length sequences pass
+// d_final_state to dh0 exactly; two runs are bitwise equal. Bars: tests/common/tolerances.h.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cuda_bwd_util.h"
+#include "linattn/error.h"
+
+namespace linattn::test {
+namespace {
+
+struct Case {
+  std::string name;
+  ChunkAttnSpec spec;
+  DType grad_dtype;  // per-token gradients
+  DType cot_dtype;   // d_o, d_final_state
+  bool dht = true;
+};
+
+ChunkAttnSpec base(DType dt, int bt) {
+  ChunkAttnSpec s;
+  s.dtype = dt;
+  s.H = 2;
+  s.HV = 4;
+  s.K = 128;
+  s.V = 128;
+  s.B = 2;
+  s.T = 150;
+  s.opt.chunk_size = bt;
+  s.opt.output_final_state = true;
+  return s;
+}
+
+std::vector<Case> cases(DType dt, int bt) {
+  std::vector<Case> r;
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.state_v_first = true;
+    r.push_back({"layer_options_dense_gva2", s, DType::kF32, dt});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.seqlens = edge_seqlens(bt);
+    s.pad_tokens = 7;
+    s.cu_dtype = DType::kI64;
+    s.gate = GateDist::kMixedHeads;
+    s.opt.scale = 0.37;
+    r.push_back({"varlen_edges_mixed_decay_fp32_cot", s, dt, DType::kF32});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.seqlens = {300, 0, 5, 64, 129};
+    s.pad_tokens = 3;
+    s.has_h0 = false;
+    s.gate = GateDist::kStrong;
+    s.extreme_gate_frac = 0.05;
+    s.H = 1;
+    s.HV = 3;
+    r.push_back({"varlen_strong_decay_no_h0_gva3", s, DType::kF32, dt});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.allow_neg_eigval = true;
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.opt.use_gate_in_kernel = true;
+    s.gate = GateDist::kNoDecay;
+    s.V = 64;
+    s.T = 257;
+    s.B = 1;
+    s.gate_dtype = DType::kBF16;
+    s.state_dtype = DType::kBF16;
+    r.push_back({"neg_eigval_v64_bf16_gates", s, DType::kBF16, dt});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.H = s.HV = 2;
+    s.T = 200;
+    s.gate = GateDist::kNoDecay;
+    s.opt.output_final_state = false;
+    r.push_back({"no_decay_g1_no_dht", s, DType::kF32, dt, false});
+  }
+  return r;
+}
+
+void check_zero_length_dh0(const ChunkAttnData& d, const ChunkAttnCotangents& c, const ChunkAttnGradTensors& g) {
+  if (!d.cu_seqlens.defined() || !g.dinitial_state.defined()) return;
+  const int64_t per = g.dinitial_state.numel() / d.N;
+  for (int64_t n = 0; n < d.N; ++n) {
+    if (d.cu_seqlens.get(n + 1) != d.cu_seqlens.get(n)) continue;
+    for (int64_t i = n * per; i < (n + 1) * per; ++i) {
+      const double want = c.d_final_state.defined() ? c.d_final_state.get(i) : 0.0;
+      ASSERT_EQ(g.dinitial_state.get(i), want) << "zero-length sequence " << n << " element " << i;
+    }
+  }
+}
+
+void run_case(const Case& c, api::CudaGdnPath path, int vs) {
+  SCOPED_TRACE(c.name + " vs=" + std::to_string(vs));
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(c.spec.seed * 31 + 7);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+  const ChunkAttnGradTensors ref = ref_backward(d, cot);
+  const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, path, vs);
+  EXPECT_TRUE(bwd_close(d, ref, got, c.spec.dtype));
+  EXPECT_TRUE(grads_padding_zero(d, got));
+  check_zero_length_dh0(d, cot, got);
+}
+
+class CudaGdnBwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaGdnBwd, ChunkedMatchesReference) {
+  const auto [dt, bt] = GetParam();
+  for (const Case& c : cases(dt, bt)) run_case(c, api::CudaGdnPath::kChunked, 0);
+}
+
+TEST_P(CudaGdnBwd, TokenBackwardMatchesReference) {
+  const auto [dt, bt] = GetParam();
+  auto all = cases(dt, bt);
+  if (std::getenv("LINATTN_SANITIZED")) all.resize(1);
+  for (const Case& c : all) run_case(c, api::CudaGdnPath::kRecurrent, 0);
+}
+
+TEST_P(CudaGdnBwd, ChunkedEveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  const Case c = cases(dt, bt)[1];
+  for (int vs : {32, 64, 128}) run_case(c, api::CudaGdnPath::kChunked, vs);
+}
+
+TEST_P(CudaGdnBwd, ChunkedIsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  const Case c = cases(dt, bt)[0];
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(5);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  EXPECT_TRUE(grads_bitwise(a, b));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// fp32 inputs, odd head dims, BT = 16 and V = 256 take the token-by-token backward (auto plan).
+TEST(CudaGdnBwdFallback, OtherShapesTakeTheTokenBackward) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  std::vector<std::pair<ChunkAttnSpec, DType>> specs;
+  {
+    ChunkAttnSpec s = base(DType::kF32, 64);
+    s.K = 60;
+    s.V = 100;
+    s.seqlens = {17, 0, 90};
+    s.pad_tokens = 5;
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    specs.push_back({s, DType::kF32});
+  }
+  {
+    ChunkAttnSpec s = base(DType::kBF16, 16);
+    s.T = 70;
+    s.H = 1;
+    s.HV = 2;
+    specs.push_back({s, DType::kBF16});
+  }
+  {
+    ChunkAttnSpec s = base(DType::kBF16, 64);
+    s.V = 256;
+    s.H = s.HV = 1;
+    s.B = 1;
+    s.T = 130;
+    s.opt.state_v_first = true;
+    specs.push_back({s, DType::kBF16});
+  }
+  int idx = 0;
+  for (const auto& [s, dt] : specs) {
+    SCOPED_TRACE("spec " + std::to_string(idx++));
+    const ChunkAttnData d = make_chunk_attn(s);
+    Rng rng(11);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
+    const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto);
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, dt));
+    EXPECT_TRUE(grads_padding_zero(d, got));
+  }
+}
+
+TEST(CudaGdnBwdFallback, ChunkedPathRejectsUnsupportedShapes) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.K = 64;
+  const ChunkAttnData d = make_chunk_attn(s);
+  Rng rng(3);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+  EXPECT_THROW(run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked), Error);
+}
+
+// The public op and its workspace query on CUDA tensors: caller workspace and library-allocated
+// scratch give the same bits; a short workspace is an address-or-lifetime error.
+TEST(CudaGdnBwdApi, PublicOpWithAndWithoutWorkspace) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.seqlens = {100, 0, 37};
+  s.opt.use_qk_l2norm_in_kernel = true;
+  const ChunkAttnData d = make_chunk_attn(s);
+  Rng rng(9);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+  auto dev = to_device(d);
+  const size_t bytes = chunk_attn_bwd_workspace_bytes(dev->in, d.opt());
+  EXPECT_GT(bytes, 0u);
+  auto g1 = grads_to_device(alloc_grads(d, DType::kBF16, DType::kF32), cot);
+  auto g2 = grads_to_device(alloc_grads(d, DType::kBF16, DType::kF32), cot);
+  DevArena ws;
+  const TensorView w = ws.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
+  const meta::ChunkAttnDesc desc = meta::describe_chunk_attn(dev->in, d.opt());
+  api::chunk_attn_bwd_cuda(desc, dev->in, g1->d_o, g1->dht, g1->g, d.opt(), ExecContext{nullptr, w.data, bytes});
+  api::chunk_attn_bwd_cuda(desc, dev->in, g2->d_o, g2->dht, g2->g, d.opt(), ExecContext{});
+  const ChunkAttnGradTensors a = grads_to_host(g1->g), b = grads_to_host(g2->g);
+  EXPECT_TRUE(grads_bitwise(a, b));
+  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), a, DType::kBF16));
+  ChunkAttnOptions gopt = d.opt();
+  gopt.use_graph = true;
+  gopt.max_num_seqs = d.N;
+  const meta::ChunkAttnDesc gdesc = meta::describe_chunk_attn(dev->in, gopt);
+  try {
+    api::chunk_attn_bwd_cuda(gdesc, dev->in, g1->d_o, g1->dht, g1->g, gopt, ExecContext{nullptr, w.data, 1024});
+    FAIL() << "a short workspace was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), FailureCategory::kAddressOrLifetime) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace linattn::test

@@ -1,0 +1,329 @@
+// `linattn bench-cuda-bwd`: GDN backward and forward + backward on the CUDA backend for the issue's
+// training configs (or one given by --hqk --hv --lengths), printing PERFORMANCE.md section 6 JSON
+// lines (pass "bwd" / "fwdbwd"). Inputs generated on the device (seeded) with the GatedDeltaNet
+// layer's options (in-kernel l2norm, gate, beta sigmoid, V-first fp32 state, d_final_state).
+// Modes: eager-live (exact size), eager-fixed (use_graph path), and for forward + backward captured
+// in one graph: graph-replay and graph-update-replay (copy inputs, d_o, cu_seqlens, replay).
+// Per row: p50 / p95 of CUDA-event times, host-inclusive ms, TFLOP/s (backward work count below),
+// workspace MiB as the peak extra memory; errors: eager-live gradients vs the token-by-token CUDA
+// backward (rel RMS over dq, dk, dv, dg; only when the shape is small enough, --check-max-tokens),
+// graph rows vs eager-fixed (max abs, must be 0).
+#include <string>
+
+#include "cli.h"
+
+#if LINATTN_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "api/backend_cuda.h"
+#include "core/half.h"
+#include "cuda/common/cuda_graph.h"
+#include "cuda/common/random_fill.h"
+#include "linattn/dense.h"
+#include "meta/chunk_attn_desc.h"
+
+namespace linattn::cli {
+namespace {
+
+#define BWD_CUDA(call)                                                                                 \
+  do {                                                                                                 \
+    cudaError_t e_ = (call);                                                                           \
+    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(e_)); \
+  } while (0)
+
+struct Config {
+  int hqk, hv;
+  std::string lengths;
+};
+
+std::vector<int64_t> lengths_of(const std::string& s) {
+  std::vector<int64_t> r;
+  const auto x = s.find('x');
+  if (x != std::string::npos) {
+    const int64_t a = std::stoll(s.substr(0, x)), b = std::stoll(s.substr(x + 1));
+    if (a == 1) r.push_back(b);
+    else r.assign(static_cast<size_t>(b), a);
+    return r;
+  }
+  std::stringstream ss(s);
+  for (std::string tok; std::getline(ss, tok, ',');) r.push_back(std::stoll(tok));
+  return r;
+}
+
+std::string num(double x) {
+  if (std::isnan(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
+struct Stats {
+  double p50 = 0, p95 = 0, host = 0;
+};
+
+template <class F>
+Stats timed(F&& fn, cudaStream_t st, int iters) {
+  for (int i = 0; i < 2; ++i) fn();
+  BWD_CUDA(cudaStreamSynchronize(st));
+  std::vector<cudaEvent_t> ev(2 * iters);
+  for (auto& e : ev) BWD_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i) {
+    BWD_CUDA(cudaEventRecord(ev[2 * i], st));
+    fn();
+    BWD_CUDA(cudaEventRecord(ev[2 * i + 1], st));
+  }
+  BWD_CUDA(cudaStreamSynchronize(st));
+  std::vector<double> ms(iters);
+  for (int i = 0; i < iters; ++i) {
+    float m = 0;
+    BWD_CUDA(cudaEventElapsedTime(&m, ev[2 * i], ev[2 * i + 1]));
+    ms[i] = m;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(ms.begin(), ms.end());
+  Stats s;
+  s.p50 = ms[iters / 2];
+  s.p95 = ms[std::min(iters - 1, iters * 95 / 100)];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  BWD_CUDA(cudaStreamSynchronize(st));
+  s.host = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+  return s;
+}
+
+std::vector<double> host_values(const TensorView& t) {
+  const int64_t n = t.numel();
+  std::vector<double> r(static_cast<size_t>(n));
+  if (t.dtype == DType::kBF16) {
+    std::vector<uint16_t> raw(static_cast<size_t>(n));
+    BWD_CUDA(cudaMemcpy(raw.data(), t.data, n * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < n; ++i) r[i] = bf16_bits_to_float(raw[i]);
+  } else {
+    std::vector<float> raw(static_cast<size_t>(n));
+    BWD_CUDA(cudaMemcpy(raw.data(), t.data, n * 4, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < n; ++i) r[i] = raw[i];
+  }
+  return r;
+}
+
+// rel RMS of a vs b (b the reference) and max |a - b|, accumulated over several tensors.
+struct Err {
+  double num = 0, den = 0, max_abs = 0;
+  size_t n = 0;
+  void add(const TensorView& a, const TensorView& b) {
+    const auto x = host_values(a), y = host_values(b);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double d = x[i] - y[i];
+      num += d * d;
+      den += y[i] * y[i];
+      max_abs = std::max(max_abs, std::fabs(d));
+    }
+    n += x.size();
+  }
+  double rel() const { return n ? std::sqrt(num / n) / (std::sqrt(den / n) + 1e-8) : NAN; }
+};
+
+struct Grads {
+  ChunkAttnGrads g;
+  TensorView d_o, dht;
+};
+
+void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json, const std::string& commit) {
+  const std::vector<int64_t> lens = lengths_of(c.lengths);
+  const int64_t N = static_cast<int64_t>(lens.size()), H = c.hqk, HV = c.hv, K = 128, V = 128;
+  int64_t T = 0;
+  for (int64_t l : lens) T += l;
+  const Device dev{DeviceType::kCUDA, 0};
+  cudaStream_t st;
+  BWD_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  std::vector<Buffer> bufs;
+  auto make = [&](DType dt, std::initializer_list<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    bufs.emplace_back(dev, static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_size(dt));
+    return bufs.back().view(dt, shape);
+  };
+  ChunkAttnInputs in;
+  in.q = make(DType::kBF16, {1, T, H, K});
+  in.k = make(DType::kBF16, {1, T, H, K});
+  in.v = make(DType::kBF16, {1, T, HV, V});
+  in.g = make(DType::kF32, {1, T, HV});
+  in.beta = make(DType::kF32, {1, T, HV});
+  in.A_log = make(DType::kF32, {HV});
+  in.dt_bias = make(DType::kF32, {HV});
+  in.initial_state = make(DType::kF32, {N, HV, V, K});
+  in.cu_seqlens = make(DType::kI32, {N + 1});
+  uint64_t seed = 1;
+  const auto bf = cuda::ElemType::kBF16, f32 = cuda::ElemType::kF32;
+  cuda::fill_normal(in.q.data, bf, in.q.numel(), seed++, 0.f, 1.f, st);
+  cuda::fill_normal(in.k.data, bf, in.k.numel(), seed++, 0.f, 1.f, st);
+  cuda::fill_normal(in.v.data, bf, in.v.numel(), seed++, 0.f, 1.f, st);
+  cuda::fill_normal(in.g.data, f32, in.g.numel(), seed++, 0.f, 1.f, st);
+  cuda::fill_normal(in.beta.data, f32, in.beta.numel(), seed++, 0.f, 1.f, st);
+  cuda::fill_uniform(in.A_log.data, f32, HV, seed++, 0.f, 2.7f, st);
+  cuda::fill_normal(in.dt_bias.data, f32, HV, seed++, -2.f, 1.f, st);
+  cuda::fill_normal(in.initial_state.data, f32, in.initial_state.numel(), seed++, 0.f, 0.1f, st);
+  std::vector<int32_t> cu(N + 1, 0);
+  for (int64_t i = 0; i < N; ++i) cu[i + 1] = cu[i] + static_cast<int32_t>(lens[i]);
+  int32_t* cu_pinned = nullptr;
+  BWD_CUDA(cudaMallocHost(&cu_pinned, (N + 1) * sizeof(int32_t)));
+  std::copy(cu.begin(), cu.end(), cu_pinned);
+  BWD_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
+
+  ChunkAttnOptions opt;
+  opt.use_qk_l2norm_in_kernel = opt.use_gate_in_kernel = opt.use_beta_sigmoid_in_kernel = true;
+  opt.state_v_first = opt.output_final_state = true;
+  ChunkAttnOptions gopt = opt;
+  gopt.use_graph = true;
+  gopt.max_num_seqs = N;
+  ChunkAttnInputs gin = in;
+  const int64_t nt_max = (T + 63) / 64 + N - 1;
+  gin.chunk_indices = make(DType::kI32, {nt_max, 2});
+  gin.chunk_offsets = make(DType::kI32, {N + 1});
+  ChunkAttnOutputs out{make(DType::kBF16, {1, T, HV, V}), make(DType::kF32, {N, HV, V, K})};
+  auto make_grads = [&] {
+    Grads r;
+    r.g.dq = make(DType::kBF16, {1, T, H, K});
+    r.g.dk = make(DType::kBF16, {1, T, H, K});
+    r.g.dv = make(DType::kBF16, {1, T, HV, V});
+    r.g.dg = make(DType::kF32, {1, T, HV});
+    r.g.dbeta = make(DType::kF32, {1, T, HV});
+    r.g.dA_log = make(DType::kF32, {HV});
+    r.g.ddt_bias = make(DType::kF32, {HV});
+    r.g.dinitial_state = make(DType::kF32, {N, HV, V, K});
+    return r;
+  };
+  Grads gr = make_grads(), gfix = make_grads();
+  gr.d_o = gfix.d_o = make(DType::kBF16, {1, T, HV, V});
+  gr.dht = gfix.dht = make(DType::kF32, {N, HV, V, K});
+  cuda::fill_normal(gr.d_o.data, bf, gr.d_o.numel(), seed++, 0.f, 1.f, st);
+  cuda::fill_normal(gr.dht.data, f32, gr.dht.numel(), seed++, 0.f, 0.1f, st);
+
+  const meta::ChunkAttnDesc desc = meta::describe_chunk_attn(in, opt);
+  const meta::ChunkAttnDesc gdesc = meta::describe_chunk_attn(gin, gopt);
+  const size_t fwd_ws = std::max(api::chunk_attn_fwd_workspace_bytes_cuda(desc, in, opt),
+                                 api::chunk_attn_fwd_workspace_bytes_cuda(gdesc, gin, gopt));
+  const size_t bwd_ws = std::max(api::chunk_attn_bwd_workspace_bytes_cuda(desc, in, opt),
+                                 api::chunk_attn_bwd_workspace_bytes_cuda(gdesc, gin, gopt));
+  const TensorView wf = make(DType::kI32, {static_cast<int64_t>(fwd_ws / 4 + 1)});
+  const TensorView wb = make(DType::kI32, {static_cast<int64_t>(bwd_ws / 4 + 1)});
+  const ExecContext cf{st, wf.data, wf.nbytes()}, cb{st, wb.data, wb.nbytes()};
+
+  auto bwd = [&] { api::chunk_attn_bwd_cuda(desc, in, gr.d_o, gr.dht, gr.g, opt, cb); };
+  auto fwdbwd = [&] {
+    api::chunk_attn_fwd_cuda(desc, in, out, opt, cf);
+    bwd();
+  };
+  auto fwdbwd_fixed = [&] {
+    api::chunk_attn_fwd_cuda(gdesc, gin, out, gopt, cf);
+    api::chunk_attn_bwd_cuda(gdesc, gin, gfix.d_o, gfix.dht, gfix.g, gopt, cb);
+  };
+
+  // Backward work (chunk form, per token and value head): prep ~4 BT K; forward sweep
+  // 4 K V + 2 BT V; reverse sweep 6 K V + 4 BT V; chunk kernel 6 K V + 6 BT V + 8 BT K.
+  const double per = 16.0 * K * V + 12.0 * 64 * V + 12.0 * 64 * K;
+  const double bwd_flops = double(T) * HV * per;
+  const double fwd_flops = double(T) * HV * (6.0 * K * V + 2.0 * 64 * (3 * K + 2 * V));
+  auto emit = [&](const char* pass, const char* mode, const Stats& s, double flops, double max_abs, double rel) {
+    std::fprintf(json,
+                 "{\"kind\":\"case\",\"op\":\"gdn\",\"pass\":\"%s\",\"backend\":\"cuda\",\"mode\":\"%s\","
+                 "\"dtype\":\"bf16\",\"hqk\":%d,\"hv\":%d,\"k\":128,\"v\":128,\"bt\":64,\"lengths\":\"%s\","
+                 "\"p50_ms\":%.5f,\"p95_ms\":%.5f,\"host_ms\":%.5f,\"tflops\":%.2f,\"peak_extra_mib\":%.1f,"
+                 "\"max_abs_err\":%s,\"rel_rms_err\":%s,\"commit\":\"%s\"}\n",
+                 pass, mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
+                 (bwd_ws + (std::string(pass) == "fwdbwd" ? fwd_ws : 0)) / 1048576.0, num(max_abs).c_str(),
+                 num(rel).c_str(), commit.c_str());
+    std::fflush(json);
+  };
+
+  double rel = NAN, mabs = NAN;
+  if (T <= check_max_tokens) {
+    Grads tok = make_grads();
+    tok.d_o = gr.d_o;
+    tok.dht = gr.dht;
+    bwd();
+    api::chunk_attn_bwd_cuda_forced(desc, in, tok.d_o, tok.dht, tok.g, opt, cb, api::CudaGdnPath::kRecurrent, 0);
+    BWD_CUDA(cudaStreamSynchronize(st));
+    Err e;
+    e.add(gr.g.dq, tok.g.dq);
+    e.add(gr.g.dk, tok.g.dk);
+    e.add(gr.g.dv, tok.g.dv);
+    e.add(gr.g.dg, tok.g.dg);
+    rel = e.rel();
+    mabs = e.max_abs;
+  }
+  emit("bwd", "eager-live", timed(bwd, st, iters), bwd_flops, mabs, rel);
+  emit("fwdbwd", "eager-live", timed(fwdbwd, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  emit("fwdbwd", "eager-fixed", timed(fwdbwd_fixed, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  cuda::CudaGraph graph(st);
+  graph.begin();
+  fwdbwd_fixed();
+  graph.end();
+  auto graph_diff = [&] {  // replay vs eager-fixed on the same inputs (bitwise: 0)
+    Grads ref = make_grads();
+    ref.d_o = gfix.d_o;
+    ref.dht = gfix.dht;
+    api::chunk_attn_fwd_cuda(gdesc, gin, out, gopt, cf);
+    api::chunk_attn_bwd_cuda(gdesc, gin, ref.d_o, ref.dht, ref.g, gopt, cb);
+    graph.replay();
+    BWD_CUDA(cudaStreamSynchronize(st));
+    Err e;
+    e.add(gfix.g.dq, ref.g.dq);
+    e.add(gfix.g.dk, ref.g.dk);
+    e.add(gfix.g.dv, ref.g.dv);
+    e.add(gfix.g.dg, ref.g.dg);
+    e.add(gfix.g.dinitial_state, ref.g.dinitial_state);
+    return e.max_abs;
+  };
+  auto replay = [&] { graph.replay(); };
+  emit("fwdbwd", "graph-replay", timed(replay, st, iters), bwd_flops + fwd_flops, graph_diff(), NAN);
+  std::vector<std::pair<TensorView, TensorView>> staged;
+  for (const TensorView* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &gfix.d_o}) {
+    const TensorView s = make(t->dtype, {t->numel()});
+    BWD_CUDA(cudaMemcpyAsync(s.data, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, st));
+    staged.emplace_back(*t, s);
+  }
+  auto update = [&] {
+    BWD_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
+    for (auto& [dst, src] : staged)
+      BWD_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, st));
+    graph.replay();
+  };
+  emit("fwdbwd", "graph-update-replay", timed(update, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  std::fprintf(stderr, "bench-cuda-bwd %d/%d %s: workspace fwd %.1f + bwd %.1f MiB, graph nodes %zu\n", c.hqk,
+               c.hv, c.lengths.c_str(), fwd_ws / 1048576.0, bwd_ws / 1048576.0, graph.num_nodes());
+  cudaFreeHost(cu_pinned);
+  cudaStreamDestroy(st);
+}
+
+int cmd_bench_cuda_bwd(const Args& args) {
+  std::vector<Config> configs;
+  if (flag(args, "lengths", "") != "") {
+    configs.push_back({std::stoi(flag(args, "hqk", "16")), std::stoi(flag(args, "hv", "32")),
+                       flag(args, "lengths", "1x8192")});
+  } else {
+    configs = {{16, 32, "512x16"}, {16, 32, "1x8192"}, {16, 32, "1x32768"}, {16, 32, "4096x8"}, {2, 4, "1x32768"}};
+  }
+  const int iters = std::stoi(flag(args, "iters", "20"));
+  const int64_t check_max = std::stoll(flag(args, "check-max-tokens", "8192"));
+  const std::string commit = flag(args, "commit", "unknown");
+  cudaDeviceProp prop{};
+  BWD_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\"}\n",
+              prop.name, prop.multiProcessorCount, commit.c_str());
+  for (const Config& c : configs) run_config(c, iters, check_max, stdout, commit);
+  return 0;
+}
+
+}  // namespace
+LINATTN_SUBCOMMAND("bench-cuda-bwd", "GDN backward / forward+backward on CUDA: eager / fixed / graph, JSON lines",
+                   cmd_bench_cuda_bwd);
+}  // namespace linattn::cli
+#endif
