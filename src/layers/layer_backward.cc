@@ -48,16 +48,9 @@ void LinearAttentionLayer::Impl::backward(const TensorView& dy, const TensorView
     gemm(R(acts.dgout, vd), false, P(idx.g), false, dx2, 1, 0, ctx);
   }
 
-  ChunkAttnInputs in;
-  in.q = Hd(acts.q, H, K);
-  in.k = Hd(acts.k, H, K);
-  in.v = Hd(acts.v, HV, V);
-  in.g = kda ? Hd(acts.graw, HV, K) : S(acts.graw, HV);
-  in.beta = S(acts.beta, HV);
-  in.A_log = P(idx.A_log);
-  in.dt_bias = P(idx.dt_bias);
-  in.initial_state = saved.initial_state;
-  in.cu_seqlens = cu;
+  const int64_t N = cu.shape[0] - 1;
+  const ExecContext wctx = op_ctx(ctx, saved.opt.use_graph, T, cu);
+  const ChunkAttnInputs in = attn_inputs(T, cu, saved.initial_state);
   ChunkAttnGrads g;
   g.dq = Hd(acts.dq, H, K);
   g.dk = Hd(acts.dk, H, K);
@@ -66,8 +59,7 @@ void LinearAttentionLayer::Impl::backward(const TensorView& dy, const TensorView
   g.dbeta = S(acts.dbeta, HV);
   g.dA_log = dP(idx.A_log);
   g.ddt_bias = dP(idx.dt_bias);
-  const int64_t N = cu.shape[0] - 1;
-  chunk_attn_bwd(in, Hd(acts.d_o, HV, V), TensorView{}, g, attn_options(saved.opt, N, false), ctx);
+  chunk_attn_bwd(in, Hd(acts.d_o, HV, V), TensorView{}, g, attn_options(saved.opt, N, false), wctx);
   for (const Buffer* b : {&acts.dgraw, &acts.dbeta}) zero_padding_rows(S(*b, b == &acts.dbeta ? HV : cfg.gate_dim()), cu, ctx);
 
   if (kda) {
@@ -92,14 +84,11 @@ void LinearAttentionLayer::Impl::backward(const TensorView& dy, const TensorView
       {&acts.v_pre, &acts.dv, &acts.dv_pre, idx.conv_v, idx.v, vd}};
   for (const auto& c : convs) {
     zero_padding_rows(S(*c.grad, c.d), cu, ctx);
-    ConvInputs ci;
-    ci.x = S(*c.pre, c.d);
-    ci.weight = P(c.w);
-    ci.cu_seqlens = cu;
+    const ConvInputs ci = conv_inputs(*c.pre, c.w, c.d, T, cu);
     ConvGrads cg;
     cg.dx = S(*c.dpre, c.d);
     cg.dweight = dP(c.w);
-    conv_bwd(ci, S(*c.grad, c.d), TensorView{}, cg, co, ctx);
+    conv_bwd(ci, S(*c.grad, c.d), TensorView{}, cg, co, wctx);
     zero_padding_rows(S(*c.dpre, c.d), cu, ctx);
     gemm(R(*c.dpre, c.d), true, xz, false, dP(c.proj), 1, 0, ctx);
     gemm(R(*c.dpre, c.d), false, P(c.proj), false, dx2, 1, 1, ctx);

@@ -5,6 +5,8 @@
 #include "layers/layer_impl.h"
 #include "linattn/error.h"
 
+#include <algorithm>
+
 namespace linattn {
 
 namespace {
@@ -32,6 +34,63 @@ ChunkAttnOptions LinearAttentionLayer::Impl::attn_options(const LayerRunOptions&
   o.use_graph = opt.use_graph;
   o.max_num_seqs = opt.use_graph ? N : 0;
   return o;
+}
+
+ChunkAttnInputs LinearAttentionLayer::Impl::attn_inputs(int64_t T, const TensorView& cu,
+                                                        const TensorView& h0) const {
+  const int64_t H = cfg.num_heads, HV = cfg.num_v_heads, K = cfg.head_k_dim, V = cfg.head_v_dim;
+  const bool kda = cfg.kind == LayerKind::kKda;
+  ChunkAttnInputs in;
+  in.q = heads(acts.q, T, H, K, device);
+  in.k = heads(acts.k, T, H, K, device);
+  in.v = heads(acts.v, T, HV, V, device);
+  in.g = kda ? heads(acts.graw, T, HV, K, device) : seq(acts.graw, T, HV, device);
+  in.beta = seq(acts.beta, T, HV, device);
+  in.A_log = P(idx.A_log);
+  in.dt_bias = P(idx.dt_bias);
+  in.initial_state = h0;
+  in.cu_seqlens = cu;
+  return in;
+}
+
+ConvInputs LinearAttentionLayer::Impl::conv_inputs(const Buffer& pre, int w, int64_t d, int64_t T,
+                                                   const TensorView& cu) const {
+  ConvInputs ci;
+  ci.x = seq(pre, T, d, device);
+  ci.weight = P(w);
+  ci.cu_seqlens = cu;
+  return ci;
+}
+
+size_t LinearAttentionLayer::Impl::graph_workspace_bytes(int64_t T, const TensorView& cu,
+                                                         const ExecContext& ctx) const {
+  LayerRunOptions g;
+  g.use_graph = true;
+  const int64_t N = cu.shape[0] - 1;
+  const ChunkAttnOptions ao = attn_options(g, N, false);
+  size_t need = std::max(chunk_attn_fwd_workspace_bytes(attn_inputs(T, cu, {}), ao, ctx),
+                         chunk_attn_bwd_workspace_bytes(attn_inputs(T, cu, {}), ao, ctx));
+  ConvOptions co;
+  co.use_graph = true;
+  co.max_num_seqs = N;
+  need = std::max(need, conv_bwd_workspace_bytes(conv_inputs(acts.q_pre, idx.conv_q, cfg.key_dim(), T, cu), co));
+  need = std::max(need, conv_bwd_workspace_bytes(conv_inputs(acts.v_pre, idx.conv_v, cfg.value_dim(), T, cu), co));
+  return need;
+}
+
+ExecContext LinearAttentionLayer::Impl::op_ctx(const ExecContext& ctx, bool use_graph, int64_t T,
+                                               const TensorView& cu) const {
+  if (!use_graph) return ctx;
+  const size_t need = graph_workspace_bytes(T, cu, ctx);
+  if (need > workspace.bytes())
+    throw Error(ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime, __FILE__, __LINE__,
+                "layer workspace: graph mode needs " + std::to_string(need) + " bytes for T = " + std::to_string(T) +
+                    ", N = " + std::to_string(cu.shape[0] - 1) + ", reserved " + std::to_string(workspace.bytes()) +
+                    " (call reserve(T_max, N_max) with the graph's capacity before capturing)");
+  ExecContext c = ctx;
+  c.workspace = workspace.data();
+  c.workspace_bytes = workspace.bytes();
+  return c;
 }
 
 void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& cu, const TensorView& y,
@@ -69,14 +128,11 @@ void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& 
   co.max_num_seqs = opt.use_graph ? N : 0;
   const struct { const Buffer* in; const Buffer* out; int w; int64_t d; } convs[] = {
       {&acts.q_pre, &acts.q, idx.conv_q, kd}, {&acts.k_pre, &acts.k, idx.conv_k, kd}, {&acts.v_pre, &acts.v, idx.conv_v, vd}};
+  const ExecContext wctx = op_ctx(ctx, opt.use_graph, T, cu);
   for (const auto& c : convs) {
-    ConvInputs ci;
-    ci.x = seq(*c.in, T, c.d, dev);
-    ci.weight = P(c.w);
-    ci.cu_seqlens = cu;
     ConvOutputs cout;
     cout.y = seq(*c.out, T, c.d, dev);
-    conv_fwd(ci, cout, co, ctx);
+    conv_fwd(conv_inputs(*c.in, c.w, c.d, T, cu), cout, co, wctx);
   }
   const bool kda = cfg.kind == LayerKind::kKda;
   if (kda) {
@@ -87,20 +143,11 @@ void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& 
   }
   gemm(xz, false, P(idx.b), true, rows(acts.beta, T, HV, DType::kF32), 1, 0, ctx);
 
-  ChunkAttnInputs in;
-  in.q = heads(acts.q, T, H, K, dev);
-  in.k = heads(acts.k, T, H, K, dev);
-  in.v = heads(acts.v, T, HV, V, dev);
-  in.g = kda ? heads(acts.graw, T, HV, K, dev) : seq(acts.graw, T, HV, dev);
-  in.beta = seq(acts.beta, T, HV, dev);
-  in.A_log = P(idx.A_log);
-  in.dt_bias = P(idx.dt_bias);
-  in.initial_state = h0;
-  in.cu_seqlens = cu;
+  const ChunkAttnInputs in = attn_inputs(T, cu, h0);
   ChunkAttnOutputs out;
   out.o = heads(acts.o, T, HV, V, dev);
   out.final_state = ht;
-  chunk_attn_fwd(in, out, attn_options(opt, N, ht.defined()), ctx);
+  chunk_attn_fwd(in, out, attn_options(opt, N, ht.defined()), wctx);
 
   if (kda) {
     gemm(xz, false, P(idx.g0), true, rows(acts.gmid, T, V, DType::kF32), 1, 0, ctx);

@@ -45,6 +45,7 @@ struct LinearAttentionLayer::Impl {
   layers::ParamIndex idx{};
   layers::Acts acts;
   layers::Saved saved;
+  Buffer workspace;  // graph-mode scratch of the chunk and conv ops, sized by reserve()
 
   Impl(const LayerConfig& c, Device d);
   int add_param(const std::string& name, std::vector<int64_t> shape);
@@ -56,6 +57,13 @@ struct LinearAttentionLayer::Impl {
                const ExecContext& ctx, const TensorView& h0, const TensorView& ht);
   void backward(const TensorView& dy, const TensorView& dx, const ExecContext& ctx);
   void reserve(int64_t T_max, int64_t N_max);
+  // The op inputs of a call over T tokens (views of the activation buffers).
+  ChunkAttnInputs attn_inputs(int64_t T, const TensorView& cu, const TensorView& h0) const;
+  ConvInputs conv_inputs(const Buffer& pre, int w, int64_t d, int64_t T, const TensorView& cu) const;
+  // Graph-mode workspace bytes for T tokens and cu (every chunk / conv call of forward + backward).
+  size_t graph_workspace_bytes(int64_t T, const TensorView& cu, const ExecContext& ctx) const;
+  // ctx with the layer's workspace attached (graph mode; checked against the need), else ctx.
+  ExecContext op_ctx(const ExecContext& ctx, bool use_graph, int64_t T, const TensorView& cu) const;
   ChunkAttnOptions attn_options(const LayerRunOptions& opt, int64_t N, bool final_state) const;
 };
 

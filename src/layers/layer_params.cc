@@ -212,6 +212,9 @@ void LinearAttentionLayer::Impl::reserve(int64_t T_max, int64_t N_max) {
     fill_zero(TensorView::contiguous(b->data(), DType::kF32, {static_cast<int64_t>(b->bytes() / 4)}, d));
   a.T_max = T_max;
   a.N_max = N_max;
+  // Graph-mode scratch for the capacity (sizes depend only on shapes, options and threads).
+  Tensor cu(DType::kI32, {N_max + 1});
+  workspace = Buffer(d, graph_workspace_bytes(T_max, cu.view(), ExecContext{}));
 }
 
 }  // namespace linattn

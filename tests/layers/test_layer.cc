@@ -10,6 +10,7 @@
 
 #include "layer_ref.h"
 #include "linattn/error.h"
+#include "linattn/graph.h"
 #include "linattn/layers.h"
 
 namespace linattn {
@@ -161,6 +162,74 @@ TEST_P(LayerTest, SafetensorsRoundTripAndErrors) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, LayerTest, ::testing::Values(LayerKind::kGatedDeltaNet, LayerKind::kKda),
                          [](const auto& info) { return info.param == LayerKind::kKda ? "Kda" : "Gdn"; });
+
+}  // namespace
+}  // namespace linattn
+
+namespace linattn {
+namespace {
+
+// GRAPH_CONTRACT.md section 8 for a whole layer: forward + backward captured once into one CPU
+// graph on static buffers; replayed for six layouts (garbage in the padding rows of x and dy);
+// compared with the eager exact-size layer on the same content.
+TEST_P(LayerTest, GraphReplayMatchesEagerForwardBackward) {
+  const LayerConfig c = tiny(GetParam());
+  const int64_t T_max = 48, N_max = 4, hid = c.hidden_size;
+  LinearAttentionLayer layer(c, Device{});
+  layer.init_random(23);
+  layer.reserve(T_max, N_max);
+  Tensor x(DType::kF32, {1, T_max, hid}), y(DType::kF32, {1, T_max, hid});
+  Tensor dy(DType::kF32, {1, T_max, hid}), dx(DType::kF32, {1, T_max, hid});
+  Tensor cu(DType::kI32, {N_max + 1});
+  for (int64_t i = 0; i <= N_max; ++i) cu.set(i, 0);
+  LayerRunOptions gopt;
+  gopt.use_graph = gopt.training = true;
+  Graph graph;
+  graph.capture([&] {
+    layer.forward(x, cu, y, gopt);
+    layer.backward(dy, dx);
+  });
+  EXPECT_GT(graph.num_nodes(), 20u);
+  const std::vector<std::vector<int64_t>> layouts = {
+      {12, 12, 12, 12}, {5, 0, 30, 0}, {48, 0, 0, 0}, {1, 15, 16, 16}, {0, 0, 0, 3}, {20, 7, 0, 0}};
+  for (int round = 0; round < 2; ++round)
+    for (size_t li = 0; li < layouts.size(); ++li) {
+      const auto& lens = layouts[li];
+      std::vector<int64_t> cuv = {0};
+      for (int64_t l : lens) cuv.push_back(cuv.back() + l);
+      const int64_t T = cuv.back();
+      Tensor xe = rand_x(T, hid, 100 + li), dye = rand_x(T, hid, 200 + li);
+      for (int64_t i = 0; i < T_max * hid; ++i) {  // static content + garbage padding
+        x.set(i, i < T * hid ? xe.get(i) : 1e30);
+        dy.set(i, i < T * hid ? dye.get(i) : std::nan(""));
+      }
+      for (size_t i = 0; i < cuv.size(); ++i) cu.set(static_cast<int64_t>(i), static_cast<double>(cuv[i]));
+      graph.replay();
+      std::vector<Tensor> gw;
+      for (auto& p : layer.params()) {
+        Tensor h(DType::kF32, p.shape);
+        copy_tensor(h.view(), p.grad_view());
+        gw.push_back(std::move(h));
+      }
+      // Eager exact size on the same content.
+      Tensor cue = cu_tensor(cuv);
+      Tensor ye(DType::kF32, {1, T, hid}), dxe(DType::kF32, {1, T, hid});
+      LayerRunOptions eopt;
+      eopt.training = true;
+      layer.forward(xe, cue, ye, eopt);
+      layer.backward(dye, dxe);
+      const std::string where = "round " + std::to_string(round) + " layout " + std::to_string(li);
+      EXPECT_LT(rel_err(y, ye, T, hid), 1e-5) << where;
+      EXPECT_LT(rel_err(dx, dxe, T, hid), 1e-5) << where;
+      for (int64_t i = T * hid; i < T_max * hid; ++i) ASSERT_EQ(dx.get(i), 0.0) << where << " padding dx " << i;
+      for (size_t pi = 0; pi < gw.size(); ++pi) {
+        Tensor h(DType::kF32, layer.params()[pi].shape);
+        copy_tensor(h.view(), layer.params()[pi].grad_view());
+        EXPECT_LT(rel_err(gw[pi], h, 1, h.numel()), 1e-5) << where << " " << layer.params()[pi].name;
+        for (int64_t i = 0; i < h.numel(); ++i) ASSERT_TRUE(std::isfinite(gw[pi].get(i))) << where << layer.params()[pi].name;
+      }
+    }
+}
 
 }  // namespace
 }  // namespace linattn
