@@ -1,5 +1,6 @@
 // Register-blocked micro-kernels behind gemm() and trsm_unit_lower() (see gemm.h).
 // Template parameters: rows MR (1..6), vectors NV (1..4), TAIL = last vector partial.
+#include "cpu/intrin.h"
 #include "cpu/gemm.h"
 
 #include <algorithm>
@@ -163,14 +164,55 @@ void trsm_unit_lower(int n, int N, const float* Ln, int64_t ldl, float* X, int64
   }
 }
 
+#if defined(__AVX512F__)
+namespace {
+// 16 x 16 block: rows of src -> columns of dst, in registers (unpack 32-bit, 64-bit, then
+// 128-bit lane shuffles twice).
+void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  // r[4b + j] holds, for row group b (rows 4b..4b+3), column j + 4 * (128-bit lane).
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);        // lanes 0,2 of group 0 | 0,2 of group 1
+    t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);    // lanes 1,3 ...
+    t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);         // column j
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);     // column j + 8
+    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);  // column j + 4
+    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd); // column j + 12
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+}
+}  // namespace
+#endif
+
 void transpose(int R, int C, const float* src, int64_t lds, float* dst, int64_t ldd) {
-  constexpr int kB = 8;
-  for (int r0 = 0; r0 < R; r0 += kB)
-    for (int c0 = 0; c0 < C; c0 += kB) {
-      const int r1 = std::min(R, r0 + kB), c1 = std::min(C, c0 + kB);
-      for (int r = r0; r < r1; ++r)
-        for (int c = c0; c < c1; ++c) dst[c * ldd + r] = src[r * lds + c];
-    }
+  int r_full = 0, c_full = 0;
+#if defined(__AVX512F__)
+  r_full = R / 16 * 16;
+  c_full = C / 16 * 16;
+  for (int r0 = 0; r0 < r_full; r0 += 16)
+    for (int c0 = 0; c0 < c_full; c0 += 16) transpose16(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
+#endif
+  auto scalar = [&](int r0, int r1, int c0, int c1) {
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) dst[c * ldd + r] = src[r * lds + c];
+  };
+  scalar(0, r_full, c_full, C);  // right strip
+  scalar(r_full, R, 0, C);       // bottom strip
 }
 
 }  // namespace linattn::cpu

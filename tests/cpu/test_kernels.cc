@@ -147,6 +147,18 @@ TEST(CpuTrsm, SolvesUnitLower) {
     }
 }
 
+TEST(CpuTranspose, AllShapes) {
+  Rng rng(6);
+  for (int R : {1, 15, 16, 33, 64})
+    for (int C : {1, 16, 17, 48, 130}) {
+      const std::vector<float> src = rand_vec(rng, R * (C + 3));
+      std::vector<float> dst(C * (R + 5), NAN);
+      cpu::transpose(R, C, src.data(), C + 3, dst.data(), R + 5);
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) ASSERT_EQ(dst[c * (R + 5) + r], src[r * (C + 3) + c]) << R << "x" << C << " at " << r << "," << c;
+    }
+}
+
 TEST(CpuSimd, ExpSoftplusSigmoid) {
   using namespace cpu::simd;
   double worst = 0;
