@@ -38,12 +38,17 @@ struct BenchArgs {
 struct Machine {
   std::string device;      // "cpu: <model> (N threads, avx512)"
   int threads = 1;
-  double peak_gflops = 0;  // measured fp32 FMA peak on `threads` threads
+  double peak_gflops = 0;  // measured fp32 FMA peak on `threads` threads (wall time)
+  double core_peak_gflops = 0;  // one core's FMA peak by its thread CPU time (load-independent)
   double copy_gbps = 0;    // measured memcpy read + write bandwidth (one thread)
 };
 
 struct TimeStats {
   double p50_ms = 0, p95_ms = 0, mean_ms = 0;
+  // Process CPU time per call (all threads), median. On a machine shared with other jobs the
+  // wall time stretches with preemption; cpu_ms / threads estimates the unloaded wall time of a
+  // balanced parallel call (idle pool threads block and use no CPU).
+  double cpu_ms = 0;
   int iters = 0;
 };
 

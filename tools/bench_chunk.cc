@@ -254,6 +254,9 @@ int run_chunk(const BenchArgs& a, const Machine& m) {
     j.add("dtype", a.dtype).add("hqk", a.hqk).add("hv", a.hv).add("k", a.k).add("v", a.v).add("bt", a.bt);
     j.add_raw("lengths", lengths_json(a.lengths));
     j.add("threads", m.threads).add("p50_ms", ts.p50_ms).add("p95_ms", ts.p95_ms).add("host_ms", ts.mean_ms);
+    j.add("cpu_ms", ts.cpu_ms);
+    if (m.core_peak_gflops > 0) j.add("pct_of_peak_cpu_time", cost.flops / (ts.cpu_ms * 1e-3) * 1e-9 / m.core_peak_gflops);
+    if (tb.iters > 0) j.add("baseline_cpu_ms", tb.cpu_ms);
     j.add("iters", ts.iters).add("tokens_per_s", toks).add("gflops", gflops).add("gbps", cost.bytes / (ts.p50_ms * 1e-3) * 1e-9);
     j.add("pct_of_peak", pct).add("peak_extra_mib", scratch_mib);
     if (tb.iters > 0)
@@ -268,8 +271,11 @@ int run_chunk(const BenchArgs& a, const Machine& m) {
                 lengths_json(a.lengths).c_str());
     std::printf("  p50 %.3f ms (p95 %.3f, %d calls)  %.3g tokens/s  %.1f GFLOP/s = %.1f%% of FMA peak\n", ts.p50_ms,
                 ts.p95_ms, ts.iters, toks, gflops, 100.0 * pct);
+    std::printf("  process CPU time %.3f ms per call (/ %d threads = %.3f ms)\n", ts.cpu_ms, m.threads,
+                ts.cpu_ms / m.threads);
     if (tb.iters > 0)
-      std::printf("  token-by-token fp32 forward: p50 %.3f ms -> ratio %.2fx\n", tb.p50_ms, tb.p50_ms / ts.p50_ms);
+      std::printf("  token-by-token fp32 forward: p50 %.3f ms -> ratio %.2fx (CPU time ratio %.2fx)\n", tb.p50_ms,
+                  tb.p50_ms / ts.p50_ms, tb.cpu_ms / ts.cpu_ms);
     if (!check_name.empty())
       std::printf("  check vs %s: rel_rms %.3g, max_abs %.3g\n", check_name.c_str(), err.rel_rms, err.max_abs);
     std::printf("  scratch %.2f MiB; plan: %s\n", scratch_mib, plan.c_str());

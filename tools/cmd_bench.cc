@@ -93,7 +93,8 @@ int cmd_bench(const Args& args) {
   const bench::Machine m = bench::measure_machine(threads);
   if (a.json) std::printf("%s\n", bench::env_json(m).c_str());
   else
-    std::printf("# %s, FMA peak %.1f GFLOP/s, copy %.1f GB/s\n", m.device.c_str(), m.peak_gflops, m.copy_gbps);
+    std::printf("# %s, FMA peak %.1f GFLOP/s (one core by CPU time: %.1f), copy %.1f GB/s\n", m.device.c_str(),
+                m.peak_gflops, m.core_peak_gflops, m.copy_gbps);
   std::fflush(stdout);
   return fn(a, m);
 }
