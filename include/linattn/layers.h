@@ -73,6 +73,8 @@ class LinearAttentionLayer {
   void save_safetensors(const std::string& path, const std::string& prefix = "") const;
 
   // Allocates the static activation buffers for up to T_max tokens in up to N_max sequences.
+  // Growing (explicitly, or by an eager call over capacity) never frees the old buffers: a
+  // captured graph may still use them; they live as long as the layer.
   void reserve(int64_t T_max, int64_t N_max);
   int64_t capacity_tokens() const;
 

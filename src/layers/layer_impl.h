@@ -46,6 +46,10 @@ struct LinearAttentionLayer::Impl {
   layers::Acts acts;
   layers::Saved saved;
   Buffer workspace;  // graph-mode scratch of the chunk and conv ops, sized by reserve()
+  // Buffers replaced by a larger reserve() (an eager call over capacity): kept alive, because a
+  // captured graph may still point into them (address-or-lifetime).
+  std::vector<layers::Acts> retired_acts;
+  std::vector<Buffer> retired_workspaces;
 
   Impl(const LayerConfig& c, Device d);
   int add_param(const std::string& name, std::vector<int64_t> shape);

@@ -195,6 +195,11 @@ void LinearAttentionLayer::Impl::reserve(int64_t T_max, int64_t N_max) {
   if (T_max <= a.T_max && N_max <= a.N_max) return;
   T_max = std::max(T_max, a.T_max);
   N_max = std::max(N_max, a.N_max);
+  if (a.T_max > 0) {
+    retired_acts.push_back(std::move(a));
+    retired_workspaces.push_back(std::move(workspace));
+    a = layers::Acts{};
+  }
   const Device d = device;
   auto buf = [&](int64_t width) { return Buffer(d, static_cast<size_t>(std::max<int64_t>(T_max * width, 1)) * 4); };
   const int64_t hid = c.hidden_size, kd = c.key_dim(), vd = c.value_dim(), HV = c.num_v_heads, V = c.head_v_dim;
