@@ -4,7 +4,7 @@
 // longest sequence; forbidden inside a capture. Fixed capacity (use_graph = true): nothing reads
 // cu_seqlens until the work runs and the scratch is sized by capacity (rows tokens), so a
 // recorded call replays any layout. The compute chunk is the CPU planner's (BT 64 runs as 32,
-// exact either way). Scratch: ctx.workspace when given (its size is checked
+// exact either way), and so is the use of bf16 dot products for bf16 inputs. Scratch: ctx.workspace when given (its size is checked
 // here, before anything is recorded); else, on eager calls, a per-thread library buffer (grows
 // to the largest call, O(threads x chunks x K x V)); else, under capture, a buffer allocated
 // once at capture and owned by the recorded closure (replays never allocate).
@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "cpu/chunk_bwd.h"
+#include "cpu/gemm_bf16.h"
 #include "linattn/ops.h"
 #include "meta/chunk_attn_desc.h"
 #include "meta/graph_args.h"
@@ -62,7 +63,9 @@ size_t prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const Ex
   }
   // The compute chunk is the forward planner's (the chunked form is exact for any chunk size;
   // 64 runs as 32 on the CPU, measured ~8% faster for the backward too; LINATTN_CPU_CHUNK forces).
-  p.f.BT = plan::plan_chunk_fwd(d, {}, thread_count(ctx)).BT;
+  const plan::ChunkPlan pl = plan::plan_chunk_fwd(d, {}, thread_count(ctx));
+  p.f.BT = pl.BT;
+  p.bf16_dot = pl.bf16_dot && cpu::kHaveBf16Dot;
   return cpu::chunk_bwd_workspace_bytes(p, thread_count(ctx), scratch_seq_len(d, in));
 }
 

@@ -4,6 +4,7 @@
 #include "cpu/bwd_blas.h"
 
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/intrin.h"
 #include "cpu/simd.h"
 
@@ -27,6 +28,36 @@ void mm(int M, int N, int Kd, const float* A, int64_t a_rs, int64_t a_ks, const 
   g.c_scale = c_scale;
   g.c_row_scale = row_scale;
   gemm(g);
+}
+
+void mm_bf16(int M, int N, int Kd, const float* A, int64_t lda, bool a_t, const float* B, int64_t ldb,
+             float* C, int64_t ldc, bool acc, float c_scale, const float* row_scale, uint32_t* pk_a,
+             uint32_t* pk_b) {
+  if (M <= 0 || N <= 0) return;
+  const int Kp = (Kd + 1) / 2;
+  GemmBf16Args g;
+  if (a_t) {  // A(r, k) = A[k * lda + r]: pairs of stored rows
+    pack_bf16_row_pairs(Kd, M, A, lda, pk_a, M);
+    g.a_rs = 1;
+    g.a_ks = M;
+  } else {
+    pack_bf16_rows(M, Kd, A, lda, pk_a, Kp);
+    g.a_rs = Kp;
+    g.a_ks = 1;
+  }
+  pack_bf16_row_pairs(Kd, N, B, ldb, pk_b, N);
+  g.M = M;
+  g.N = N;
+  g.Kp = Kp;
+  g.A = pk_a;
+  g.B = pk_b;
+  g.ldb = N;
+  g.C = C;
+  g.ldc = ldc;
+  g.accumulate = acc;
+  g.c_scale = c_scale;
+  g.c_row_scale = row_scale;
+  gemm_bf16(g);
 }
 
 void mm_lower(int n, int N, const float* L, int64_t ldl, const float* B, int64_t ldb, float* C,

@@ -24,6 +24,17 @@ void mm_lower_t(int n, int N, const float* L, int64_t ldl, const float* B, int64
 void mm_to_lower(int n, int Kd, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                  int64_t ldc, bool acc);
 
+// C[M x N] = (acc ? C * c_scale (or row_scale[r]) : 0) + A B with both operands rounded to bf16
+// and AVX512-BF16 pair dot products (fp32 accumulation). A is [M x Kd] (row stride lda) or,
+// with a_t, stored [Kd x M]; B is [Kd x N]. pk_a / pk_b receive the pair packings
+// (bf16_pack_words(M, Kd) and bf16_pack_words(Kd, N) words).
+void mm_bf16(int M, int N, int Kd, const float* A, int64_t lda, bool a_t, const float* B, int64_t ldb,
+             float* C, int64_t ldc, bool acc, float c_scale, const float* row_scale, uint32_t* pk_a,
+             uint32_t* pk_b);
+inline int64_t bf16_pack_words(int64_t rows, int64_t cols) {
+  return (rows + 1) / 2 * cols + rows * ((cols + 1) / 2);  // enough for either pairing
+}
+
 // dst[c * ldd + r] = sign * src[r * lds + c] for r < R, c < C. `stream`: non-temporal stores
 // where the destination rows are 64-byte aligned (results read back much later).
 void transpose(int R, int C, const float* src, int64_t lds, float* dst, int64_t ldd,

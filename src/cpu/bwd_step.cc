@@ -29,10 +29,10 @@ void Worker::bwd_chunk(int n, const float* slot, float* dS) {
   intra_fwd(n, true);
   // dV^ = aqk^T dos + kg dS
   mm_lower_t(n, V, b.aqk, BT, b.dos, V, b.dvh, V, false);
-  mm(n, V, K, b.kg, K, 1, dS, V, b.dvh, V, true);
+  big(n, V, K, b.kg, K, false, dS, V, b.dvh, V, true);
   // dk_inter = e^(gamL - gam) (V^ dS^T), with tmp = dS^T [V, K]
   transpose(K, V, dS, V, b.tmp, K);
-  mm(n, K, V, vh, V, 1, b.tmp, K, b.dk, K, false);
+  mm(n, K, V, vh, V, 1, b.tmp, K, b.dk, K, false);  // fp32 (see Worker::big)
   scale_rows(n, K, b.egl, gw, b.dk, b.dk);
   // dgam = -k dk_inter; last = sum_j k_j dk_inter_j + e^gamL sum_v S dS
   vfill(b.last, 0.0f, K);
@@ -59,11 +59,11 @@ void Worker::bwd_chunk(int n, const float* slot, float* dS) {
   }
   // Y = A^-T dV^; [dq; xn] = [dos; Y] S^T, then dq *= e^gam
   mm_lower_t(n, V, ai, BT, b.dvh, V, b.y, V, false);
-  mm(2 * n, K, V, b.dos, V, 1, st, K, b.dq, K, false);
+  big(2 * n, K, V, b.dos, V, false, st, K, b.dq, K, false);
   scale_rows(n, K, b.eg, gw, b.dq, b.dq);
   // dS <- Diag(e^gamL) dS + [qg; kbgn]^T [dos; Y]
-  if (gw == 1) mm(K, V, 2 * n, b.qg, 1, K, b.dos, V, dS, V, true, b.egL[0]);
-  else mm(K, V, 2 * n, b.qg, 1, K, b.dos, V, dS, V, true, 1.0f, b.egL);
+  if (gw == 1) big(K, V, 2 * n, b.qg, K, true, b.dos, V, dS, V, true, b.egL[0]);
+  else big(K, V, 2 * n, b.qg, K, true, b.dos, V, dS, V, true, 1.0f, b.egL);
   // daqk = dos V^^T on and below the diagonal
   transpose(n, V, vh, V, b.tmp, BT);
   mm_to_lower(n, V, b.dos, V, b.tmp, BT, b.daqk, BT, false);

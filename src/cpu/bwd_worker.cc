@@ -106,6 +106,9 @@ size_t carve_worker(const ChunkBwdParams& p, int64_t max_chunks, bool group_acc,
   o->dS = c.take(K * V);
   o->slots = c.take(static_cast<size_t>(max_chunks) * static_cast<size_t>(slot_floats(p)));
   o->gacc = group_acc ? c.take(2 * static_cast<size_t>(max_chunks) * BT * K) : nullptr;
+  const int64_t mkv = static_cast<int64_t>(std::max({K, V, 2 * BT}));
+  o->pk_a = p.bf16_dot ? reinterpret_cast<uint32_t*>(c.take(bf16_pack_words(mkv, mkv))) : nullptr;
+  o->pk_b = p.bf16_dot ? reinterpret_cast<uint32_t*>(c.take(bf16_pack_words(mkv, mkv))) : nullptr;
   return c.used;
 }
 
@@ -113,6 +116,16 @@ Worker::Worker(const ChunkBwdParams& p, float* mem, int64_t max_chunks, bool gro
     : p_(p), K_(static_cast<int>(p.f.K)), V_(static_cast<int>(p.f.V)), BT_(p.f.BT),
       gw_(static_cast<int>(p.gate_width())), max_chunks_(max_chunks), dqk_acc_(dqk_acc) {
   carve_worker(p, max_chunks, group_acc, mem, &b_);
+}
+
+void Worker::big(int M, int N, int Kd, const float* A, int64_t lda, bool a_t, const float* B, int64_t ldb,
+                 float* C, int64_t ldc, bool acc, float c_scale, const float* row_scale) {
+  if (p_.bf16_dot)
+    mm_bf16(M, N, Kd, A, lda, a_t, B, ldb, C, ldc, acc, c_scale, row_scale, b_.pk_a, b_.pk_b);
+  else if (a_t)
+    mm(M, N, Kd, A, 1, lda, B, ldb, C, ldc, acc, c_scale, row_scale);
+  else
+    mm(M, N, Kd, A, lda, 1, B, ldb, C, ldc, acc, c_scale, row_scale);
 }
 
 void Worker::load_inputs(int64_t row0, int n, bool bwd) {
@@ -245,14 +258,15 @@ void Worker::fwd_chunk(int n, float* S, float* slot, bool update_state) {
   intra_fwd(n, false);
   solve(n, ai_w);
   // Xf = beta v - kbg S = (I + L) V^, then V^ = A^-1 Xf
-  mm(n, V, K, b_.kbgn, K, 1, S, V, xf_w, V, true);
+  big(n, V, K, b_.kbgn, K, false, S, V, xf_w, V, true);
   mm_lower(n, V, ai_w, BT, xf_w, V, vh_w, V, false);
   transpose(K, V, S, V, st, K, 1.0f, stream_slots_);
   copy_rows(n, V, vh_w, V, vh, V, stream_slots_);
   copy_rows(n, V, xf_w, V, xf, V, stream_slots_);
   copy_rows(n, n, ai_w, BT, ai, BT, stream_slots_);
   if (!update_state) return;
-  // S <- Diag(e^gamL) S + kg^T V^
+  // S <- Diag(e^gamL) S + kg^T V^ (fp32 even with bf16 dots: the recomputed states feed every
+  // later chunk, and bf16 here moved dA_log / ddt_bias past their bf16 bars, measured)
   if (gw_ == 1) mm(K, V, n, b_.kg, 1, K, vh_w, V, S, V, true, b_.egL[0]);
   else mm(K, V, n, b_.kg, 1, K, vh_w, V, S, V, true, 1.0f, b_.egL);
 }

@@ -43,6 +43,7 @@ struct WorkerBufs {
   float *S, *dS;                        // [K, V]
   float* slots;                         // [max_chunks][slot_floats]
   float* gacc;                          // [2][max_chunks * BT, K] GVA in-task dq / dk sums, or null
+  uint32_t *pk_a, *pk_b;                // bf16 pair packings of the two operands, or null
 };
 
 // Floats of one chunk slot: S^T [V, K], V^ [BT, V], Xf [BT, V], A^-1 [BT, BT].
@@ -110,6 +111,11 @@ class Worker {
   void bwd_chunk(int n, const float* slot, float* dS);
   void finish_rows(int64_t row0, int n, TaskPartials part);
   void finish_group(int64_t bos, int64_t len, int64_t hq);
+  // A state-sized product: mm(), or mm_bf16() when p.bf16_dot (same operand conventions). Used
+  // for X S, kg dS, [dO; Y] S^T and [qg; kbgn]^T [dO; Y]; the state update and V^ dS^T stay fp32
+  // (measured: bf16 there doubles the dA_log / ddt_bias error, past the bf16 bars).
+  void big(int M, int N, int Kd, const float* A, int64_t lda, bool a_t, const float* B, int64_t ldb,
+           float* C, int64_t ldc, bool acc, float c_scale = 1.0f, const float* row_scale = nullptr);
   void load_state(const BwdBuf& src, int64_t n, float* S);  // S [K, V]; zeros when absent
   void store_state(const BwdOut& dst, int64_t n, const float* S);
 

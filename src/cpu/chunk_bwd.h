@@ -37,6 +37,9 @@ struct ChunkBwdParams {
   BwdOut dA_log;           // [HV]
   BwdOut ddt_bias;         // [HV * gate width]
   BwdOut dh0;              // like h0
+  // bf16 inputs: the state-sized products take AVX512-BF16 dot products (operands rounded to
+  // bf16 per chunk, fp32 accumulation), as the forward's plan decides (plan.bf16_dot).
+  bool bf16_dot = false;
 
   int64_t gate_width() const { return f.kda ? f.K : 1; }
   BwdBuf q() const { return {f.q, f.qk_dtype}; }

@@ -187,6 +187,12 @@ TEST_P(ChunkBwd, MatchesReference) {
     unsetenv("LINATTN_CPU_CHUNK");
     EXPECT_TRUE(bwd_close(d, ref, got64, c.dtype)) << "compute chunk 64";
   }
+  if (c.dtype == DType::kBF16) {  // bf16 inputs take bf16 dot products; check the fp32 path too
+    setenv("LINATTN_CPU_BF16_DOT", "0", 1);
+    const ChunkAttnGradTensors f32 = cpu_backward(d, cot);
+    unsetenv("LINATTN_CPU_BF16_DOT");
+    EXPECT_TRUE(bwd_close(d, ref, f32, c.dtype)) << "fp32 products";
+  }
   const ChunkAttnGradTensors* all[] = {&got};
   for (const auto* g : all)
     for (const Tensor* t : {&g->dq, &g->dk, &g->dv, &g->dg, &g->dbeta, &g->dA_log, &g->ddt_bias,
