@@ -66,12 +66,6 @@ void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width) {
               static_cast<size_t>((r1 - r0) * width) * es);
 }
 
-float load_one(const BwdBuf& src, int64_t off) {
-  float v;
-  load_rows(src, off, 0, 1, 1, &v, 1);
-  return v;
-}
-
 void store_one(const BwdOut& dst, int64_t off, double v) {
   if (dst.dtype == DType::kF64) {
     static_cast<double*>(dst.data)[off] = v;

@@ -20,8 +20,7 @@ void store_fence();
 void copy_rows(int rows, int cols, const float* src, int64_t lds, float* dst, int64_t ldd, bool stream);
 // Writes zeros to rows [r0, r1) of a [rows, width] tensor.
 void zero_rows(const BwdOut& dst, int64_t r0, int64_t r1, int64_t width);
-// Scalar access (for the few per-head values).
-float load_one(const BwdBuf& src, int64_t off);
+// Scalar store (for the few per-head values).
 void store_one(const BwdOut& dst, int64_t off, double v);
 // Entry i of an int32 / int64 index tensor.
 int64_t load_index(const BwdBuf& idx, int64_t i);

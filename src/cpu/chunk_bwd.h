@@ -1,13 +1,15 @@
 // CPU chunked backward of GDN / KDA (ALGORITHMS.md section 4), recomputing the forward.
-// One task per (sequence, value head): a forward sweep over the chunks recomputes the state
+// One task per (sequence, value head) (see GVA below): a forward sweep over the chunks recomputes the state
 // entering each chunk and the effective values V^ and stores them in the task's scratch
 // (O(chunks x K x V) per running task); a reverse sweep then walks the chunks backwards with the
 // state gradient dS resident and produces every gradient of the chunk's rows.
-// GVA: dq / dk are written per value head into fp32 scratch and group-summed afterwards in a
-// fixed order; dA_log / ddt_bias are per-task partials summed over sequences in order. Nothing
-// depends on the thread count: 1 thread and N threads give bitwise equal results.
-// Layouts (ChunkParams): q, k [rows, H, K]; v, d_o [rows, HV, V]; g [rows, HV(, K)]; beta [rows, HV]; states
-// [N, HV, K, V] (or [N, HV, V, K] when state_v_first); all dense row-major.
+// GVA: a task owns a q/k head group and sums its dq / dk in fp32 when sequences x q/k heads
+// cover the threads, else one task per value head writes fp32 partials that are group-summed
+// afterwards; both sum in the same order. dA_log / ddt_bias are per-(sequence, head) partials
+// summed over sequences in order. 1 thread and N threads give bitwise equal results.
+// The compute chunk is f.BT (the api passes the planner's choice; the math is exact for any).
+// Layouts (ChunkParams): q, k [rows, H, K]; v, d_o [rows, HV, V]; g [rows, HV(, K)];
+// beta [rows, HV]; states [N, HV, K, V] (or [N, HV, V, K] when state_v_first); dense row-major.
 #pragma once
 #include <cstddef>
 #include <cstdint>
