@@ -7,8 +7,11 @@
 //   dq^ = scale e^gam (dO S^T) + Pd K^            Pd = scale M o D o (dO V^^T)
 //   xn  = Y S^T                                   R  = -M- o D o (Y V^^T)  (= dL o D)
 //   dk^ = e^(gL-gam) (V^ dS'^T) + Pd^T Q^ + (beta R)^T K^ + beta (R K^) - beta e^gam xn
-//   dgam_i = q^.dq^ - k^.(dk_inter + dka) + beta k^.(R K^) - beta e^gam k^.xn,
+//   dgam_i = q^.dq_inter - k^.dk_inter - beta e^gam k^.xn + rowsum_i(M) - colsum_i(M),
 //            + e^gL <S, dS'> + sum_i k^.dk_inter at the last valid row;  dg = reverse cumsum
+//            M = Pd o (Q^ K^^T) + diag(beta) R o (K^ K^^T) (fp32, formed once: the row and column
+//            sums of the same numbers cancel exactly in the cumsum; deriving them from q^.dq^ and
+//            k^.dka instead left bf16-rounding residues that summed to 10-40% errors in dA_log)
 //   dbeta_i = Y.v - e^gam k^.xn + k^.(R K^)
 // Products run on mma.sync with fp32 accumulators; row dot products are reduced over the quad,
 // then over the 4 column warps through shared memory in a fixed order. Rows past the chunk end
@@ -48,6 +51,7 @@ struct ChunkSmem {
   T pk[BT][kLdA], pq[BT][kLdA], rm[BT][kLdA], rb[BT][kLdA];  // Pd rk_j, rq_i Pd, R rk_j, beta_i rk_i R
   float rq[BT], rk[BT], gam[BT], beta[BT];
   float red[6][BT][kWN];        // row-dot partials per column warp
+  float redc[BT][BT / 16];      // column sums of M per row warp
   float wred[CTiling<BT, V>::NW];
 };
 
@@ -137,7 +141,10 @@ __device__ __forceinline__ void finish_rows(ChunkSmem<T, BT, V>& s, const GdnBwd
     for (int q = 0; q < 6; ++q) a[q] = ((s.red[q][i][0] + s.red[q][i][1]) + s.red[q][i][2]) + s.red[q][i][3];
     const float eg = exp2f(s.gam[i]), rq = s.rq[i], rk = s.rk[i], b = s.beta[i];
     const bool valid = i < len;
-    dgam[hh] = valid ? rq * a[1] - rk * (a[2] + a[3]) + b * rk * a[4] - b * eg * rk * a[5] : 0.f;
+    float colM = 0.f;
+#pragma unroll
+    for (int w = 0; w < BT / 16; ++w) colM += s.redc[i][w];
+    dgam[hh] = valid ? rq * a[1] - rk * a[2] - b * eg * rk * a[5] + a[3] - colM : 0.f;
     dbeta[hh] = a[0] - eg * rk * a[5] + rk * a[4];
     kdk += valid ? rk * a[2] : 0.f;
   }
@@ -233,9 +240,8 @@ __global__ void __launch_bounds__(CTiling<BT, V>::NT, 1) gdn_bwd_chunk_kernel(Gd
       bv[hf] = s.beta[rr];
       neg_beg[hf] = -bv[hf] * eg[hf];
     }
-    // Row dots, flushed to s.red[q] as soon as complete: 0 Y.v, 1 q.dq^, 2 k.dk_inter, 3 k.dka,
-    // 4 k.(R K^), 5 k.xn (q, k raw; the row scales are applied in finish_rows).
-    float pdq[2] = {};
+    // Row dots, flushed to s.red[q] as soon as complete: 0 Y.v, 1 q.dq_inter, 2 k.dk_inter,
+    // 3 rowsum(M), 4 k.(R K^), 5 k.xn (q, k raw; the row scales are applied in finish_rows).
 
     // Y = Ai^T dV^ (registers until every warp has read dV^); Y.v
     float Y[Tl::NTV][4] = {};
@@ -269,7 +275,11 @@ __global__ void __launch_bounds__(CTiling<BT, V>::NT, 1) gdn_bwd_chunk_kernel(Gd
       for (int nt = 0; nt < Tl::NTK; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) t[nt][e] *= sc[e >> 1];
-      rowdot<T, Tl::NTK, kLdK>(pdq, t, s.q, r0, ck, tq);
+      {
+        float pq1[2] = {};
+        rowdot<T, Tl::NTK, kLdK>(pq1, t, s.q, r0, ck, tq);
+        flush_rowdot<BT>(s.red, 1, pq1, r0, wn, tq);
+      }
       const float one[2] = {1.f, 1.f};
       add_scaled(dqA, t, one);
     }
@@ -315,9 +325,12 @@ __global__ void __launch_bounds__(CTiling<BT, V>::NT, 1) gdn_bwd_chunk_kernel(Gd
       add_scaled(dkA, t, neg_beg);
     }
     {  // Pd = scale M o D o (dO V^^T), R = -M- o D o (Y V^^T), staged with their row / column scales
-      float pm[Tl::NTB][4] = {}, lm[Tl::NTB][4] = {};
+      float pm[Tl::NTB][4] = {}, lm[Tl::NTB][4] = {}, qk[Tl::NTB][4] = {}, kk[Tl::NTB][4] = {};
       mma_tile<T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
       mma_tile<T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
+      mma_tile<T, Tl::NTB, kK, false, true>(qk, &s.q[0][0], kLdK, 16 * wm, &s.k[0][0], kLdK, cb, lane);
+      mma_tile<T, Tl::NTB, kK, false, true>(kk, &s.k[0][0], kLdK, 16 * wm, &s.k[0][0], kLdK, cb, lane);
+      float rowM[2] = {}, colM[Tl::NTB][2] = {};
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int i = r0 + 8 * hf;
@@ -333,6 +346,9 @@ __global__ void __launch_bounds__(CTiling<BT, V>::NT, 1) gdn_bwd_chunk_kernel(Gd
             P[e] = f.scale * d * pm[nt][2 * hf + e];
             R[e] = jc < i ? -d * lm[nt][2 * hf + e] : 0.f;
             rkc[e] = s.rk[jc];
+            const float m = P[e] * (qk[nt][2 * hf + e] * rqi * rkc[e]) + brk * R[e] * (kk[nt][2 * hf + e] * rkc[e]);
+            rowM[hf] += m;
+            colM[nt][e] += m;
           }
           st_pair(&s.pk[i][c0], P[0] * rkc[0], P[1] * rkc[1]);
           st_pair(&s.pq[i][c0], rqi * P[0], rqi * P[1]);
@@ -340,6 +356,17 @@ __global__ void __launch_bounds__(CTiling<BT, V>::NT, 1) gdn_bwd_chunk_kernel(Gd
           st_pair(&s.rb[i][c0], brk * R[0], brk * R[1]);
         }
       }
+      flush_rowdot<BT>(s.red, 3, rowM, r0, wn, tq);
+#pragma unroll
+      for (int nt = 0; nt < Tl::NTB; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float c = colM[nt][e];  // sum over the 16 rows of this warp: lanes with the same tq
+          c += __shfl_xor_sync(0xffffffffu, c, 4);
+          c += __shfl_xor_sync(0xffffffffu, c, 8);
+          c += __shfl_xor_sync(0xffffffffu, c, 16);
+          if (g == 0) s.redc[cb + nt * 8 + 2 * tq + e][wm] = c;
+        }
     }
     __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
     if (jj + 1 < G) load_head<T, BT, V>(s, p, w, r, t0, len, j + 1, tid);
@@ -348,7 +375,6 @@ __global__ void __launch_bounds__(CTiling<BT, V>::NT, 1) gdn_bwd_chunk_kernel(Gd
     {  // dq^ += Pd K^
       float t[Tl::NTK][4] = {};
       mma_tile<T, Tl::NTK, BT, false, false>(t, &s.pk[0][0], Sm::kLdA, 16 * wm, &s.k[0][0], kLdK, ck, lane);
-      rowdot<T, Tl::NTK, kLdK>(pdq, t, s.q, r0, ck, tq);
       const float one[2] = {1.f, 1.f};
       add_scaled(dqA, t, one);
     }
@@ -366,15 +392,9 @@ __global__ void __launch_bounds__(CTiling<BT, V>::NT, 1) gdn_bwd_chunk_kernel(Gd
       float t[Tl::NTK][4] = {};
       mma_tile<T, Tl::NTK, BT, true, false>(t, &s.pq[0][0], Sm::kLdA, 16 * wm, &s.q[0][0], kLdK, ck, lane);
       mma_tile<T, Tl::NTK, BT, true, false>(t, &s.rb[0][0], Sm::kLdA, 16 * wm, &s.k[0][0], kLdK, ck, lane);
-      {
-        float pk[2] = {};
-        rowdot<T, Tl::NTK, kLdK>(pk, t, s.k, r0, ck, tq);
-        flush_rowdot<BT>(s.red, 3, pk, r0, wn, tq);
-      }
       const float one[2] = {1.f, 1.f};
       add_scaled(dkA, t, one);
     }
-    flush_rowdot<BT>(s.red, 1, pdq, r0, wn, tq);
     __syncthreads();
     if (warp == 0) finish_rows<T, BT, V>(s, p, w, r, t0, len, j, lane);
     __syncthreads();
