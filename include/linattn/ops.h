@@ -86,7 +86,8 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
                     const ExecContext& ctx = {});
 // Scratch bytes chunk_attn_bwd needs with this ctx (same rules as the forward's). The CPU
 // backward recomputes the forward and keeps per-chunk states: O(threads x longest sequence x
-// K x V) (fixed capacity: the longest possible sequence, B*T tokens).
+// K x V) (fixed capacity: the longest possible sequence, B*T tokens). CUDA: per-chunk bf16 states
+// and state gradients plus per-token intermediates, O(chunks x HV x K x V) (see docs/perf-notes.md).
 size_t chunk_attn_bwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                                       const ExecContext& ctx = {});
 
