@@ -33,6 +33,7 @@
 #endif
 
 namespace linattn::bench {
+double process_cpu_ms();  // bench_common.cc
 namespace {
 
 struct Cfg {
@@ -261,13 +262,13 @@ int run_conv(const BenchArgs& a, const Machine& m) {
 #endif
   };
   TimeStats ts;
-  double copy = 0;
+  double copy = 0, copy_cpu_ms = 0;
   if (!c.cuda) {
     // The development machine is shared: every call is paired with a copy of the same bytes
     // (half read, half written), so that both see the same load; copy = their median.
     const size_t half = static_cast<size_t>(b.bytes() / 2);
     std::vector<char> src(half, 1), dst(half, 2);
-    std::vector<double> copy_gbps, ms;
+    std::vector<double> copy_gbps, ms, cpu, copy_cpu;
     const auto start = std::chrono::steady_clock::now();
     const auto since = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -275,12 +276,21 @@ int run_conv(const BenchArgs& a, const Machine& m) {
     step();
     while (static_cast<int>(ms.size()) < a.min_iters || (since(start) < a.min_time_s && ms.size() < 1000)) {
       auto t0 = std::chrono::steady_clock::now();
+      double c0 = process_cpu_ms();
       parallel_copy(dst.data(), src.data(), half, m.threads);
       copy_gbps.push_back(2.0 * static_cast<double>(half) / since(t0) * 1e-9);
+      copy_cpu.push_back(process_cpu_ms() - c0);
       t0 = std::chrono::steady_clock::now();
+      c0 = process_cpu_ms();
       step();
       ms.push_back(since(t0) * 1e3);
+      cpu.push_back(process_cpu_ms() - c0);
     }
+    // Process CPU time / threads estimates the unloaded wall time (the VM preempts us).
+    std::sort(cpu.begin(), cpu.end());
+    std::sort(copy_cpu.begin(), copy_cpu.end());
+    ts.cpu_ms = cpu[cpu.size() / 2];
+    copy_cpu_ms = copy_cpu[copy_cpu.size() / 2];
     std::sort(copy_gbps.begin(), copy_gbps.end());
     copy = copy_gbps[copy_gbps.size() / 2];
     ts.iters = static_cast<int>(ms.size());
@@ -357,6 +367,12 @@ int run_conv(const BenchArgs& a, const Machine& m) {
     j.add("threads", m.threads).add("p50_ms", ts.p50_ms).add("p95_ms", ts.p95_ms).add("host_ms", ts.mean_ms);
     j.add("iters", ts.iters).add("input_sets", nsets).add("gbps", gbps).add("copy_gbps", copy);
     j.add("pct_of_copy", 100.0 * gbps / copy).add("peak_extra_mib", static_cast<double>(b.ws.bytes()) / (1 << 20));
+    if (!c.cuda) {
+      const double per_thread = ts.cpu_ms / m.threads, copy_per_thread = copy_cpu_ms / m.threads;
+      j.add("cpu_ms", ts.cpu_ms).add("cpu_ms_per_thread", per_thread);
+      j.add("gbps_cpu_time", b.bytes() / (per_thread * 1e-3) * 1e-9);
+      j.add("copy_gbps_cpu_time", b.bytes() / (copy_per_thread * 1e-3) * 1e-9);
+    }
     j.add("check", check);
     if (check != "off") j.add("max_abs_err", max_abs).add("rel_rms_err", rel_rms);
     std::printf("%s\n", j.str().c_str());
@@ -366,6 +382,9 @@ int run_conv(const BenchArgs& a, const Machine& m) {
                 a.pass.c_str(), a.backend.c_str(), a.mode.c_str(), a.dtype.c_str(), static_cast<long long>(c.D),
                 static_cast<long long>(c.W), static_cast<long long>(c.T), static_cast<long long>(c.N), ts.p50_ms,
                 ts.p95_ms, gbps, 100.0 * gbps / copy, copy, check.c_str(), max_abs, rel_rms);
+    if (!c.cuda)
+      std::printf("  process CPU time %.3f ms per call (/ %d threads = %.3f ms; the same bytes copied: %.3f ms)\n",
+                  ts.cpu_ms, m.threads, ts.cpu_ms / m.threads, copy_cpu_ms / m.threads);
   }
 #if LINATTN_WITH_CUDA
   for (auto e : execs) cudaGraphExecDestroy(e);

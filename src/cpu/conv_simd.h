@@ -1,8 +1,8 @@
 // 16-lane fp32 vectors (GCC vector extensions: AVX-512 registers with -march=native, split into
 // narrower ones elsewhere) for the short-conv kernels: loads / stores of fp32, bf16 and fp16
 // rows with conversion (round to nearest even), and exp / sigmoid / silu in fp32.
-// exp: Cody-Waite range reduction + degree-6 polynomial, relative error ~2e-7 on [-87, 88];
-// inputs are clamped to that range, NaN propagates.
+// exp: inputs clamped to [-87, 88], Cody-Waite range reduction + degree-6 polynomial (relative
+// error ~2e-7), 2^n applied by vscalefps on AVX-512, by exponent bits elsewhere. NaN propagates.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -55,6 +55,11 @@ LINATTN_SIMD_INLINE vf load(const fp16_t* p) {
 
 LINATTN_SIMD_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 LINATTN_SIMD_INLINE void store(bf16_t* p, vf v) {
+#if defined(__AVX512BF16__)
+  // vcvtneps2bf16: round to nearest even, NaN stays NaN (fp32 denormals become 0).
+  const __m256bh h = _mm512_cvtneps_pbh(reinterpret_cast<__m512>(v));
+  std::memcpy(p, &h, sizeof h);
+#else
   vu u;
   std::memcpy(&u, &v, sizeof u);
   const vu rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -62,6 +67,7 @@ LINATTN_SIMD_INLINE void store(bf16_t* p, vf v) {
   const vu r = ((u & 0x7fffffffu) > 0x7f800000u) ? quiet_nan : rounded;
   const vh h = __builtin_convertvector(r, vh);
   std::memcpy(p, &h, sizeof h);
+#endif
 }
 LINATTN_SIMD_INLINE void store(fp16_t* p, vf v) {
   const vhf h = __builtin_convertvector(v, vhf);
@@ -118,6 +124,7 @@ LINATTN_SIMD_INLINE void store_any(E* p, vf v, int n) {
 }
 
 LINATTN_SIMD_INLINE vf exp(vf x) {
+  // The clamp keeps 1 + exp(-z) finite in the sigmoid (its Newton step needs that).
   const vf lo = splat(-87.0f), hi = splat(88.0f);
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;
@@ -132,10 +139,14 @@ LINATTN_SIMD_INLINE vf exp(vf x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
+#if defined(__AVX512F__)
+  return reinterpret_cast<vf>(_mm512_maskz_scalef_ps(static_cast<__mmask16>(0xFFFF), reinterpret_cast<__m512>(p), reinterpret_cast<__m512>(n)));
+#else
   const vi e = (__builtin_convertvector(n, vi) + 127) << 23;
   vf scale;
   std::memcpy(&scale, &e, sizeof scale);
   return p * scale;
+#endif
 }
 
 // 1 / d: the 14-bit hardware estimate plus one Newton step (~1 ulp) where AVX-512 has it
