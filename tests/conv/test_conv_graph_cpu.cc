@@ -1,6 +1,6 @@
 // Fixed-capacity (use_graph = true) short conv on the CPU, GRAPH_CONTRACT.md section 8: static
-// buffers, eager warm-up, one capture (through the CPU capture hook, with a minimal recorder),
-// then replays over six layouts (equal splits, varlen, zero-length tail, actual T < T_max, one
+// buffers, eager warm-up, one capture with linattn::Graph (and, for the rule checks, a minimal
+// recorder on the capture hook), then replays over six layouts (equal splits, varlen, zero-length tail, actual T < T_max, one
 // sequence filling the bucket, other splits) with new inputs and garbage in the padding rows.
 // Each replay is checked against the fp64 reference, against the eager fixed-capacity call
 // (bitwise) and against the eager exact-size call (y / dx / states bitwise, dweight within
@@ -14,6 +14,7 @@
 
 #include "conv_case.h"
 #include "core/capture.h"
+#include "linattn/graph.h"
 #include "linattn/error.h"
 
 namespace linattn::testing {
@@ -76,12 +77,9 @@ TEST(ConvGraphCpu, ReplayMatchesEagerOverSixLayouts) {
       ctx.workspace = ws.data(), ctx.workspace_bytes = ws.size() * 4;
 
       call(d, d.inputs(), r, opt, ctx);  // eager warm-up (fixed capacity)
-      Recorder rec;
-      {
-        Scope cap(&rec);
-        call(d, d.inputs(), r, opt, ctx);
-      }
-      ASSERT_EQ(rec.names, (std::vector<std::string>{"conv_fwd", "conv_bwd"}));
+      Graph graph;
+      graph.capture([&] { call(d, d.inputs(), r, opt, ctx); });
+      ASSERT_EQ(graph.node_names(), (std::vector<std::string>{"conv_fwd", "conv_bwd"}));
 
       const std::vector<std::vector<int64_t>> layouts = {
           {75, 75, 75, 75}, {10, 200, 3, 50}, {100, 50, 0, 0}, {5, 1, 2, 0}, {300, 0, 0, 0}, {0, 299, 1, 0}};
@@ -92,7 +90,7 @@ TEST(ConvGraphCpu, ReplayMatchesEagerOverSixLayouts) {
           refill(d, ++seed);
           refill_results(r, seed);
           const ConvResults before = clone(r);
-          rec.replay();
+          graph.replay();
           SCOPED_TRACE(d.c.str());
           expect_matches_ref(d, r, before);
 
