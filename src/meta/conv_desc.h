@@ -5,6 +5,10 @@
 // [N, D, W] are contiguous. State slot W-1 holds the newest token; slot 0 is never read by the
 // convolution. Varlen packs N sequences into [1, T, D] with cu_seqlens [N + 1]; dense [B, T, D]
 // is N = B sequences of T tokens. In graph mode rows >= cu_seqlens[N] are padding.
+// Graph mode needs no chunk tables: kernels tile rows by capacity and find each tile's sequence
+// by a binary search of cu_seqlens when they run (offsets clamped to [0, T]), so
+// ConvOptions::chunk_size is validated ({16, 32, 64}) but does not change the computation.
+// Padding rows (>= cu_seqlens[N]) of y / dx / dresidual are left untouched.
 // Workspace: conv_bwd needs fixed-order partial sums of dweight / dbias; the sizes below are
 // the single place they are counted (count-then-carve).
 #pragma once
