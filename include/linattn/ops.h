@@ -75,9 +75,9 @@ struct ChunkAttnGrads {      // every present tensor is written; absent ones are
 void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
                     const ChunkAttnOptions& opt, const ExecContext& ctx = {});
 // Scratch bytes chunk_attn_fwd needs with this ctx (thread count; the workspace fields are
-// ignored). Required in ctx.workspace (256-B aligned) when the call is captured into a graph;
-// eager calls without one use library-owned scratch. With use_graph it depends only on shapes,
-// options and threads, never on the cu_seqlens data.
+// ignored), to pass in ctx.workspace (256-B aligned). Without one, eager calls use library-owned
+// scratch and captured calls get scratch allocated once at capture, owned by the graph. With
+// use_graph it depends only on shapes, options and threads, never on the cu_seqlens data.
 size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                                       const ExecContext& ctx = {});
 // d_o: [B, T, HV, V]; d_final_state: like final_state, optional.
