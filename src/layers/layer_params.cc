@@ -43,7 +43,9 @@ LinearAttentionLayer::Impl::Impl(const LayerConfig& c, Device d) : cfg(c), devic
   if (cfg.kind == LayerKind::kKda && cfg.num_v_heads != cfg.num_heads)
     fail("num_v_heads: KDA layers use HV = H = " + std::to_string(cfg.num_heads) + ", got " +
          std::to_string(cfg.num_v_heads));
-  if (cfg.dtype != DType::kF32) fail(std::string("dtype: layers support fp32 for now, got ") + dtype_name(cfg.dtype));
+  if (cfg.dtype != DType::kF32)  // valid but not implemented yet: Unsupported (the capability matrix says so)
+    throw Error(ErrorCode::kUnsupported, FailureCategory::kUnsupportedOp, __FILE__, __LINE__,
+                std::string("dtype: layers support fp32 for now, got ") + dtype_name(cfg.dtype));
   const int64_t hid = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim(), HV = cfg.num_v_heads;
   const int64_t W = cfg.conv_size, V = cfg.head_v_dim;
   idx.q = add_param("q_proj.weight", {kd, hid});
