@@ -6,12 +6,17 @@
 //     --v 128 --lengths 4096[,...] --dtype fp32|bf16|fp16 [--threads N] [--json]
 // Extra: --bt 64, --min-time 1.0 (s per timed path), --iters 5 (minimum), --check
 // auto|ref|baseline|off, --no-baseline; conv: --channels D --width W. Lengths accept "4096x8".
+// All modes in one run, buckets, sweeps, CSV, layers (bench_modes.h, bench_sweep.cc): --mode all,
+// --capacity T_max[,N_max], --sweep length|utilization [--sweep-values ..], --csv,
+// --op gdn_layer|kda_layer [--hidden H]. --cases FILE runs every line of a case file
+// (bench/cases/*.txt: one case's flags per line, # comments) after one environment line.
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
 
 #include "bench.h"
+#include "bench_modes.h"
 #include "cli.h"
 #include "core/check.h"
 #include "core/thread_pool.h"
@@ -50,7 +55,7 @@ void expect_one_of(const std::string& flag_name, const std::string& v, std::set<
   LINATTN_CHECK(allowed.count(v) > 0, "--", flag_name, ": expected one of ", list, ", got '", v, "'");
 }
 
-int cmd_bench(const Args& args) {
+bench::BenchArgs parse_args(const Args& args) {
   bench::BenchArgs a;
   a.op = flag(args, "op", a.op);
   a.pass = flag(args, "pass", a.pass);
@@ -74,12 +79,20 @@ int cmd_bench(const Args& args) {
   a.extra = args;
   expect_one_of("pass", a.pass, {"fwd", "bwd", "fwdbwd"});
   expect_one_of("backend", a.backend, {"cpu", "cuda"});
-  expect_one_of("mode", a.mode, {"eager-live", "eager-fixed", "graph-replay", "graph-update-replay"});
+  expect_one_of("mode", a.mode, {"eager-live", "eager-fixed", "graph-replay", "graph-update-replay", "all"});
   expect_one_of("dtype", a.dtype, {"fp32", "bf16", "fp16"});
   expect_one_of("check", a.check, {"auto", "ref", "baseline", "off"});
   a.dt = a.dtype == "fp32" ? DType::kF32 : a.dtype == "bf16" ? DType::kBF16 : DType::kF16;
   LINATTN_CHECK(a.threads >= 0, "--threads: expected >= 0, got ", a.threads);
   if (a.threads > 0) setenv("LINATTN_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
+  return a;
+}
+
+int dispatch(const bench::BenchArgs& a, const bench::Machine& m) {
+  // Every mode at once, buckets, sweeps, CSV and the layers: the all-modes runner (bench_modes.h).
+  if (a.mode == "all" || a.op == "gdn_layer" || a.op == "kda_layer" || !flag(a.extra, "sweep", "").empty() ||
+      !flag(a.extra, "capacity", "").empty() || has_flag(a.extra, "csv"))
+    return bench::run_modes(a, m);
   const bench::BenchFn fn = bench::find_bench_op(a.op);
   if (fn == nullptr) {
     std::string ops;
@@ -87,16 +100,42 @@ int cmd_bench(const Args& args) {
       if (!ops.empty()) ops += "|";
       ops += o;
     }
-    LINATTN_CHECK(false, "--op: expected one of ", ops, ", got '", a.op, "'");
+    LINATTN_CHECK(false, "--op: expected one of ", ops, "|gdn_layer|kda_layer, got '", a.op, "'");
   }
+  return fn(a, m);
+}
+
+int cmd_bench(const Args& args) {
+  const bench::BenchArgs a = parse_args(args);
+  const std::string cases = flag(args, "cases", "");
   const int threads = a.threads > 0 ? a.threads : ThreadPool::global().num_threads();
   const bench::Machine m = bench::measure_machine(threads);
   if (a.json) std::printf("%s\n", bench::env_json(m).c_str());
-  else
+  else if (has_flag(args, "csv")) {
+    std::printf("# %s\n", bench::env_json(m).c_str());
+    bench::print_csv_header();
+  } else
     std::printf("# %s, FMA peak %.1f GFLOP/s (one core by CPU time: %.1f), copy %.1f GB/s\n", m.device.c_str(),
                 m.peak_gflops, m.core_peak_gflops, m.copy_gbps);
   std::fflush(stdout);
-  return fn(a, m);
+  if (cases.empty()) return dispatch(a, m);
+  // A case file: each line's flags first (they win), then the command line's.
+  const std::vector<Args> lines = bench::read_case_file(cases);
+  int rc = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Args merged = lines[i];
+    merged.insert(merged.end(), args.begin(), args.end());
+    std::string text;
+    for (const auto& s : lines[i]) text += " " + s;
+    std::fprintf(stderr, "== case %zu/%zu:%s\n", i + 1, lines.size(), text.c_str());
+    try {
+      rc |= dispatch(parse_args(merged), m);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "case %zu failed: %s\n", i + 1, e.what());
+      rc = 1;
+    }
+  }
+  return rc;
 }
 
 }  // namespace
