@@ -8,6 +8,8 @@ For every results file it writes, next to --out:
   <stem>-latency.png      latency per mode against the number of tokens, one panel per
                           (op, pass, backend, dtype, heads) group with more than one length
                           (log-log; the four modes of GRAPH_CONTRACT.md section 9 as lines);
+  <stem>-ratio.png        the same, as the ratio of each mode to eager-live (where graph replay
+                          stops paying: the break-even length);
   <stem>-utilization.png  latency per mode against the bucket's token utilization, from
                           `--sweep utilization` lines, with the crossover of the summary line;
   <stem>-speedup.png      speedup against peers: a peer backend's lines (fla, ggml, ...) against
@@ -34,10 +36,16 @@ OURS = ("cpu", "cuda")
 
 
 def tokens(lengths):
-    if isinstance(lengths, str):  # "4096x8" or "1x2048" (bench-cuda: count x length when count is 1)
-        a, b = (int(x) for x in lengths.split("x"))
-        return a * b
-    return sum(lengths)
+    """Tokens of a case: [a, b, ...], "LxN" ("1x2048" from bench-cuda too), "a,b,c"; None if unknown."""
+    if not isinstance(lengths, str):
+        return sum(lengths)
+    try:
+        if "x" in lengths:
+            a, b = (int(x) for x in lengths.split("x"))
+            return a * b
+        return sum(int(x) for x in lengths.split(","))
+    except ValueError:
+        return None
 
 
 def read(path):
@@ -47,8 +55,8 @@ def read(path):
             continue
         obj = json.loads(line)
         kind = obj.get("kind")
-        if kind == "env":
-            env = obj
+        if kind == "env":  # the first env line wins; later ones (a peer's part) only fill gaps
+            env = {**obj, **env}
         elif kind == "case":
             cases.append(obj)
         elif kind == "summary":
@@ -56,8 +64,17 @@ def read(path):
     return env, cases, summaries
 
 
+def num_seqs(lengths):
+    if not isinstance(lengths, str):
+        return len(lengths)
+    if "x" in lengths:
+        a, b = lengths.split("x")
+        return 1 if a == "1" else int(b)  # bench-cuda's "1xT" is one sequence of T
+    return len(lengths.split(","))
+
+
 def group_key(c):
-    heads = f"{c.get('hqk')}/{c.get('hv')} K{c.get('k')} V{c.get('v')}"
+    heads = "" if c["op"] == "conv" else f"{c.get('hqk')}/{c.get('hv')} K{c.get('k')} V{c.get('v')}"
     return (c["op"], c["pass"], c["backend"], c["dtype"], heads)
 
 
@@ -74,29 +91,38 @@ def title_of(env):
     return f"{env.get('device', '?')}\ncommit {env.get('commit', '?')}, {str(env.get('date', ''))[:10]}"
 
 
-def latency_chart(env, cases, metric, out):
+def latency_chart(env, cases, metric, out, ratio=False):
     groups = collections.defaultdict(list)
     for c in cases:
-        if c["backend"] in OURS and c.get("sweep") != "utilization" and c.get(metric) is not None:
-            groups[group_key(c)].append(c)
-    groups = {k: v for k, v in groups.items() if len({tokens(c["lengths"]) for c in v}) > 1}
+        if (c["backend"] in OURS and c.get("sweep") != "utilization" and c.get(metric) is not None
+                and tokens(c["lengths"]) is not None):
+            groups[group_key(c) + (f"{num_seqs(c['lengths'])} seq",)].append(c)
+    groups = {k: v for k, v in groups.items() if len({tokens(c["lengths"]) for c in v}) > 1
+              and (not ratio or len({c["mode"] for c in v}) > 1)}
     if not groups:
         return False
     fig, axes = panels(len(groups))
     for ax, (key, cs) in zip(axes, sorted(groups.items())):
+        live = {tokens(c["lengths"]): c[metric] for c in cs if c["mode"] == "eager-live"}
         for mode in MODES:
             pts = sorted((tokens(c["lengths"]), c[metric]) for c in cs if c["mode"] == mode)
+            if ratio:
+                pts = [(t, v / live[t]) for t, v in pts if live.get(t)]
             if pts:
                 color, marker = STYLE[mode]
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=mode)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_xlabel("tokens per call")
-        ax.set_ylabel(metric.replace("_ms", " (ms)"))
+        if ratio:
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.set_ylabel(f"{metric.replace('_ms', '')} / eager-live (below 1: faster)")
+        else:
+            ax.set_yscale("log")
+            ax.set_ylabel(metric.replace("_ms", " (ms)"))
         ax.set_title(" ".join(key), fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"latency per mode: {title_of(env)}", fontsize=8)
+    fig.suptitle(f"{'time relative to eager-live' if ratio else 'latency per mode'}: {title_of(env)}", fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -146,11 +172,11 @@ def speedup_chart(env, cases, out):
             o = ours.get((c["op"], c["pass"], c["dtype"], c.get("hqk"), c.get("hv"), json.dumps(c["lengths"]),
                           c.get("mode", "eager-live")))
             if o:
-                bars.append((f"{c['op']} {c['pass']} {c['dtype']} {c.get('hqk')}/{c.get('hv')} T={tokens(c['lengths'])}"
-                             f"\nvs {c['backend']}", c["p50_ms"] / o["p50_ms"]))
+                bars.append((f"{c['op']} {c['pass']} {c['dtype']} {c.get('hqk')}/{c.get('hv')} {c['lengths']}"
+                             f"\n{c.get('mode', 'eager-live')} vs {c['backend']}", c["p50_ms"] / o["p50_ms"]))
     for c in cases:
         if c["backend"] in OURS and c.get("speedup_vs_baseline") and c["mode"] == "eager-live":
-            bars.append((f"{c['op']} {c['pass']} {c['dtype']} {c.get('hqk')}/{c.get('hv')} T={tokens(c['lengths'])}"
+            bars.append((f"{c['op']} {c['pass']} {c['dtype']} {c.get('hqk')}/{c.get('hv')} {c['lengths']}"
                          f"\nvs token-by-token fp32", c["speedup_vs_baseline"]))
     if not bars:
         return False
@@ -183,6 +209,7 @@ def main():
         out.mkdir(parents=True, exist_ok=True)
         stem = p.stem + ("" if a.metric == "p50_ms" else "-" + a.metric.replace("_ms", ""))
         for name, ok in (("latency", lambda o: latency_chart(env, cases, a.metric, o)),
+                         ("ratio", lambda o: latency_chart(env, cases, a.metric, o, ratio=True)),
                          ("utilization", lambda o: utilization_chart(env, cases, summaries, a.metric, o)),
                          ("speedup", lambda o: speedup_chart(env, cases, o))):
             target = out / f"{stem}-{name}.png"

@@ -149,6 +149,7 @@ using BucketEagerFn = std::function<void(const TensorView& cu_seqlens, const Nam
 
 struct GraphBucketsOptions {
   int BT = 64;                   // chunk size of every bucket's Capacity
+  // Measured on the CPU (`linattn bench --sweep utilization`, bench/results/cpu-sweeps-20261130.jsonl): a layer's graph costs ~T_max/T (its GEMMs run over the padding) and beats eager only in full buckets (chunk utilization ~0.7 there, N_max - 1 slack chunks); the chunk op alone pads for 2-6%. CUDA: not measured yet.
   double min_utilization = 0.5;  // NT / NT_max of the chosen bucket below this -> eager
   bool capture_up_front = false; // capture every bucket in the constructor
   int warmup_runs = 1;           // eager runs of the step on a bucket's buffers before capture
