@@ -25,8 +25,8 @@ void load_row(const void* src, DType dt, int64_t off, int64_t n, float* dst) {
     std::memcpy(dst, static_cast<const float*>(src) + off, static_cast<size_t>(n) * sizeof(float));
     return;
   }
-  const uint16_t* h = static_cast<const uint16_t*>(src) + off;
 #if defined(__AVX512F__)
+  const uint16_t* h = static_cast<const uint16_t*>(src) + off;
   if (dt == DType::kBF16) {
     for (; i + 16 <= n; i += 16) {
       const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));

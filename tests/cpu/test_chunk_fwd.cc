@@ -47,6 +47,7 @@ void strong(ChunkAttnSpec& s) {
   s.gate = GateDist::kStrong;
   s.opt.state_v_first = true;
   s.q_dist = s.k_dist = QkDist::kUniform;
+  if (s.opt.op == ChunkOp::kGdn) s.state_dtype = DType::kBF16;  // GDN reads any float h0
 }
 void gate_variant(ChunkAttnSpec& s) {  // KDA: lower_bound form without A_log; GDN: no dt_bias
   base(s);
