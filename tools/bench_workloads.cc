@@ -285,7 +285,7 @@ class LayerWorkload final : public Base {
     c.dtype = a.dt;
     layer_ = std::make_unique<LinearAttentionLayer>(c, be.device());
     layer_->init_random(42);
-    layer_->reserve(T_max, N_max);
+    layer_->reserve(T_max, N_max, be.ctx());  // CUDA: cuBLAS state of the bench stream, before capture
     const int64_t hid = c.hidden_size;
     Tensor x = filled(a.dt, {1, T_max, hid}, 21, -1, 1), dy = filled(a.dt, {1, T_max, hid}, 22, -1, 1);
     for (Set* s : {&live_, &stat_}) {

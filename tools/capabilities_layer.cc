@@ -140,7 +140,7 @@ void probe_layer(const CellKey& key, int variant, Checker& chk) {
   const std::vector<int64_t> lens0 = layout(variant, 0);
   const int64_t rows = fixed ? kProbeTMax : total(lens0);
   const int64_t nseq = fixed ? kProbeNMax : static_cast<int64_t>(lens0.size());
-  if (fixed) layer.reserve(kProbeTMax, kProbeNMax);
+  if (fixed) layer.reserve(kProbeTMax, kProbeNMax, be.ctx());
   const LayerCase c0 = make_case(rng, lens0, rows, nseq, hid, dt);
   Slot x(c0.x, be), cu(c0.cu, be), dy(c0.dy, be);
   Slot y(rand_tensor(rng, dt, {1, rows, hid}, -9, 9), be), dx(rand_tensor(rng, dt, {1, rows, hid}, -9, 9), be);

@@ -17,7 +17,7 @@ using ParamMap = std::map<std::string, Tensor>;  // fp64 copies, keyed by FLA na
 inline ParamMap params_f64(LinearAttentionLayer& layer) {
   ParamMap m;
   for (auto& p : layer.params()) {
-    Tensor h(DType::kF32, p.shape);
+    Tensor h(p.dtype, p.shape);  // layer dtype or fp32, any device
     copy_tensor(h.view(), p.view());
     m.emplace(p.name, h.to(DType::kF64));
   }

@@ -1,20 +1,28 @@
 // Dense helper ops used by the layers: GEMM, gated RMSNorm (forward and backward), row masking,
-// and copies. Same conventions as ops.h: outputs passed in, caller's stream, capturable on the
-// CPU backend (recorded by an active CPU graph capture).
+// copies and dtype conversion. Same conventions as ops.h: outputs passed in, caller's stream,
+// capturable on both backends (recorded by an active CPU graph capture; on CUDA every op is
+// kernels / cuBLAS calls on ctx.stream with no host synchronization, so stream capture records
+// it). CUDA state (cuBLAS handle + workspace, norm scratch) is per (device, stream), created by
+// dense_prepare; inside a CUDA stream capture it must already exist.
 #pragma once
 #include "linattn/ops.h"
 
 namespace linattn {
 
+// Creates the CUDA dense state of (device, ctx.stream) (no-op on the CPU). Call before capturing;
+// an eager call on an unprepared stream creates it itself.
+void dense_prepare(Device device, const ExecContext& ctx = {});
+
 // c = alpha * op(a) @ op(b) + beta * c, 2-D row-major; op(x) = x^T when trans_x.
-// CPU: fp32 (OpenBLAS). CUDA: fp32 / bf16 / fp16 with fp32 accumulation (cuBLAS).
+// CPU: fp32 (OpenBLAS). CUDA: a, b fp32 / bf16 / fp16 (same dtype), c that dtype or fp32, fp32
+// accumulation (cuBLAS cublasGemmEx, CUBLAS_COMPUTE_32F).
 void gemm(const TensorView& a, bool trans_a, const TensorView& b, bool trans_b, const TensorView& c,
           float alpha = 1.0f, float beta = 0.0f, const ExecContext& ctx = {});
 
 enum class NormGate : uint8_t { kSilu, kSigmoid };
 
 // Per row r of length D: y = x * rsqrt(mean(x^2) + eps) * w * act(g).
-// x, g, y: [R, D]; w: [D] fp32; rstd: [R] fp32, optional (saved for backward).
+// x, g, y: [R, D]; w: [D] fp32; rstd: [R] fp32, optional (saved for backward). CUDA: D <= 1024.
 void rms_norm_gated_fwd(const TensorView& x, const TensorView& g, const TensorView& w,
                         const TensorView& y, const TensorView& rstd, NormGate act, float eps,
                         const ExecContext& ctx = {});
@@ -33,6 +41,14 @@ void zero_padding_rows(const TensorView& t, const TensorView& cu_seqlens, const 
 // dst = src (same dtype and shape, any devices), and dst = 0.
 void copy_tensor(const TensorView& dst, const TensorView& src, const ExecContext& ctx = {});
 void fill_zero(const TensorView& t, const ExecContext& ctx = {});
+// dst = src converted to dst's float dtype (fp32 / bf16 / fp16, round to nearest even); same
+// shape, same device, both contiguous.
+void convert_tensor(const TensorView& dst, const TensorView& src, const ExecContext& ctx = {});
+
+// Waits until the work queued on ctx.stream of `device` is done (no-op on the CPU; never inside a
+// capture). The layers call it after uploading weights from host memory on the legacy stream,
+// so kernels on the caller's (possibly non-blocking) stream never race the uploads.
+void stream_synchronize(Device device, const ExecContext& ctx = {});
 
 // Owning memory on a device (host memory for the CPU), 256-byte aligned.
 class Buffer {

@@ -4,7 +4,10 @@
 // the input gradient and every weight gradient. Written only against the public API.
 // Activations live in static buffers sized by reserve(T_max, N_max), so forward (and backward)
 // can be captured once into a graph and replayed with new inputs and new cu_seqlens.
-// CPU backend: fp32 weights and activations (OpenBLAS GEMMs).
+// CPU backend: fp32 weights and activations (OpenBLAS GEMMs). CUDA backend: fp32, bf16 or fp16
+// (LayerConfig::dtype) projection weights and activations with fp32 accumulation (cuBLAS), fp32
+// A_log / dt_bias / norm weight / conv weights, fp32 weight gradients, dx accumulated in fp32;
+// GDN runs now, KDA raises Unsupported until the CUDA KDA kernels exist.
 #pragma once
 #include <map>
 #include <memory>
@@ -40,10 +43,12 @@ struct LayerConfig {
   std::string describe() const;
 };
 
-// A named parameter with its gradient (same shape; fp32 for A_log, dt_bias and the norm weight).
+// A named parameter with its gradient (same shape). Projection weights (and KDA's g_proj.1.bias)
+// are stored in the layer dtype, everything else in fp32; gradients are always fp32.
 struct Param {
   std::string name;            // FLA state-dict name, e.g. "q_proj.weight"
   std::vector<int64_t> shape;
+  DType dtype = DType::kF32;   // of value
   Buffer value, grad;
   TensorView view() const;
   TensorView grad_view() const;
@@ -72,19 +77,21 @@ class LinearAttentionLayer {
   void load_safetensors(const std::string& path, const std::string& prefix = "");
   void save_safetensors(const std::string& path, const std::string& prefix = "") const;
 
-  // Allocates the static activation buffers for up to T_max tokens in up to N_max sequences.
-  // Growing (explicitly, or by an eager call over capacity) never frees the old buffers: a
-  // captured graph may still use them; they live as long as the layer.
-  void reserve(int64_t T_max, int64_t N_max);
+  // Allocates the static activation buffers for up to T_max tokens in up to N_max sequences,
+  // and on CUDA the dense ops' state for ctx.stream (cuBLAS handle and workspace): reserve on the
+  // stream you capture on before capturing. Growing (explicitly, or by an eager call over
+  // capacity) never frees the old buffers: a captured graph may still use them; they live as
+  // long as the layer.
+  void reserve(int64_t T_max, int64_t N_max, const ExecContext& ctx = {});
   int64_t capacity_tokens() const;
 
-  // x, y: [1, T, hidden] (T <= reserved T_max); cu_seqlens [N + 1] (N + 1 <= N_max + 1 in graph
+  // x, y: [1, T, hidden] in the layer dtype (T <= reserved T_max); cu_seqlens [N + 1] (N + 1 <= N_max + 1 in graph
   // mode, where it must have exactly N_max + 1 entries). initial_state [N, HV, K, V] fp32,
   // optional; final_state likewise, optional.
   void forward(const TensorView& x, const TensorView& cu_seqlens, const TensorView& y,
                const LayerRunOptions& opt, const ExecContext& ctx = {},
                const TensorView& initial_state = {}, const TensorView& final_state = {});
-  // After a training forward with the same tensors: dx [1, T, hidden]; weight gradients are
+  // After a training forward with the same tensors: dx [1, T, hidden] (layer dtype); weight gradients are
   // written (not accumulated) into params()[i].grad.
   void backward(const TensorView& dy, const TensorView& dx, const ExecContext& ctx = {});
 

@@ -36,6 +36,20 @@ def empty_like(x, dtype=None):
     return empty(x, x.shape, dtype)
 
 
+def is_cuda(x) -> bool:
+    return is_torch(x) and x.is_cuda
+
+
+def workspace(like, nbytes):
+    """A byte buffer of at least nbytes on like's device (PyTorch's caching allocator for torch
+    tensors: inside a torch.cuda.graph capture, the graph's private pool)."""
+    n = max(int(nbytes), 1)
+    if is_torch(like):
+        import torch
+        return torch.empty(n, dtype=torch.uint8, device=like.device)
+    return np.empty(n, dtype=np.uint8)
+
+
 def stream_of(x) -> int:
     """The current CUDA stream of x's device as an integer handle (0 for host arrays)."""
     if is_torch(x) and x.is_cuda:

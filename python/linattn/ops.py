@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from . import _C
-from ._arrays import contiguous, empty, empty_like, f32, num_seqs, stream_of
+from ._arrays import contiguous, empty, empty_like, f32, is_cuda, num_seqs, stream_of, workspace
 
 ChunkGrads = namedtuple("ChunkGrads", "dq dk dv dg dbeta dinitial_state dA_log ddt_bias")
 ConvGrads = namedtuple("ConvGrads", "dx dweight dbias dresidual dinitial_state")
@@ -34,6 +34,18 @@ def _attn_common(op, q, k, v, g, beta, scale, initial_state, use_qk_l2norm_in_ke
     return t, kw
 
 
+def _graph_workspace(op, backward, t, kw, output_final_state=False):
+    """Graph mode on CUDA: the op's scratch, from PyTorch's caching allocator (inside a
+    torch.cuda.graph capture that is the graph's private pool, alive as long as the graph).
+    None elsewhere (eager CUDA calls allocate stream-ordered; the CPU keeps its own scratch)."""
+    q = t[0]
+    if not (kw["use_graph"] and is_cuda(q)):
+        return None
+    size_kw = {key: val for key, val in kw.items() if key != "stream"}
+    n = _C.chunk_attn_workspace_bytes(op, backward, *t, output_final_state=bool(output_final_state), **size_kw)
+    return workspace(q, n)
+
+
 def _attn_fwd(op, q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
               allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, chunk_indices=None,
@@ -46,7 +58,8 @@ def _attn_fwd(op, q, k, v, g, beta, scale=None, initial_state=None, output_final
     q, k, v, g, beta, A_log, dt_bias, h0, cu, ci, co = t
     o = empty(q, tuple(v.shape[:3]) + (v.shape[3],), q.dtype)
     ht = empty(q, _state_shape(q, v, num_seqs(q, cu), state_v_first), f32(q)) if output_final_state else None
-    _C.chunk_attn_fwd(op, q, k, v, g, beta, o, ht, A_log, dt_bias, h0, cu, ci, co, **kw)
+    ws = _graph_workspace(op, False, t, kw, output_final_state)
+    _C.chunk_attn_fwd(op, q, k, v, g, beta, o, ht, A_log, dt_bias, h0, cu, ci, co, workspace=ws, **kw)
     return o, ht
 
 
@@ -65,8 +78,9 @@ def _attn_bwd(op, q, k, v, g, beta, do, dht=None, scale=None, initial_state=None
                     None if h0 is None else empty_like(h0, f32(q)),
                     None if A_log is None else empty_like(A_log, f32(q)),
                     None if dt_bias is None else empty_like(dt_bias, f32(q)))
+    ws = _graph_workspace(op, True, t, kw)
     _C.chunk_attn_bwd(op, q, k, v, g, beta, A_log, dt_bias, h0, cu, ci, co, do, dht, gr.dq, gr.dk, gr.dv,
-                      gr.dg, gr.dbeta, gr.dA_log, gr.ddt_bias, gr.dinitial_state, **kw)
+                      gr.dg, gr.dbeta, gr.dA_log, gr.ddt_bias, gr.dinitial_state, workspace=ws, **kw)
     return gr
 
 
@@ -147,7 +161,11 @@ def causal_conv1d_bwd(x, weight, dy, bias=None, residual=None, initial_state=Non
         contiguous(a) for a in (x, weight, bias, residual, initial_state, cu_seqlens, dy, dht))
     gr = ConvGrads(empty_like(x), empty_like(weight, f32(x)), None if bias is None else empty_like(bias, f32(x)),
                    None if residual is None else empty_like(residual), None if h0 is None else empty_like(h0))
+    ws = None
+    if use_graph and is_cuda(x):
+        ws = workspace(x, _C.conv_bwd_workspace_bytes(x, weight, bias, residual, h0, cu, dht is not None,
+                                                      True, int(max_num_seqs or 0)))
     _C.conv_bwd(x, weight, bias, residual, h0, cu, dy, dht, gr.dx, gr.dweight, gr.dbias, gr.dresidual,
                 gr.dinitial_state, activation or "none", bool(use_graph), int(max_num_seqs or 0),
-                stream_of(x), int(num_threads))
+                stream_of(x), int(num_threads), workspace=ws)
     return gr

@@ -1,6 +1,8 @@
-// The extension module linattn._C: thin bindings of the public C++ API (ops.h, dense.h).
-// Tensors arrive through DLPack (NumPy, PyTorch, CuPy, JAX) without copies; outputs are
-// allocated by the Python layer and passed in. The GIL is released while an op runs.
+// The extension module linattn._C: thin bindings of the public C++ API (ops.h, dense.h; the
+// layers in layer_bind.cc). Tensors arrive through DLPack (NumPy, PyTorch, CuPy, JAX) without
+// copies; outputs (and graph-mode workspaces, any byte array) are allocated by the Python layer
+// and passed in; `stream` is the caller's cudaStream_t as an integer (PyTorch's current stream).
+// The GIL is released while an op runs.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -60,11 +62,62 @@ linattn::ChunkAttnInputs attn_inputs(const Array& q, const Array& k, const Array
   return in;
 }
 
-linattn::ExecContext exec(uintptr_t stream, int num_threads) {
+linattn::ExecContext exec(uintptr_t stream, int num_threads, const OptArray& workspace = std::nullopt) {
   linattn::ExecContext c;
   c.stream = reinterpret_cast<void*>(stream);
   c.num_threads = num_threads;
+  if (workspace) {  // raw bytes: any dtype, contiguous
+    c.workspace = const_cast<void*>(workspace->data());
+    c.workspace_bytes = workspace->nbytes();
+  }
   return c;
+}
+
+}  // namespace
+
+namespace linattn::py {
+void bind_layers(nb::module_& m);
+}
+
+namespace {
+void bind_workspace_sizes(nb::module_& m) {
+  m.def(
+      "chunk_attn_workspace_bytes",
+      [](const std::string& op, bool backward, Array q, Array k, Array v, Array g, Array beta, OptArray A_log,
+         OptArray dt_bias, OptArray initial_state, OptArray cu_seqlens, OptArray chunk_indices, OptArray chunk_offsets,
+         double scale, int chunk_size, bool l2norm, bool gate_in_kernel, bool beta_sigmoid, bool neg_eigval,
+         bool state_v_first, std::optional<double> lower_bound, bool safe_gate, bool output_final_state,
+         bool use_graph, int64_t max_num_seqs, int num_threads) {
+        const auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
+                                    chunk_offsets);
+        const auto opt = attn_options(op, scale, chunk_size, l2norm, gate_in_kernel, beta_sigmoid, neg_eigval,
+                                      state_v_first, lower_bound, safe_gate, output_final_state, use_graph,
+                                      max_num_seqs);
+        return backward ? linattn::chunk_attn_bwd_workspace_bytes(in, opt, exec(0, num_threads))
+                        : linattn::chunk_attn_fwd_workspace_bytes(in, opt, exec(0, num_threads));
+      },
+      "op"_a, "backward"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "A_log"_a.none(), "dt_bias"_a.none(),
+      "initial_state"_a.none(), "cu_seqlens"_a.none(), "chunk_indices"_a.none(), "chunk_offsets"_a.none(),
+      "scale"_a, "chunk_size"_a, "l2norm"_a, "gate_in_kernel"_a, "beta_sigmoid"_a, "neg_eigval"_a,
+      "state_v_first"_a, "lower_bound"_a.none(), "safe_gate"_a, "output_final_state"_a, "use_graph"_a,
+      "max_num_seqs"_a, "num_threads"_a,
+      "Bytes of caller workspace the chunked forward (backward=False) or backward needs.");
+  m.def(
+      "conv_bwd_workspace_bytes",
+      [](Array x, Array weight, OptArray bias, OptArray residual, OptArray initial_state, OptArray cu_seqlens,
+         bool output_final_state, bool use_graph, int64_t max_num_seqs) {
+        linattn::ConvInputs in{to_view(x, "x"), to_view(weight, "weight"), to_view(bias, "bias"),
+                               to_view(residual, "residual"), to_view(initial_state, "initial_state"),
+                               to_view(cu_seqlens, "cu_seqlens")};
+        linattn::ConvOptions o;
+        o.activation = linattn::Activation::kSilu;
+        o.output_final_state = output_final_state;
+        o.use_graph = use_graph;
+        o.max_num_seqs = max_num_seqs;
+        return linattn::conv_bwd_workspace_bytes(in, o);
+      },
+      "x"_a, "weight"_a, "bias"_a.none(), "residual"_a.none(), "initial_state"_a.none(), "cu_seqlens"_a.none(),
+      "output_final_state"_a, "use_graph"_a, "max_num_seqs"_a);
 }
 
 }  // namespace
@@ -72,6 +125,8 @@ linattn::ExecContext exec(uintptr_t stream, int num_threads) {
 NB_MODULE(_C, m) {
   linattn::py::register_error_translator();
   m.def("version", &linattn::version);
+  bind_workspace_sizes(m);
+  linattn::py::bind_layers(m);
 
   m.def(
       "chunk_attn_fwd",
@@ -79,21 +134,22 @@ NB_MODULE(_C, m) {
          OptArray A_log, OptArray dt_bias, OptArray initial_state, OptArray cu_seqlens, OptArray chunk_indices,
          OptArray chunk_offsets, double scale, int chunk_size, bool l2norm, bool gate_in_kernel, bool beta_sigmoid,
          bool neg_eigval, bool state_v_first, std::optional<double> lower_bound, bool safe_gate, bool use_graph,
-         int64_t max_num_seqs, uintptr_t stream, int num_threads) {
+         int64_t max_num_seqs, uintptr_t stream, int num_threads, OptArray workspace) {
         const auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
                                     chunk_offsets);
         const auto opt = attn_options(op, scale, chunk_size, l2norm, gate_in_kernel, beta_sigmoid, neg_eigval,
                                       state_v_first, lower_bound, safe_gate, final_state.has_value(), use_graph,
                                       max_num_seqs);
         linattn::ChunkAttnOutputs out{to_view(o, "o"), to_view(final_state, "final_state")};
+        const auto ctx = exec(stream, num_threads, workspace);
         nb::gil_scoped_release nogil;
-        linattn::chunk_attn_fwd(in, out, opt, exec(stream, num_threads));
+        linattn::chunk_attn_fwd(in, out, opt, ctx);
       },
       "op"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "o"_a, "final_state"_a.none(), "A_log"_a.none(),
       "dt_bias"_a.none(), "initial_state"_a.none(), "cu_seqlens"_a.none(), "chunk_indices"_a.none(),
       "chunk_offsets"_a.none(), "scale"_a, "chunk_size"_a, "l2norm"_a, "gate_in_kernel"_a, "beta_sigmoid"_a,
       "neg_eigval"_a, "state_v_first"_a, "lower_bound"_a.none(), "safe_gate"_a, "use_graph"_a, "max_num_seqs"_a,
-      "stream"_a, "num_threads"_a, "Chunked GDN / KDA forward into preallocated outputs.");
+      "stream"_a, "num_threads"_a, "workspace"_a.none() = nb::none(), "Chunked GDN / KDA forward into preallocated outputs.");
 
   m.def(
       "chunk_attn_bwd",
@@ -103,7 +159,7 @@ NB_MODULE(_C, m) {
          OptArray dA_log, OptArray ddt_bias, OptArray dh0, double scale, int chunk_size, bool l2norm,
          bool gate_in_kernel, bool beta_sigmoid, bool neg_eigval, bool state_v_first,
          std::optional<double> lower_bound, bool safe_gate, bool use_graph, int64_t max_num_seqs, uintptr_t stream,
-         int num_threads) {
+         int num_threads, OptArray workspace) {
         const auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
                                     chunk_offsets);
         const auto opt = attn_options(op, scale, chunk_size, l2norm, gate_in_kernel, beta_sigmoid, neg_eigval,
@@ -119,15 +175,17 @@ NB_MODULE(_C, m) {
         gr.dinitial_state = to_view(dh0, "dinitial_state");
         const auto dov = to_view(d_o, "d_o");
         const auto dht = to_view(d_final_state, "d_final_state");
+        const auto ctx = exec(stream, num_threads, workspace);
         nb::gil_scoped_release nogil;
-        linattn::chunk_attn_bwd(in, dov, dht, gr, opt, exec(stream, num_threads));
+        linattn::chunk_attn_bwd(in, dov, dht, gr, opt, ctx);
       },
       "op"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "A_log"_a.none(), "dt_bias"_a.none(), "initial_state"_a.none(),
       "cu_seqlens"_a.none(), "chunk_indices"_a.none(), "chunk_offsets"_a.none(), "d_o"_a, "d_final_state"_a.none(),
       "dq"_a.none(), "dk"_a.none(), "dv"_a.none(), "dg"_a.none(), "dbeta"_a.none(), "dA_log"_a.none(),
       "ddt_bias"_a.none(), "dinitial_state"_a.none(), "scale"_a, "chunk_size"_a, "l2norm"_a, "gate_in_kernel"_a,
       "beta_sigmoid"_a, "neg_eigval"_a, "state_v_first"_a, "lower_bound"_a.none(), "safe_gate"_a, "use_graph"_a,
-      "max_num_seqs"_a, "stream"_a, "num_threads"_a, "Chunked GDN / KDA backward into preallocated gradients.");
+      "max_num_seqs"_a, "stream"_a, "num_threads"_a, "workspace"_a.none() = nb::none(),
+      "Chunked GDN / KDA backward into preallocated gradients.");
 
   m.def(
       "conv_fwd",
@@ -157,7 +215,7 @@ NB_MODULE(_C, m) {
       [](Array x, Array weight, OptArray bias, OptArray residual, OptArray initial_state, OptArray cu_seqlens,
          Array dy, OptArray d_final_state, OptArray dx, OptArray dweight, OptArray dbias, OptArray dresidual,
          OptArray dh0, const std::string& activation, bool use_graph, int64_t max_num_seqs, uintptr_t stream,
-         int num_threads) {
+         int num_threads, OptArray workspace) {
         linattn::ConvInputs in{to_view(x, "x"), to_view(weight, "weight"), to_view(bias, "bias"),
                                to_view(residual, "residual"), to_view(initial_state, "initial_state"),
                                to_view(cu_seqlens, "cu_seqlens")};
@@ -169,10 +227,12 @@ NB_MODULE(_C, m) {
                              to_view(dresidual, "dresidual"), to_view(dh0, "dinitial_state")};
         const auto dyv = to_view(dy, "dy");
         const auto dht = to_view(d_final_state, "d_final_state");
+        const auto ctx = exec(stream, num_threads, workspace);
         nb::gil_scoped_release nogil;
-        linattn::conv_bwd(in, dyv, dht, g, o, exec(stream, num_threads));
+        linattn::conv_bwd(in, dyv, dht, g, o, ctx);
       },
       "x"_a, "weight"_a, "bias"_a.none(), "residual"_a.none(), "initial_state"_a.none(), "cu_seqlens"_a.none(),
       "dy"_a, "d_final_state"_a.none(), "dx"_a.none(), "dweight"_a.none(), "dbias"_a.none(), "dresidual"_a.none(),
-      "dinitial_state"_a.none(), "activation"_a, "use_graph"_a, "max_num_seqs"_a, "stream"_a, "num_threads"_a);
+      "dinitial_state"_a.none(), "activation"_a, "use_graph"_a, "max_num_seqs"_a, "stream"_a, "num_threads"_a,
+      "workspace"_a.none() = nb::none());
 }

@@ -82,12 +82,25 @@ void copy_tensor(const TensorView& dst, const TensorView& src, const ExecContext
     run_or_record("copy_tensor", [=] { if (n) std::memcpy(d, s, n); });
     return;
   }
+  forbid_during_capture("copy_tensor", FailureCategory::kAddressOrLifetime);  // device work under a CPU capture
 #if LINATTN_WITH_CUDA
   if (n) LINATTN_CUDA_OK(cudaMemcpyAsync(d, s, n, cudaMemcpyDefault, static_cast<cudaStream_t>(ctx.stream)));
 #else
   (void)ctx;
   LINATTN_UNSUPPORTED("copy_tensor: ", device_name(dst.device), " <- ", device_name(src.device),
                       " needs the CUDA backend (not built)");
+#endif
+}
+
+void stream_synchronize(Device device, const ExecContext& ctx) {
+  if (device.type == DeviceType::kCPU) return;
+  forbid_during_capture("stream_synchronize", FailureCategory::kAddressOrLifetime);
+#if LINATTN_WITH_CUDA
+  LINATTN_CUDA_OK(cudaSetDevice(device.index));
+  LINATTN_CUDA_OK(cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream)));
+#else
+  (void)ctx;
+  LINATTN_UNSUPPORTED("stream_synchronize: ", device_name(device), " needs the CUDA backend (not built)");
 #endif
 }
 
@@ -99,6 +112,7 @@ void fill_zero(const TensorView& t, const ExecContext& ctx) {
     run_or_record("fill_zero", [=] { if (n) std::memset(d, 0, n); });
     return;
   }
+  forbid_during_capture("fill_zero", FailureCategory::kAddressOrLifetime);
 #if LINATTN_WITH_CUDA
   if (n) LINATTN_CUDA_OK(cudaMemsetAsync(d, 0, n, static_cast<cudaStream_t>(ctx.stream)));
 #else

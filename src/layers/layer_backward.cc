@@ -1,7 +1,8 @@
 // LinearAttentionLayer backward, the forward's phases in reverse. Padding rows of dy are zeroed
 // first and the padding rows of every gradient that feeds a weight-gradient GEMM are zeroed
 // again after the op that produced it, so padding tokens reach no weight gradient.
-// Weight gradients are written (beta = 0 in their first GEMM), dx is accumulated in place.
+// Weight gradients are written (beta = 0 in their first GEMM, fp32 outputs), dx is accumulated in
+// place: in dx itself for an fp32 layer, else in the fp32 buffer acts.dxf, converted at the end.
 #include "layers/layer_impl.h"
 #include "linattn/error.h"
 
@@ -19,27 +20,34 @@ void LinearAttentionLayer::Impl::backward(const TensorView& dy, const TensorView
                   std::string(t == &dy ? "dy" : "dx") + ": expected shape [1, " + std::to_string(T) + ", " +
                       std::to_string(hid) + "], got " + t->shape_str());
   const Device dev = device;
+  const DType dt = adt();
+  for (const auto* t : {&dy, &dx})
+    if (t->dtype != dt || t->device != dev)
+      throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
+                  std::string(t == &dy ? "dy" : "dx") + ": expected dtype " + dtype_name(dt) + " on " +
+                      device_name(dev) + ", got " + dtype_name(t->dtype) + " on " + device_name(t->device));
   const TensorView& cu = saved.cu_seqlens;
   const bool kda = cfg.kind == LayerKind::kKda;
-  auto R = [&](const Buffer& b, int64_t w) { return rows(b, T, w, DType::kF32); };
-  auto S = [&](const Buffer& b, int64_t w) { return TensorView::contiguous(b.data(), DType::kF32, {1, T, w}, dev); };
+  auto R = [&](const Buffer& b, int64_t w) { return rows(b, T, w, dt); };
+  auto S = [&](const Buffer& b, int64_t w) { return TensorView::contiguous(b.data(), dt, {1, T, w}, dev); };
   auto Hd = [&](const Buffer& b, int64_t h, int64_t d) {
-    return TensorView::contiguous(b.data(), DType::kF32, {1, T, h, d}, dev);
+    return TensorView::contiguous(b.data(), dt, {1, T, h, d}, dev);
   };
   const TensorView xz = R(acts.xz, hid);
-  const TensorView dx2 = TensorView::contiguous(dx.data, DType::kF32, {T, hid}, dev);
+  const bool f32 = dt == DType::kF32;
+  const TensorView dx2 = TensorView::contiguous(f32 ? dx.data : acts.dxf.data(), DType::kF32, {T, hid}, dev);
 
-  copy_tensor(R(acts.dyz, hid), TensorView::contiguous(dy.data, DType::kF32, {T, hid}, dev), ctx);
+  copy_tensor(R(acts.dyz, hid), TensorView::contiguous(dy.data, dt, {T, hid}, dev), ctx);
   zero_padding_rows(S(acts.dyz, hid), cu, ctx);
   gemm(R(acts.dyz, hid), true, R(acts.normed, vd), false, dP(idx.o), 1, 0, ctx);
   gemm(R(acts.dyz, hid), false, P(idx.o), false, R(acts.dnormed, vd), 1, 0, ctx);
-  auto rowsHV = [&](const Buffer& b) { return rows(b, T * HV, V, DType::kF32); };
+  auto rowsHV = [&](const Buffer& b) { return rows(b, T * HV, V, dt); };
   rms_norm_gated_bwd(rowsHV(acts.o), rowsHV(acts.gout), P(idx.norm), rowsHV(acts.dnormed), rowsHV(acts.d_o),
                      rowsHV(acts.dgout), dP(idx.norm), kda ? NormGate::kSigmoid : NormGate::kSilu, cfg.norm_eps, -1, ctx);
   if (kda) {
     gemm(R(acts.dgout, vd), true, R(acts.gmid, V), false, dP(idx.g1), 1, 0, ctx);
     gemm(R(acts.ones, 1), true, R(acts.dgout, vd), false,
-         TensorView::contiguous(params[idx.g1_bias].grad.data(), DType::kF32, {1, vd}, dev), 1, 0, ctx);
+         TensorView::contiguous(params[idx.g1_bias].grad.data(), DType::kF32, {1, vd}, dev), 1, 0, ctx);  // fp32 grad
     gemm(R(acts.dgout, vd), false, P(idx.g1), false, R(acts.dgmid, V), 1, 0, ctx);
     gemm(R(acts.dgmid, V), true, xz, false, dP(idx.g0), 1, 0, ctx);
     gemm(R(acts.dgmid, V), false, P(idx.g0), false, dx2, 1, 0, ctx);
@@ -93,7 +101,12 @@ void LinearAttentionLayer::Impl::backward(const TensorView& dy, const TensorView
     gemm(R(*c.dpre, c.d), true, xz, false, dP(c.proj), 1, 0, ctx);
     gemm(R(*c.dpre, c.d), false, P(c.proj), false, dx2, 1, 1, ctx);
   }
-  zero_padding_rows(dx, cu, ctx);
+  if (f32) {
+    zero_padding_rows(dx, cu, ctx);
+  } else {
+    zero_padding_rows(TensorView::contiguous(acts.dxf.data(), DType::kF32, {1, T, hid}, dev), cu, ctx);
+    convert_tensor(TensorView::contiguous(dx.data, dt, {T, hid}, dev), dx2, ctx);
+  }
 }
 
 }  // namespace linattn

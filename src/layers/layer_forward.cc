@@ -1,7 +1,8 @@
 // LinearAttentionLayer forward: x -> (zero padding rows) -> q/k/v projections -> SiLU short convs
 // -> gate and beta projections -> chunked GDN / KDA (l2norm, gate, beta sigmoid in kernel)
 // -> gated RMSNorm (SiLU for GDN, sigmoid for KDA) -> output projection.
-// Every call goes through the public ops, so a CPU graph capture records the whole layer.
+// Every call goes through the public ops on ctx.stream, so a CPU graph capture or a CUDA stream
+// capture records the whole layer. Activations are in the layer dtype (adt()).
 #include "layers/layer_impl.h"
 #include "linattn/error.h"
 
@@ -10,11 +11,11 @@
 namespace linattn {
 
 namespace {
-TensorView heads(const Buffer& b, int64_t T, int64_t h, int64_t d, Device dev) {
-  return TensorView::contiguous(b.data(), DType::kF32, {1, T, h, d}, dev);
+TensorView heads(const Buffer& b, int64_t T, int64_t h, int64_t d, Device dev, DType dt) {
+  return TensorView::contiguous(b.data(), dt, {1, T, h, d}, dev);
 }
-TensorView seq(const Buffer& b, int64_t T, int64_t w, Device dev) {
-  return TensorView::contiguous(b.data(), DType::kF32, {1, T, w}, dev);
+TensorView seq(const Buffer& b, int64_t T, int64_t w, Device dev, DType dt) {
+  return TensorView::contiguous(b.data(), dt, {1, T, w}, dev);
 }
 }  // namespace
 
@@ -40,12 +41,13 @@ ChunkAttnInputs LinearAttentionLayer::Impl::attn_inputs(int64_t T, const TensorV
                                                         const TensorView& h0) const {
   const int64_t H = cfg.num_heads, HV = cfg.num_v_heads, K = cfg.head_k_dim, V = cfg.head_v_dim;
   const bool kda = cfg.kind == LayerKind::kKda;
+  const DType dt = adt();
   ChunkAttnInputs in;
-  in.q = heads(acts.q, T, H, K, device);
-  in.k = heads(acts.k, T, H, K, device);
-  in.v = heads(acts.v, T, HV, V, device);
-  in.g = kda ? heads(acts.graw, T, HV, K, device) : seq(acts.graw, T, HV, device);
-  in.beta = seq(acts.beta, T, HV, device);
+  in.q = heads(acts.q, T, H, K, device, dt);
+  in.k = heads(acts.k, T, H, K, device, dt);
+  in.v = heads(acts.v, T, HV, V, device, dt);
+  in.g = kda ? heads(acts.graw, T, HV, K, device, dt) : seq(acts.graw, T, HV, device, dt);
+  in.beta = seq(acts.beta, T, HV, device, dt);
   in.A_log = P(idx.A_log);
   in.dt_bias = P(idx.dt_bias);
   in.initial_state = h0;
@@ -56,7 +58,7 @@ ChunkAttnInputs LinearAttentionLayer::Impl::attn_inputs(int64_t T, const TensorV
 ConvInputs LinearAttentionLayer::Impl::conv_inputs(const Buffer& pre, int w, int64_t d, int64_t T,
                                                    const TensorView& cu) const {
   ConvInputs ci;
-  ci.x = seq(pre, T, d, device);
+  ci.x = seq(pre, T, d, device, adt());
   ci.weight = P(w);
   ci.cu_seqlens = cu;
   return ci;
@@ -96,8 +98,8 @@ ExecContext LinearAttentionLayer::Impl::op_ctx(const ExecContext& ctx, bool use_
 void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& cu, const TensorView& y,
                                          const LayerRunOptions& opt, const ExecContext& ctx,
                                          const TensorView& h0, const TensorView& ht) {
-  const int64_t hid = cfg.hidden_size, H = cfg.num_heads, HV = cfg.num_v_heads, K = cfg.head_k_dim,
-                V = cfg.head_v_dim, kd = cfg.key_dim(), vd = cfg.value_dim();
+  const int64_t hid = cfg.hidden_size, HV = cfg.num_v_heads, K = cfg.head_k_dim, V = cfg.head_v_dim,
+                kd = cfg.key_dim(), vd = cfg.value_dim();
   if (!(x.defined() && x.ndim == 3 && x.shape[0] == 1 && x.shape[2] == hid))
     throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
                 "x: expected shape [1, T, " + std::to_string(hid) + "], got " + x.shape_str());
@@ -107,21 +109,27 @@ void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& 
       throw Error(ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime, __FILE__, __LINE__,
                   "x: T = " + std::to_string(T) + " exceeds the reserved capacity T_max = " +
                       std::to_string(acts.T_max) + " (graph mode never reallocates)");
-    reserve(T, cu.defined() ? cu.shape[0] - 1 : 1);
+    reserve(T, cu.defined() ? cu.shape[0] - 1 : 1, ctx);
   }
   if (!cu.defined())
     throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
                 "cu_seqlens: required by the layer (use [0, T] for one sequence)");
   const int64_t N = cu.shape[0] - 1;
   const Device dev = device;
-  const TensorView x2 = TensorView::contiguous(x.data, DType::kF32, {T, hid}, dev);
-  const TensorView xz = rows(acts.xz, T, hid, DType::kF32);
+  const DType dt = adt();
+  if (x.dtype != dt || y.dtype != dt || x.device != dev || y.device != dev)
+    throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
+                std::string("x / y: expected dtype ") + dtype_name(dt) + " on " + device_name(dev) + ", got " +
+                    dtype_name(x.dtype) + " / " + dtype_name(y.dtype) + " on " + device_name(x.device) + " / " +
+                    device_name(y.device));
+  const TensorView x2 = TensorView::contiguous(x.data, dt, {T, hid}, dev);
+  const TensorView xz = rows(acts.xz, T, hid, dt);
   copy_tensor(xz, x2, ctx);
-  zero_padding_rows(seq(acts.xz, T, hid, dev), cu, ctx);  // garbage padding never reaches a GEMM
+  zero_padding_rows(seq(acts.xz, T, hid, dev, dt), cu, ctx);  // garbage padding never reaches a GEMM
 
-  gemm(xz, false, P(idx.q), true, rows(acts.q_pre, T, kd, DType::kF32), 1, 0, ctx);
-  gemm(xz, false, P(idx.k), true, rows(acts.k_pre, T, kd, DType::kF32), 1, 0, ctx);
-  gemm(xz, false, P(idx.v), true, rows(acts.v_pre, T, vd, DType::kF32), 1, 0, ctx);
+  gemm(xz, false, P(idx.q), true, rows(acts.q_pre, T, kd, dt), 1, 0, ctx);
+  gemm(xz, false, P(idx.k), true, rows(acts.k_pre, T, kd, dt), 1, 0, ctx);
+  gemm(xz, false, P(idx.v), true, rows(acts.v_pre, T, vd, dt), 1, 0, ctx);
   ConvOptions co;
   co.activation = Activation::kSilu;
   co.use_graph = opt.use_graph;
@@ -131,39 +139,39 @@ void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& 
   const ExecContext wctx = op_ctx(ctx, opt.use_graph, T, cu);
   for (const auto& c : convs) {
     ConvOutputs cout;
-    cout.y = seq(*c.out, T, c.d, dev);
+    cout.y = seq(*c.out, T, c.d, dev, dt);
     conv_fwd(conv_inputs(*c.in, c.w, c.d, T, cu), cout, co, wctx);
   }
   const bool kda = cfg.kind == LayerKind::kKda;
   if (kda) {
-    gemm(xz, false, P(idx.f0), true, rows(acts.fmid, T, V, DType::kF32), 1, 0, ctx);
-    gemm(rows(acts.fmid, T, V, DType::kF32), false, P(idx.f1), true, rows(acts.graw, T, HV * K, DType::kF32), 1, 0, ctx);
+    gemm(xz, false, P(idx.f0), true, rows(acts.fmid, T, V, dt), 1, 0, ctx);
+    gemm(rows(acts.fmid, T, V, dt), false, P(idx.f1), true, rows(acts.graw, T, HV * K, dt), 1, 0, ctx);
   } else {
-    gemm(xz, false, P(idx.a), true, rows(acts.graw, T, HV, DType::kF32), 1, 0, ctx);
+    gemm(xz, false, P(idx.a), true, rows(acts.graw, T, HV, dt), 1, 0, ctx);
   }
-  gemm(xz, false, P(idx.b), true, rows(acts.beta, T, HV, DType::kF32), 1, 0, ctx);
+  gemm(xz, false, P(idx.b), true, rows(acts.beta, T, HV, dt), 1, 0, ctx);
 
   const ChunkAttnInputs in = attn_inputs(T, cu, h0);
   ChunkAttnOutputs out;
-  out.o = heads(acts.o, T, HV, V, dev);
+  out.o = heads(acts.o, T, HV, V, dev, dt);
   out.final_state = ht;
   chunk_attn_fwd(in, out, attn_options(opt, N, ht.defined()), wctx);
 
   if (kda) {
-    gemm(xz, false, P(idx.g0), true, rows(acts.gmid, T, V, DType::kF32), 1, 0, ctx);
-    const TensorView gout = rows(acts.gout, T, vd, DType::kF32);
-    gemm(rows(acts.ones, T, 1, DType::kF32), false,
-         TensorView::contiguous(params[idx.g1_bias].value.data(), DType::kF32, {1, vd}, dev), false, gout, 1, 0, ctx);
-    gemm(rows(acts.gmid, T, V, DType::kF32), false, P(idx.g1), true, gout, 1, 1, ctx);
+    gemm(xz, false, P(idx.g0), true, rows(acts.gmid, T, V, dt), 1, 0, ctx);
+    const TensorView gout = rows(acts.gout, T, vd, dt);
+    gemm(rows(acts.ones, T, 1, dt), false,
+         TensorView::contiguous(params[idx.g1_bias].value.data(), dt, {1, vd}, dev), false, gout, 1, 0, ctx);
+    gemm(rows(acts.gmid, T, V, dt), false, P(idx.g1), true, gout, 1, 1, ctx);
   } else {
-    gemm(xz, false, P(idx.g), true, rows(acts.gout, T, vd, DType::kF32), 1, 0, ctx);
+    gemm(xz, false, P(idx.g), true, rows(acts.gout, T, vd, dt), 1, 0, ctx);
   }
-  const TensorView normed = rows(acts.normed, T * HV, V, DType::kF32);
-  rms_norm_gated_fwd(rows(acts.o, T * HV, V, DType::kF32), rows(acts.gout, T * HV, V, DType::kF32), P(idx.norm),
+  const TensorView normed = rows(acts.normed, T * HV, V, dt);
+  rms_norm_gated_fwd(rows(acts.o, T * HV, V, dt), rows(acts.gout, T * HV, V, dt), P(idx.norm),
                      normed, TensorView::contiguous(acts.rstd.data(), DType::kF32, {T * HV}, dev),
                      kda ? NormGate::kSigmoid : NormGate::kSilu, cfg.norm_eps, ctx);
-  gemm(rows(acts.normed, T, vd, DType::kF32), false, P(idx.o), true,
-       TensorView::contiguous(y.data, DType::kF32, {T, hid}, dev), 1, 0, ctx);
+  gemm(rows(acts.normed, T, vd, dt), false, P(idx.o), true,
+       TensorView::contiguous(y.data, dt, {T, hid}, dev), 1, 0, ctx);
   saved = {x, cu, h0, opt, T, opt.training};
 }
 

@@ -19,12 +19,13 @@ struct ParamIndex {
   int g0 = -1, g1 = -1, g1_bias = -1;  // KDA: g_proj.0 / g_proj.1 (+ bias)
 };
 
-// Activation buffers, all [T_max, width] row-major in the layer dtype (rstd fp32).
+// Activation buffers, all [T_max, width] row-major in the layer dtype (rstd and dxf fp32).
 struct Acts {
   int64_t T_max = 0, N_max = 0;
   Buffer xz, q_pre, k_pre, v_pre, q, k, v, graw, fmid, beta, o, gmid, gout, rstd, normed, ones;
-  // backward
-  Buffer dyz, dnormed, d_o, dgout, dgmid, dq, dk, dv, dgraw, dfmid, dbeta, dq_pre, dk_pre, dv_pre;
+  // backward; dxf: dx accumulated in fp32 when the layer dtype is not fp32 (then converted)
+  Buffer dyz, dnormed, d_o, dgout, dgmid, dq, dk, dv, dgraw, dfmid, dbeta, dq_pre, dk_pre, dv_pre, dxf;
+  Buffer cu_probe;  // [N_max + 1] int32 on the layer device: shape-only cu for workspace sizing
 };
 
 struct Saved {  // what the last training forward was called with
@@ -52,7 +53,8 @@ struct LinearAttentionLayer::Impl {
   std::vector<Buffer> retired_workspaces;
 
   Impl(const LayerConfig& c, Device d);
-  int add_param(const std::string& name, std::vector<int64_t> shape);
+  DType adt() const { return cfg.dtype; }  // activation / projection-weight dtype
+  int add_param(const std::string& name, std::vector<int64_t> shape, bool layer_dtype);
   TensorView P(int i) const { return params[i].view(); }
   TensorView dP(int i) const { return params[i].grad_view(); }
   // [T, width] view of an activation buffer (T rows of the T_max reserved).
@@ -60,7 +62,7 @@ struct LinearAttentionLayer::Impl {
   void forward(const TensorView& x, const TensorView& cu, const TensorView& y, const LayerRunOptions& opt,
                const ExecContext& ctx, const TensorView& h0, const TensorView& ht);
   void backward(const TensorView& dy, const TensorView& dx, const ExecContext& ctx);
-  void reserve(int64_t T_max, int64_t N_max);
+  void reserve(int64_t T_max, int64_t N_max, const ExecContext& ctx);
   // The op inputs of a call over T tokens (views of the activation buffers).
   ChunkAttnInputs attn_inputs(int64_t T, const TensorView& cu, const TensorView& h0) const;
   ConvInputs conv_inputs(const Buffer& pre, int w, int64_t d, int64_t T, const TensorView& cu) const;

@@ -33,7 +33,7 @@ std::string LayerConfig::describe() const {
 }
 
 TensorView Param::view() const {
-  return TensorView::contiguous(value.data(), DType::kF32, shape, value.device());
+  return TensorView::contiguous(value.data(), dtype, shape, value.device());
 }
 TensorView Param::grad_view() const {
   return TensorView::contiguous(grad.data(), DType::kF32, shape, grad.device());
@@ -43,42 +43,45 @@ LinearAttentionLayer::Impl::Impl(const LayerConfig& c, Device d) : cfg(c), devic
   if (cfg.kind == LayerKind::kKda && cfg.num_v_heads != cfg.num_heads)
     fail("num_v_heads: KDA layers use HV = H = " + std::to_string(cfg.num_heads) + ", got " +
          std::to_string(cfg.num_v_heads));
-  if (cfg.dtype != DType::kF32)  // valid but not implemented yet: Unsupported (the capability matrix says so)
+  if (cfg.dtype != DType::kF32 && cfg.dtype != DType::kBF16 && cfg.dtype != DType::kF16)
+    fail(std::string("dtype: expected fp32, bf16 or fp16, got ") + dtype_name(cfg.dtype));
+  if (cfg.dtype != DType::kF32 && d.type == DeviceType::kCPU)  // valid, not implemented: Unsupported
     throw Error(ErrorCode::kUnsupported, FailureCategory::kUnsupportedOp, __FILE__, __LINE__,
-                std::string("dtype: layers support fp32 for now, got ") + dtype_name(cfg.dtype));
+                std::string("dtype: layers on the CPU support fp32 (OpenBLAS sgemm), got ") + dtype_name(cfg.dtype));
   const int64_t hid = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim(), HV = cfg.num_v_heads;
   const int64_t W = cfg.conv_size, V = cfg.head_v_dim;
-  idx.q = add_param("q_proj.weight", {kd, hid});
-  idx.k = add_param("k_proj.weight", {kd, hid});
-  idx.v = add_param("v_proj.weight", {vd, hid});
-  idx.conv_q = add_param("q_conv1d.weight", {kd, W});
-  idx.conv_k = add_param("k_conv1d.weight", {kd, W});
-  idx.conv_v = add_param("v_conv1d.weight", {vd, W});
-  idx.b = add_param("b_proj.weight", {HV, hid});
+  idx.q = add_param("q_proj.weight", {kd, hid}, true);
+  idx.k = add_param("k_proj.weight", {kd, hid}, true);
+  idx.v = add_param("v_proj.weight", {vd, hid}, true);
+  idx.conv_q = add_param("q_conv1d.weight", {kd, W}, false);
+  idx.conv_k = add_param("k_conv1d.weight", {kd, W}, false);
+  idx.conv_v = add_param("v_conv1d.weight", {vd, W}, false);
+  idx.b = add_param("b_proj.weight", {HV, hid}, true);
   if (cfg.kind == LayerKind::kGatedDeltaNet) {
-    idx.a = add_param("a_proj.weight", {HV, hid});
-    idx.g = add_param("g_proj.weight", {vd, hid});
-    idx.dt_bias = add_param("dt_bias", {HV});
+    idx.a = add_param("a_proj.weight", {HV, hid}, true);
+    idx.g = add_param("g_proj.weight", {vd, hid}, true);
+    idx.dt_bias = add_param("dt_bias", {HV}, false);
   } else {
-    idx.f0 = add_param("f_proj.0.weight", {V, hid});
-    idx.f1 = add_param("f_proj.1.weight", {HV * cfg.head_k_dim, V});
-    idx.g0 = add_param("g_proj.0.weight", {V, hid});
-    idx.g1 = add_param("g_proj.1.weight", {vd, V});
-    idx.g1_bias = add_param("g_proj.1.bias", {vd});
-    idx.dt_bias = add_param("dt_bias", {HV * cfg.head_k_dim});
+    idx.f0 = add_param("f_proj.0.weight", {V, hid}, true);
+    idx.f1 = add_param("f_proj.1.weight", {HV * cfg.head_k_dim, V}, true);
+    idx.g0 = add_param("g_proj.0.weight", {V, hid}, true);
+    idx.g1 = add_param("g_proj.1.weight", {vd, V}, true);
+    idx.g1_bias = add_param("g_proj.1.bias", {vd}, true);
+    idx.dt_bias = add_param("dt_bias", {HV * cfg.head_k_dim}, false);
   }
-  idx.A_log = add_param("A_log", {HV});
-  idx.norm = add_param("o_norm.weight", {V});
-  idx.o = add_param("o_proj.weight", {hid, vd});
+  idx.A_log = add_param("A_log", {HV}, false);
+  idx.norm = add_param("o_norm.weight", {V}, false);
+  idx.o = add_param("o_proj.weight", {hid, vd}, true);
 }
 
-int LinearAttentionLayer::Impl::add_param(const std::string& name, std::vector<int64_t> shape) {
+int LinearAttentionLayer::Impl::add_param(const std::string& name, std::vector<int64_t> shape, bool layer_dtype) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   Param p;
   p.name = name;
   p.shape = std::move(shape);
-  p.value = Buffer(device, static_cast<size_t>(n) * 4);
+  p.dtype = layer_dtype ? cfg.dtype : DType::kF32;
+  p.value = Buffer(device, static_cast<size_t>(n) * dtype_size(p.dtype));
   p.grad = Buffer(device, static_cast<size_t>(n) * 4);
   params.push_back(std::move(p));
   return static_cast<int>(params.size()) - 1;
@@ -126,8 +129,9 @@ void LinearAttentionLayer::init_random(uint64_t seed) {
       std::uniform_real_distribution<double> u(-1.0 / std::sqrt(fan_in), 1.0 / std::sqrt(fan_in));
       for (int64_t i = 0; i < n; ++i) host.set(i, u(rng));
     }
-    copy_tensor(p.view(), host.view());
+    copy_tensor(p.view(), host.to(p.dtype).view());
   }
+  stream_synchronize(impl_->device);  // uploads done before any stream reads the weights
 }
 
 void LinearAttentionLayer::save_safetensors(const std::string& path, const std::string& prefix) const {
@@ -135,10 +139,10 @@ void LinearAttentionLayer::save_safetensors(const std::string& path, const std::
   size_t off = 0;
   std::vector<Tensor> hosts;
   for (const auto& p : impl_->params) {
-    Tensor h(DType::kF32, p.shape);
+    Tensor h(p.dtype, p.shape);
     copy_tensor(h.view(), p.view());
     const size_t nb = h.view().nbytes();
-    header[prefix + p.name] = {{"dtype", st_dtype(DType::kF32)}, {"shape", p.shape}, {"data_offsets", {off, off + nb}}};
+    header[prefix + p.name] = {{"dtype", st_dtype(p.dtype)}, {"shape", p.shape}, {"data_offsets", {off, off + nb}}};
     off += nb;
     hosts.push_back(std::move(h));
   }
@@ -185,15 +189,19 @@ void LinearAttentionLayer::load_safetensors(const std::string& path, const std::
     f.seekg(base + static_cast<std::streamoff>(offs[0]));
     f.read(static_cast<char*>(raw.view().data), static_cast<std::streamsize>(raw.view().nbytes()));
     if (!f) fail("safetensors: '" + path + "' is truncated at tensor '" + key + "'");
-    copy_tensor(p.view(), raw.to(DType::kF32).view());
+    copy_tensor(p.view(), raw.to(p.dtype).view());
   }
+  stream_synchronize(impl_->device);
 }
 
-void LinearAttentionLayer::reserve(int64_t T_max, int64_t N_max) { impl_->reserve(T_max, N_max); }
+void LinearAttentionLayer::reserve(int64_t T_max, int64_t N_max, const ExecContext& ctx) {
+  impl_->reserve(T_max, N_max, ctx);
+}
 
-void LinearAttentionLayer::Impl::reserve(int64_t T_max, int64_t N_max) {
+void LinearAttentionLayer::Impl::reserve(int64_t T_max, int64_t N_max, const ExecContext& ctx) {
   auto& a = acts;
   const auto& c = cfg;
+  dense_prepare(device, ctx);  // CUDA: cuBLAS handle + workspace of this stream, before any capture
   if (T_max <= a.T_max && N_max <= a.N_max) return;
   T_max = std::max(T_max, a.T_max);
   N_max = std::max(N_max, a.N_max);
@@ -203,25 +211,31 @@ void LinearAttentionLayer::Impl::reserve(int64_t T_max, int64_t N_max) {
     a = layers::Acts{};
   }
   const Device d = device;
-  auto buf = [&](int64_t width) { return Buffer(d, static_cast<size_t>(std::max<int64_t>(T_max * width, 1)) * 4); };
+  const size_t es = dtype_size(c.dtype);
+  auto buf = [&](int64_t width, size_t e = 0) {
+    return Buffer(d, static_cast<size_t>(std::max<int64_t>(T_max * width, 1)) * (e ? e : es));
+  };
   const int64_t hid = c.hidden_size, kd = c.key_dim(), vd = c.value_dim(), HV = c.num_v_heads, V = c.head_v_dim;
   a.xz = buf(hid); a.q_pre = buf(kd); a.k_pre = buf(kd); a.v_pre = buf(vd);
   a.q = buf(kd); a.k = buf(kd); a.v = buf(vd); a.graw = buf(c.gate_dim()); a.fmid = buf(V);
-  a.beta = buf(HV); a.o = buf(vd); a.gmid = buf(V); a.gout = buf(vd); a.rstd = buf(HV); a.normed = buf(vd);
+  a.beta = buf(HV); a.o = buf(vd); a.gmid = buf(V); a.gout = buf(vd); a.rstd = buf(HV, 4); a.normed = buf(vd);
   a.ones = buf(1);
   a.dyz = buf(hid); a.dnormed = buf(vd); a.d_o = buf(vd); a.dgout = buf(vd); a.dgmid = buf(V);
   a.dq = buf(kd); a.dk = buf(kd); a.dv = buf(vd); a.dgraw = buf(c.gate_dim()); a.dfmid = buf(V);
   a.dbeta = buf(HV); a.dq_pre = buf(kd); a.dk_pre = buf(kd); a.dv_pre = buf(vd);
-  Tensor ones(DType::kF32, {T_max, 1});
+  if (c.dtype != DType::kF32) a.dxf = buf(hid, 4);
+  Tensor ones(c.dtype, {T_max, 1});
   for (int64_t i = 0; i < T_max; ++i) ones.set(i, 1.0);
-  copy_tensor(TensorView::contiguous(a.ones.data(), DType::kF32, {T_max, 1}, d), ones.view());
+  copy_tensor(TensorView::contiguous(a.ones.data(), c.dtype, {T_max, 1}, d), ones.view(), ctx);
   for (Buffer* b : {&a.o, &a.q, &a.k, &a.v, &a.graw, &a.beta})
-    fill_zero(TensorView::contiguous(b->data(), DType::kF32, {static_cast<int64_t>(b->bytes() / 4)}, d));
+    fill_zero(TensorView::contiguous(b->data(), c.dtype, {static_cast<int64_t>(b->bytes() / es)}, d), ctx);
   a.T_max = T_max;
   a.N_max = N_max;
   // Graph-mode scratch for the capacity (sizes depend only on shapes, options and threads).
-  Tensor cu(DType::kI32, {N_max + 1});
-  workspace = Buffer(d, graph_workspace_bytes(T_max, cu.view(), ExecContext{}));
+  a.cu_probe = Buffer(d, static_cast<size_t>(N_max + 1) * 4);
+  fill_zero(TensorView::contiguous(a.cu_probe.data(), DType::kI32, {N_max + 1}, d), ctx);
+  workspace = Buffer(d, graph_workspace_bytes(T_max, a.cu_probe.view(DType::kI32, {N_max + 1}), ctx));
+  stream_synchronize(d, ctx);
 }
 
 }  // namespace linattn

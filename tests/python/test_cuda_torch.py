@@ -1,0 +1,211 @@
+"""The Python package with PyTorch CUDA tensors (marked gpu; skipped, with the reason printed,
+where PyTorch or a CUDA GPU is missing: CI has neither, scripts/gpu-layer runs them on the H200).
+Outputs and gradients (torch autograd) on CUDA equal the C++ CPU path through the same API; the
+op runs on torch's current stream; torch.cuda.graph captures of the op forward + backward and of a
+whole layer forward + backward, replayed with new inputs and new cu_seqlens written in place,
+equal the same fixed-capacity calls run eagerly (bitwise) and the exact-size eager calls."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (GPU tests need it)")
+
+import linattn  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU (torch.cuda.is_available() is False)")]
+
+DEV = "cuda"
+
+
+def rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / (b.norm() + 1e-30)).item()
+
+
+def inputs(T, H=2, HV=4, K=128, V=64, seed=0, dtype=torch.bfloat16, device=DEV):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, T, H, K, generator=g)
+    k = torch.randn(1, T, H, K, generator=g)
+    v = torch.randn(1, T, HV, V, generator=g)
+    graw = torch.randn(1, T, HV, generator=g)
+    beta = torch.randn(1, T, HV, generator=g)
+    A_log = torch.rand(HV, generator=g) * 2.0
+    dt_bias = torch.randn(HV, generator=g) - 2.0
+    cast = [t.to(dtype).to(device) for t in (q, k, v, graw, beta)]
+    return cast + [A_log.to(device), dt_bias.to(device)]
+
+
+KW = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True)
+
+
+def gdn(q, k, v, g, b, A_log, dt_bias, cu, **kw):
+    return linattn.chunk_gated_delta_rule(q, k, v, g, b, cu_seqlens=cu, A_log=A_log, dt_bias=dt_bias, **KW, **kw)
+
+
+def test_forward_and_autograd_match_cpu():
+    cu_list = [0, 130, 131, 300, 420]
+    t = inputs(420, seed=1)
+    cu = torch.tensor(cu_list, dtype=torch.int32, device=DEV)
+    leaves = [x.clone().requires_grad_(True) for x in t]
+    o, _ = gdn(*leaves, cu)
+    do = torch.randn_like(o)
+    (o.float() * do.float()).sum().backward()
+    # The CPU path on the same (bf16-valued) inputs in fp32.
+    c = [x.detach().float().cpu() for x in t]
+    cuc = torch.tensor(cu_list, dtype=torch.int32)
+    oc, _ = gdn(*c, cuc)
+    assert rel(o, oc) < 2e-2
+    gr = linattn.chunk_gated_delta_rule_bwd(c[0], c[1], c[2], c[3], c[4], do.float().cpu(), cu_seqlens=cuc,
+                                           A_log=c[5], dt_bias=c[6], **KW)
+    for name, leaf, ref in (("dq", leaves[0], gr.dq), ("dk", leaves[1], gr.dk), ("dv", leaves[2], gr.dv),
+                            ("dg", leaves[3], gr.dg), ("dbeta", leaves[4], gr.dbeta), ("dA_log", leaves[5], gr.dA_log),
+                            ("ddt_bias", leaves[6], gr.ddt_bias)):
+        assert leaf.grad is not None, name
+        assert rel(leaf.grad, ref) < 5e-2, name
+
+
+def test_runs_on_torch_current_stream():
+    t = inputs(300, seed=2)
+    cu = torch.tensor([0, 100, 300], dtype=torch.int32, device=DEV)
+    ref, _ = gdn(*t, cu)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        o, _ = gdn(*t, cu)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    assert torch.equal(o, ref)
+
+
+def test_torch_cuda_graph_op_forward_backward():
+    T_max, N_max = 512, 4
+    st = inputs(T_max, seed=3)
+    cu = torch.zeros(N_max + 1, dtype=torch.int32, device=DEV)
+    do = torch.zeros(1, T_max, 4, 64, dtype=torch.bfloat16, device=DEV)
+    out = {}
+
+    def step():
+        o, _ = gdn(*st, cu, use_graph=True, max_num_seqs=N_max)
+        gr = linattn.chunk_gated_delta_rule_bwd(*st[:5], do, cu_seqlens=cu, A_log=st[5], dt_bias=st[6], use_graph=True,
+                                               max_num_seqs=N_max, **KW)
+        out.update(o=o, dq=gr.dq, dv=gr.dv, dg=gr.dg, dA_log=gr.dA_log)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()  # warm-up
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        step()
+    static = dict(out)
+    for li, lens in enumerate([[128, 128, 128, 128], [5, 0, 300, 0], [512, 0, 0, 0], [1, 63, 64, 65], [200, 77, 0, 0]]):
+        cuv = [0]
+        for n in lens:
+            cuv.append(cuv[-1] + n)
+        T = cuv[-1]
+        new = inputs(T_max, seed=10 + li)
+        with torch.no_grad():
+            for dst, src in zip(st, new):
+                dst.copy_(src)
+            cu.copy_(torch.tensor(cuv, dtype=torch.int32))
+            do.copy_(torch.randn(1, T_max, 4, 64, generator=torch.Generator().manual_seed(50 + li)).to(torch.bfloat16))
+        graph.replay()
+        torch.cuda.synchronize()
+        replayed = {k: v.clone() for k, v in static.items()}
+        step()  # the same fixed-capacity calls, eager
+        torch.cuda.synchronize()
+        for key in replayed:
+            a, b = replayed[key], out[key]
+            if a.dim() >= 2:
+                a, b = a[:, :T], b[:, :T]
+            assert torch.equal(a, b), f"layout {li}: {key} replay != eager-fixed"
+        # exact-size eager
+        ex = [x[:, :T].contiguous() if x.dim() > 1 else x for x in st]
+        cue = torch.tensor(cuv, dtype=torch.int32, device=DEV)
+        oe, _ = gdn(*ex, cue)
+        assert rel(replayed["o"][:, :T], oe) < 1e-2, li
+
+
+def test_layer_module_autograd_matches_cpu_layer():
+    from linattn.nn import GatedDeltaNet
+    cfg = dict(hidden_size=256, num_heads=2, num_v_heads=4, head_dim=128, head_v_dim=64)
+    m = GatedDeltaNet(**cfg, dtype=torch.bfloat16, device=DEV, seed=5)
+    ref = GatedDeltaNet(**cfg, dtype=torch.float32, device="cpu", seed=99)
+    with torch.no_grad():
+        for (n1, p1), (n2, p2) in zip(m.named_parameters(), ref.named_parameters()):
+            assert n1 == n2
+            p2.copy_(p1.float().cpu())
+    assert "q_proj.weight" in dict(m.named_parameters())
+    cu_list = [0, 100, 333]
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(1, 333, 256, generator=g)
+    dy = torch.randn(1, 333, 256, generator=g)
+    xg = x.to(torch.bfloat16).to(DEV).requires_grad_(True)
+    y = m(xg, torch.tensor(cu_list, dtype=torch.int32, device=DEV))
+    (y.float() * dy.to(DEV)).sum().backward()
+    xc = x.to(torch.bfloat16).float().requires_grad_(True)
+    yc = ref(xc, torch.tensor(cu_list, dtype=torch.int32))
+    (yc * dy.to(torch.bfloat16).float()).sum().backward()
+    assert rel(y, yc) < 2e-2
+    assert rel(xg.grad, xc.grad) < 5e-2
+    for (name, p), (_, pc) in zip(m.named_parameters(), ref.named_parameters()):
+        assert rel(p.grad, pc.grad) < 5e-2, name
+
+
+def test_layer_torch_cuda_graph_forward_backward():
+    from linattn.nn import GatedDeltaNet
+    T_max, N_max, hid = 512, 4, 256
+    m = GatedDeltaNet(hidden_size=hid, num_heads=2, num_v_heads=4, head_dim=128, head_v_dim=64, dtype=torch.bfloat16,
+                      device=DEV, seed=7, use_graph=True)
+    x = torch.zeros(1, T_max, hid, dtype=torch.bfloat16, device=DEV)
+    dy, y, dx = torch.zeros_like(x), torch.zeros_like(x), torch.zeros_like(x)
+    cu = torch.zeros(N_max + 1, dtype=torch.int32, device=DEV)
+    s = torch.cuda.Stream()
+    m.reserve(T_max, N_max, stream=s)
+    grads = [m._grad_view(n) for n in m._names]
+
+    def step():
+        m.forward_into(x, cu, y, training=True)
+        m.backward_into(dy, dx)
+
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        step()
+    eager = GatedDeltaNet(hidden_size=hid, num_heads=2, num_v_heads=4, head_dim=128, head_v_dim=64,
+                          dtype=torch.bfloat16, device=DEV, seed=7)
+    for li, lens in enumerate([[128, 128, 128, 128], [5, 0, 300, 0], [512, 0, 0, 0], [1, 63, 64, 65], [0, 0, 0, 3],
+                               [200, 77, 0, 0]]):
+        cuv = [0]
+        for n in lens:
+            cuv.append(cuv[-1] + n)
+        T = cuv[-1]
+        gen = torch.Generator().manual_seed(100 + li)
+        xn = torch.randn(1, T_max, hid, generator=gen).to(torch.bfloat16)
+        dyn = torch.randn(1, T_max, hid, generator=gen).to(torch.bfloat16)
+        x.copy_(xn)
+        dy.copy_(dyn)
+        cu.copy_(torch.tensor(cuv, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        rep = [y.clone(), dx.clone()] + [g.clone() for g in grads]
+        with torch.cuda.stream(s):
+            step()
+        torch.cuda.synchronize()
+        fix = [y, dx] + grads
+        for i, (a, b) in enumerate(zip(rep, fix)):
+            if i < 2:
+                a, b = a[:, :T], b[:, :T]
+            assert torch.equal(a, b), f"layout {li}: tensor {i} replay != eager-fixed"
+        assert torch.count_nonzero(rep[1][:, T:]) == 0, f"layout {li}: padding dx"
+        # exact-size eager module with the same weights
+        xe = xn[:, :T].to(DEV).requires_grad_(True)
+        ye = eager(xe, torch.tensor(cuv, dtype=torch.int32, device=DEV))
+        (ye.float() * dyn[:, :T].to(DEV).float()).sum().backward()
+        assert rel(rep[0][:, :T], ye) < 1e-2, li
+        assert rel(rep[1][:, :T], xe.grad) < 1e-2, li
+        for p in eager.parameters():
+            p.grad = None
