@@ -213,23 +213,16 @@ void probe_chunk(const CellKey& key, int variant, Checker& chk) {
     chunk_attn_fwd(s.in(), {s.o, s.ht}, opt, fctx);
     if (bwd) chunk_attn_bwd(s.in(), s.d_o, s.d_ht, s.grads(), opt, bctx);
   };
-  if (!graph) {
-    step();
-    compare(chk, run_ref(h0, opt, bwd), s.download(bwd), h0, d, dt, bwd, "");
-    return;
-  }
-  Graph g(be.device(), be.stream());
-  step();  // eager warm-up on the static buffers
-  g.capture(step);
-  for (int i = 1; i <= 2; ++i) {
-    const ChunkHost hi = make_host(rng, d, layout(variant, i), rows, nseq, dt);
-    s.upload(hi, bwd);
-    g.replay();
-    const ChunkResult got = s.download(bwd);
-    compare(chk, run_ref(hi, opt, bwd), got, hi, d, dt, bwd, "replay" + std::to_string(i) + ".");
-    step();  // the eager fixed-capacity call on the same data: the replay must equal it bitwise
-    bitwise(chk, got, s.download(bwd), bwd);
-  }
+  ChunkHost cur = h0;
+  run_probe_flow<ChunkResult>(
+      be, graph, step,
+      [&](int i) {
+        cur = make_host(rng, d, layout(variant, i), rows, nseq, dt);
+        s.upload(cur, bwd);
+      },
+      [&] { return s.download(bwd); },
+      [&](int i, const ChunkResult& got) { compare(chk, run_ref(cur, opt, bwd), got, cur, d, dt, bwd, replay_tag(i)); },
+      [&](const ChunkResult& a, const ChunkResult& b) { bitwise(chk, a, b, bwd); });
 }
 
 }  // namespace linattn::caps

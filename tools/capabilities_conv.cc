@@ -158,29 +158,23 @@ void probe_conv(const CellKey& key, int variant, Checker& chk) {
     conv_fwd(s.in(), {s.y, s.ht}, opt, fctx);
     if (bwd) conv_bwd(s.in(), s.dy, s.d_ht, s.grads(), opt, bctx);
   };
-  if (!graph) {
-    step();
-    compare(chk, run_ref(h0, opt, bwd), s.download(bwd), h0.T_real, dt, bwd, "");
-    return;
-  }
-  Graph g(be.device(), be.stream());
-  step();
-  g.capture(step);
-  for (int i = 1; i <= 2; ++i) {
-    const ConvHost hi = make_host(rng, layout(variant, i), rows, nseq, dt);
-    s.upload(hi, bwd);
-    g.replay();
-    const ConvResult got = s.download(bwd);
-    compare(chk, run_ref(hi, opt, bwd), got, hi.T_real, dt, bwd, "replay" + std::to_string(i) + ".");
-    step();
-    const ConvResult again = s.download(bwd);
-    chk.add_bitwise("y", got.y, again.y);
-    chk.add_bitwise("final_state", got.ht, again.ht);
-    if (bwd)
-      for (auto [n, a, b] : {std::tuple{"dx", &got.dx, &again.dx}, {"dweight", &got.dw, &again.dw},
-                             {"dbias", &got.db, &again.db}, {"dh0", &got.dh0, &again.dh0}})
-        chk.add_bitwise(n, *a, *b);
-  }
+  ConvHost cur = h0;
+  run_probe_flow<ConvResult>(
+      be, graph, step,
+      [&](int i) {
+        cur = make_host(rng, layout(variant, i), rows, nseq, dt);
+        s.upload(cur, bwd);
+      },
+      [&] { return s.download(bwd); },
+      [&](int i, const ConvResult& got) { compare(chk, run_ref(cur, opt, bwd), got, cur.T_real, dt, bwd, replay_tag(i)); },
+      [&](const ConvResult& a, const ConvResult& b) {
+        chk.add_bitwise("y", a.y, b.y);
+        chk.add_bitwise("final_state", a.ht, b.ht);
+        if (bwd)
+          for (auto [n, x, y] : {std::tuple{"dx", &a.dx, &b.dx}, {"dweight", &a.dw, &b.dw}, {"dbias", &a.db, &b.db},
+                                 {"dh0", &a.dh0, &b.dh0}})
+            chk.add_bitwise(n, *x, *y);
+      });
 }
 
 }  // namespace linattn::caps

@@ -151,30 +151,23 @@ void probe_layer(const CellKey& key, int variant, Checker& chk) {
     layer.forward(x, cu, y, ropt, be.ctx());
     if (bwd) layer.backward(dy, dx, be.ctx());
   };
-  if (!graph) {
-    step();
-    check(chk, rng, cfg, layer, be, c0, download(layer, be, y, dx, bwd), bwd, "");
-    return;
-  }
-  Graph g(be.device(), be.stream());
-  step();
-  g.capture(step);
-  for (int i = 1; i <= 2; ++i) {
-    const LayerCase ci = make_case(rng, layout(variant, i), rows, nseq, hid, dt);
-    x.upload(ci.x);
-    cu.upload(ci.cu);
-    dy.upload(ci.dy);
-    g.replay();
-    const LayerResult got = download(layer, be, y, dx, bwd);
-    check(chk, rng, cfg, layer, be, ci, got, bwd, "replay" + std::to_string(i) + ".");
-    step();
-    const LayerResult again = download(layer, be, y, dx, bwd);
-    chk.add_bitwise("y", got.y, again.y);
-    if (bwd) {
-      chk.add_bitwise("dx", got.dx, again.dx);
-      for (size_t p = 0; p < got.grads.size(); ++p) chk.add_bitwise("d" + layer.params()[p].name, got.grads[p], again.grads[p]);
-    }
-  }
+  LayerCase cur = c0;
+  run_probe_flow<LayerResult>(
+      be, graph, step,
+      [&](int i) {
+        cur = make_case(rng, layout(variant, i), rows, nseq, hid, dt);
+        x.upload(cur.x);
+        cu.upload(cur.cu);
+        dy.upload(cur.dy);
+      },
+      [&] { return download(layer, be, y, dx, bwd); },
+      [&](int i, const LayerResult& got) { check(chk, rng, cfg, layer, be, cur, got, bwd, replay_tag(i)); },
+      [&](const LayerResult& a, const LayerResult& b) {
+        chk.add_bitwise("y", a.y, b.y);
+        if (!bwd) return;
+        chk.add_bitwise("dx", a.dx, b.dx);
+        for (size_t p = 0; p < a.grads.size(); ++p) chk.add_bitwise("d" + layer.params()[p].name, a.grads[p], b.grads[p]);
+      });
 }
 
 }  // namespace linattn::caps

@@ -5,12 +5,14 @@
 // tests' tolerance table (tests/common/tolerances.h: the one table, never numbers inlined here).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "capabilities.h"
 #include "linattn/dense.h"
+#include "linattn/graph.h"
 #include "linattn/ops.h"
 #include "linattn/tensor.h"
 #include "tolerances.h"
@@ -112,6 +114,34 @@ DType dtype_from_name(const std::string& name);  // fp32 | bf16 | fp16 | i32 | i
 
 // The probes of each op family (tools/capabilities_<family>.cc). They throw linattn::Error for
 // what the library rejects and fill `chk` with the comparisons.
+// The flow every op probe shares. Eager / fixed cells: step() once, check(0, download()).
+// Graph cells: step() once (warm-up on the static buffers), capture it, then for i = 1, 2:
+// upload(i) (layout i of the variant), replay, got = download(), check(i, got), step() again
+// (the eager fixed-capacity call on the same data) and bitwise(got, download()).
+template <class Result>
+void run_probe_flow(const Backend& be, bool graph, const std::function<void()>& step,
+                    const std::function<void(int)>& upload, const std::function<Result()>& download,
+                    const std::function<void(int, const Result&)>& check,
+                    const std::function<void(const Result&, const Result&)>& bitwise) {
+  if (!graph) {
+    step();
+    check(0, download());
+    return;
+  }
+  Graph g(be.device(), be.stream());
+  step();
+  g.capture(step);
+  for (int i = 1; i <= 2; ++i) {
+    upload(i);
+    g.replay();
+    const Result got = download();
+    check(i, got);
+    step();
+    bitwise(got, download());
+  }
+}
+inline std::string replay_tag(int i) { return i == 0 ? std::string() : "replay" + std::to_string(i) + "."; }
+
 void probe_chunk(const CellKey& key, int variant, Checker& chk);
 void probe_conv(const CellKey& key, int variant, Checker& chk);
 void probe_layer(const CellKey& key, int variant, Checker& chk);
