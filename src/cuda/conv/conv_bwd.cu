@@ -1,7 +1,7 @@
 // CUDA short-conv backward (formulas in src/cpu/conv_bwd_cpu.cc). Three launches:
 //  1. main (tiling in conv_common.cuh): x rows [tile - (W-1), tile end + W - 1) and dy rows
 //     [tile, tile end + W - 1) go to shared memory by cp.async, double-buffered; each thread
-//     walks its rows of one channel with the x window and the last W - 1 dz in registers
+//     walks its rows of kC channels with the x window and the last W - 1 dz in registers
 //     (z recomputed, never stored; W - 1 rows after its range are recomputed as halo), writes
 //     dx (+ d_final_state terms) and dresidual, and accumulates dweight / dbias over all tiles of
 //     its row group. The block then sums its row chunks in a fixed order and writes one partial
@@ -24,10 +24,9 @@ constexpr int kWarps = kThreads / 32;
 
 template <class E, bool kVec, int kW>
 __global__ void __launch_bounds__(kThreads) bwd_kernel(const ConvParams p, int64_t tiles_per_group) {
+  using TT = ThreadTile<E, kVec>;
   constexpr int kCap = kW > 0 ? kW : kConvMaxW;
-  constexpr int CB = tile_channels<E>();
-  constexpr int kChunks = kThreads / CB;
-  constexpr int kRows = kRowTile / kChunks;  // rows per thread and tile
+  constexpr int CB = TT::CB, kC = TT::kC;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int W = kW > 0 ? kW : static_cast<int>(p.W);
   const int H = W - 1;
@@ -37,112 +36,127 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(const ConvParams p, int64
 
   const int64_t rows = p.B * p.T;
   const int64_t ntiles = (rows + kRowTile - 1) / kRowTile;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * CB;
-  const int cl = threadIdx.x % CB, chunk = threadIdx.x / CB;
-  const int64_t c = c0 + cl;
+  const TT th;
+  const int64_t c = th.c;
   const int64_t t_begin = blockIdx.y * tiles_per_group;
   const int64_t t_end = t_begin + tiles_per_group < ntiles ? t_begin + tiles_per_group : ntiles;
   const bool want_dx = p.dx.data != nullptr, want_dres = p.dres.data != nullptr;
 
-  Taps<kCap> taps;
-  float bias = 0.0f, db = 0.0f, dw[kCap];
+  Taps<kCap> taps[kC];
+  float bias[kC], db[kC], dw[kC][kCap];
 #pragma unroll
-  for (int i = 0; i < kCap; ++i) dw[i] = 0.0f;
-  if (c < p.D) {
-    taps.load(p, c, W);
-    if (p.bias) bias = load_small(p.bias, p.b_dtype, c);
+  for (int j = 0; j < kC; ++j) {
+    bias[j] = db[j] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kCap; ++i) dw[j][i] = 0.0f;
+    if (c + j < p.D) {
+      taps[j].load(p, c + j, W);
+      if (p.bias) bias[j] = load_small(p.bias, p.b_dtype, c + j);
+    }
   }
   auto issue = [&](int64_t tile, int s) {
     const int64_t tr0 = tile * kRowTile;
     const int64_t hi = tr0 + kRowTile + H < rows ? tr0 + kRowTile + H : rows;
     E* const buf = sm + s * stage;
-    copy_rows<E, kVec>(buf, tr0 - H, p.x, p, tr0 - H > 0 ? tr0 - H : 0, hi, c0);
-    copy_rows<E, kVec>(buf + rows_x * CB, tr0, p.dy, p, tr0, hi, c0);
+    copy_rows<E, kVec>(buf, tr0 - H, p.x, p, tr0 - H > 0 ? tr0 - H : 0, hi, th.c0);
+    copy_rows<E, kVec>(buf + rows_x * CB, tr0, p.dy, p, tr0, hi, th.c0);
     cp_async_commit();
   };
-
-  if (t_begin < t_end) issue(t_begin, 0);
-  for (int64_t tile = t_begin; tile < t_end; ++tile) {
-    const int s = static_cast<int>((tile - t_begin) & 1);
-    if (tile + 1 < t_end) {
-      issue(tile + 1, s ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+  auto body = [&](int64_t tile, int s) {
     const int64_t tr0 = tile * kRowTile;
-    const int64_t r0 = tr0 + chunk * kRows;
-    const int64_t r1 = r0 + kRows < rows ? r0 + kRows : rows;
-    if (c < p.D && r0 < r1) {
-      const E* xs = sm + s * stage + cl;  // row u at (u - (tr0 - H)) * CB
-      const E* gs = xs + rows_x * CB;     // row u at (u - tr0) * CB
-      for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
-        int64_t bos, eos;
-        seq_bounds(p, n, &bos, &eos);
-        if (bos >= r1) break;
-        const int64_t a = r0 > bos ? r0 : bos, b = r1 < eos ? r1 : eos;
-        if (a >= b) continue;
-        const int64_t e = b + H < eos ? b + H : eos;  // dz is needed up to row b + W - 2
-        Window<kCap> win, dzr;                         // xbar / dz of rows u - W + 1 + k
+    const int64_t r0 = tr0 + th.chunk * TT::kRows;
+    const int64_t r1 = r0 + TT::kRows < rows ? r0 + TT::kRows : rows;
+    if (c >= p.D || r0 >= r1) return;
+    const E* xs = sm + s * stage + th.cl * kC;  // row u at (u - (tr0 - H)) * CB
+    const E* gs = xs + rows_x * CB;             // row u at (u - tr0) * CB
+    for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
+      int64_t bos, eos;
+      seq_bounds(p, n, &bos, &eos);
+      if (bos >= r1) break;
+      const int64_t a = r0 > bos ? r0 : bos, b = r1 < eos ? r1 : eos;
+      if (a >= b) continue;
+      const int len = static_cast<int>(b - a);                       // rows whose sums / dres we own
+      const int ext = static_cast<int>((b + H < eos ? b + H : eos) - a);  // dz needed up to row b + W - 2
+      const int off = static_cast<int>(a - tr0);
+      Window<kCap> win[kC], dzr[kC];  // xbar / dz of rows u - W + 1 + k
+      init_windows<E, kCap, kC, CB>(win, xs + off * CB, p, a, bos, n, c, W);
 #pragma unroll
-        for (int k = 0; k < kCap - 1; ++k) {
-          if (k < W - 1) {
-            const int64_t q = a - H + k;
-            win.v[k] = q >= bos ? to_f(xs[(q - tr0 + H) * CB])
-                                : (p.h0 ? load_small(p.h0, p.h0_dtype, (n * p.D + c) * p.W + W + q - bos) : 0.0f);
-            dzr.v[k] = 0.0f;
+      for (int j = 0; j < kC; ++j)
+#pragma unroll
+        for (int k = 0; k < kCap - 1; ++k) dzr[j].v[k] = 0.0f;
+      const E* xp = xs + (off + H) * CB;
+      const E* gp = gs + off * CB;
+      E* dresp = want_dres ? elem<E>(p.dres, p, a, c) : nullptr;
+      E* dxp = want_dx ? elem<E>(p.dx, p, a, c) : nullptr;
+      const int64_t dres_s = p.dres.st, dx_s = p.dx.st;
+      for (int i = 0; i < len + H; ++i, xp += CB, gp += CB) {
+        float xu[kC] = {}, dz[kC] = {};
+        if (i < ext) {
+          load_lanes<E, kC>(xp, xu);
+          load_lanes<E, kC>(gp, dz);
+          if (p.silu) {
+#pragma unroll
+            for (int j = 0; j < kC; ++j) dz[j] *= silu_grad(taps[j].conv(bias[j], win[j], xu[j], W));
           }
-        }
-        for (int64_t u = a; u < b + H; ++u) {
-          float xu = 0.0f, dz = 0.0f;
-          if (u < e) {
-            xu = to_f(xs[(u - tr0 + H) * CB]);
-            const E graw = gs[(u - tr0) * CB];
-            const float g = to_f(graw);
-            dz = p.silu ? g * silu_grad(taps.conv(bias, win, xu, W)) : g;
-            if (u < b) {
+          if (i < len) {
+#pragma unroll
+            for (int j = 0; j < kC; ++j) {
 #pragma unroll
               for (int k = 0; k < kCap - 1; ++k)
-                if (k < W - 1) dw[k] += dz * win.v[k];
+                if (k < W - 1) dw[j][k] += dz[j] * win[j].v[k];
 #pragma unroll
-              for (int i = 0; i < kCap; ++i)
-                if (i == W - 1) dw[i] += dz * xu;
-              db += dz;
-              if (want_dres) *elem<E>(p.dres, p, u, c) = graw;
+              for (int k = 0; k < kCap; ++k)
+                if (k == W - 1) dw[j][k] += dz[j] * xu[j];
+              db[j] += dz[j];
+            }
+            if (want_dres) {
+              copy_lanes<E, kC>(dresp, gp);
+              dresp += dres_s;
             }
           }
-          const int64_t t = u - H;
-          if (want_dx && t >= a) {
-            float acc = taps.at(0) * dz;  // dz_{t+k} pairs with weight[W-1-k]
+        }
+        const int64_t t = a + i - H;
+        if (want_dx && i >= H) {
+          float acc[kC];
+#pragma unroll
+          for (int j = 0; j < kC; ++j) {
+            acc[j] = taps[j].at(0) * dz[j];  // dz_{t+k} pairs with weight[W-1-k]
 #pragma unroll
             for (int k = 0; k < kCap - 1; ++k)
-              if (k < W - 1) acc += taps.at(W - 1 - k) * dzr.v[k];
-            if (p.dht && t >= eos - W) acc += load_small(p.dht, p.dht_dtype, (n * p.D + c) * p.W + t - (eos - W));
-            *elem<E>(p.dx, p, t, c) = from_f<E>(acc);
+              if (k < W - 1) acc[j] += taps[j].at(W - 1 - k) * dzr[j].v[k];
+            if (p.dht && t >= eos - W) acc[j] += load_small(p.dht, p.dht_dtype, (n * p.D + c + j) * p.W + t - (eos - W));
           }
-          win.push(xu, W);
-          dzr.push(dz, W);
+          store_lanes<E, kC>(dxp, acc);
+          dxp += dx_s;
+        }
+#pragma unroll
+        for (int j = 0; j < kC; ++j) {
+          win[j].push(xu[j], W);
+          dzr[j].push(dz[j], W);
         }
       }
     }
-    __syncthreads();
-  }
+  };
+  tile_pipeline(t_begin, t_end, issue, body);
   // Fixed-order sum over the row chunks of the block, then one partial per row group.
   if (!p.partials) return;
   float* red = reinterpret_cast<float*>(smem_raw);  // [kChunks][W + 1][CB]; tiles are done
-  __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kCap; ++i)
-    if (i < W) red[(chunk * (W + 1) + i) * CB + cl] = dw[i];
-  red[(chunk * (W + 1) + W) * CB + cl] = db;
+  for (int j = 0; j < kC; ++j) {
+    const int cc = th.cl * kC + j;
+#pragma unroll
+    for (int i = 0; i < kCap; ++i)
+      if (i < W) red[(th.chunk * (W + 1) + i) * CB + cc] = dw[j][i];
+    red[(th.chunk * (W + 1) + W) * CB + cc] = db[j];
+  }
   __syncthreads();
-  if (c >= p.D) return;
-  for (int i = chunk; i <= W; i += kChunks) {
+  for (int idx = static_cast<int>(threadIdx.x); idx < (W + 1) * CB; idx += kThreads) {
+    const int i = idx / CB, cc = idx % CB;
+    if (th.c0 + cc >= p.D) continue;
     float sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kChunks; ++k) sum += red[(k * (W + 1) + i) * CB + cl];
-    p.partials[(static_cast<int64_t>(blockIdx.y) * (W + 1) + i) * p.D + c] = sum;
+    for (int k = 0; k < TT::kChunks; ++k) sum += red[(k * (W + 1) + i) * CB + cc];
+    p.partials[(static_cast<int64_t>(blockIdx.y) * (W + 1) + i) * p.D + th.c0 + cc] = sum;
   }
 }
 
@@ -205,7 +219,7 @@ __global__ void initial_state_grad_kernel(const ConvParams p) {
 template <class E>
 size_t smem_bytes(int64_t W) {
   const int64_t tiles = 2 * (2 * kRowTile + 3 * (W - 1)) * tile_channels<E>() * static_cast<int64_t>(sizeof(E));
-  const int64_t red = (kThreads / tile_channels<E>()) * (W + 1) * tile_channels<E>() * 4;
+  const int64_t red = static_cast<int64_t>(kThreads) * 2 * (W + 1) * 4;  // kChunks * CB = kThreads * kC floats per tap
   return static_cast<size_t>(tiles > red ? tiles : red);
 }
 

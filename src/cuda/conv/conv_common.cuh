@@ -2,9 +2,10 @@
 // threads owns one channel tile (256 bytes of every row: 128 bf16/fp16 or 64 fp32 channels)
 // and a group of consecutive kRowTile-row tiles. Tiles (with their W - 1 halo rows) are copied
 // into shared memory with cp.async, double-buffered: the copy of tile i + 1 is in flight while
-// tile i is computed. Thread (cl = tid % CB, chunk = tid / CB) then computes channel c0 + cl over
-// kRowTile / (kThreads / CB) consecutive rows of the tile, in order, with the last W - 1 inputs
-// in registers. Also here: element conversion, small-tensor loads of any float dtype, sequence
+// tile i is computed (tile_pipeline). Each thread then computes kC adjacent channels (2 for
+// 16-bit types on the 16-byte path: 4-byte shared loads and global stores; else 1) over
+// kRowTile / chunks consecutive rows of the tile (ThreadTile), in order, with the last W - 1
+// inputs in registers; rows advance by pointer steps (no per-row index math). Also here: element conversion, small-tensor loads of any float dtype, sequence
 // bounds (clamped, so garbage offsets never address outside the tensors), silu, error check.
 #pragma once
 #include <cuda_bf16.h>
@@ -12,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/check.h"
 #include "meta/conv_desc.h"
@@ -113,7 +115,10 @@ __device__ __forceinline__ E* elem(const ConvRows& t, const ConvParams& p, int64
   return static_cast<E*>(t.data) + b * t.sb + (r - b * p.T) * t.st + c;
 }
 
-__device__ __forceinline__ float sigmoidf_(float z) { return __frcp_rn(1.0f + __expf(-z)); }
+// Fast sigmoid: __fdividef(1, inf) = 0 for z -> -inf, so no NaN at either end.
+__device__ __forceinline__ float sigmoidf_(float z) { return __fdividef(1.0f, 1.0f + __expf(-z)); }
+
+__device__ __forceinline__ float silu_f(float z) { return z * sigmoidf_(z); }
 
 // d silu(z) / dz.
 __device__ __forceinline__ float silu_grad(float z) {
@@ -210,6 +215,109 @@ struct Taps {
     return z + last * x;
   }
 };
+
+// Channels per thread: 2 for 16-bit types on the 16-byte path, else 1.
+template <class E, bool kVec>
+constexpr int chans_per_thread() {
+  return kVec && sizeof(E) == 2 ? 2 : 1;
+}
+
+// kC adjacent elements <-> floats; kC = 2 only for 16-bit types (4-byte aligned on the 16-byte path).
+template <class E, int kC>
+__device__ __forceinline__ void load_lanes(const E* p, float* v) {
+  if constexpr (kC == 1) {
+    v[0] = to_f(p[0]);
+  } else if constexpr (sizeof(E) == 2 && kC == 2) {
+    float2 f;
+    if constexpr (std::is_same_v<E, __nv_bfloat16>) f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+    else f = __half22float2(*reinterpret_cast<const __half2*>(p));
+    v[0] = f.x;
+    v[1] = f.y;
+  } else {
+    static_assert(kC == 1, "load_lanes: kC = 2 needs a 16-bit type");
+  }
+}
+
+template <class E, int kC>
+__device__ __forceinline__ void store_lanes(E* p, const float* v) {
+  if constexpr (kC == 1) {
+    p[0] = from_f<E>(v[0]);
+  } else if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v[0], v[1]);
+  } else {
+    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(v[0], v[1]);
+  }
+}
+
+// kC raw elements copied as one access (dresidual = dy).
+template <class E, int kC>
+__device__ __forceinline__ void copy_lanes(E* dst, const E* src) {
+  if constexpr (kC == 1) dst[0] = src[0];
+  else *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
+}
+
+// One thread's place in a block's tile: channels [c, c + kC) (cl counts kC-channel lanes of the
+// CB-channel tile), rows [chunk * kRows, (chunk + 1) * kRows) of each kRowTile-row tile.
+template <class E, bool kVec>
+struct ThreadTile {
+  static constexpr int kC = chans_per_thread<E, kVec>();
+  static constexpr int CB = tile_channels<E>();
+  static constexpr int kLanes = CB / kC;             // threads per tile row
+  static constexpr int kChunks = kThreads / kLanes;  // row chunks per tile
+  static constexpr int kRows = kRowTile / kChunks;   // rows per thread and tile
+  int cl, chunk;
+  int64_t c0, c;
+
+  __device__ __forceinline__ ThreadTile() {
+    cl = static_cast<int>(threadIdx.x) % kLanes;
+    chunk = static_cast<int>(threadIdx.x) / kLanes;
+    c0 = static_cast<int64_t>(blockIdx.x) * CB;
+    c = c0 + cl * kC;
+  }
+};
+
+// The double-buffered tile loop shared by both passes: issue(tile, stage) starts the cp.async
+// copies of a tile (and commits them); body(tile, stage) computes it once they have landed.
+template <class Issue, class Body>
+__device__ __forceinline__ void tile_pipeline(int64_t t_begin, int64_t t_end, Issue&& issue, Body&& body) {
+  if (t_begin < t_end) issue(t_begin, 0);
+  for (int64_t tile = t_begin; tile < t_end; ++tile) {
+    const int s = static_cast<int>((tile - t_begin) & 1);
+    if (tile + 1 < t_end) {
+      issue(tile + 1, s ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    body(tile, s);
+    __syncthreads();
+  }
+}
+
+// Windows of kC channels [c, c + kC) before row a of sequence n (rows [bos, ...)): x rows from
+// shared memory (xa = the thread's slot of row a - (W - 1), rows CB elements apart), rows before
+// bos from initial_state (zero without it).
+template <class E, int kCap, int kC, int CB>
+__device__ __forceinline__ void init_windows(Window<kCap>* win, const E* xa, const ConvParams& p, int64_t a,
+                                             int64_t bos, int64_t n, int64_t c, int W) {
+#pragma unroll
+  for (int k = 0; k < kCap - 1; ++k) {
+    if (k < W - 1) {
+      const int64_t q = a - (W - 1) + k;
+      float v[kC];
+      if (q >= bos) {
+        load_lanes<E, kC>(xa + k * CB, v);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kC; ++j)
+          v[j] = p.h0 ? load_small(p.h0, p.h0_dtype, (n * p.D + c + j) * p.W + W + q - bos) : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kC; ++j) win[j].v[k] = v[j];
+    }
+  }
+}
 
 // Whether a [B, T, D] tensor allows 16-byte access of every row slice (absent tensors do).
 inline bool rows_aligned(const ConvRows& t, size_t elem) {

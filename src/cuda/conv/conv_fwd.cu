@@ -1,7 +1,7 @@
 // CUDA short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual.
 // Tiling and thread mapping in conv_common.cuh: x rows [tile - (W-1), tile end) and residual
 // rows of a 64-row tile go to shared memory by cp.async (double-buffered), each thread then
-// walks its rows of one channel with the last W - 1 inputs in registers and writes y. x is read
+// walks its rows of kC channels with the last W - 1 inputs in registers and writes y. x is read
 // from DRAM once per tile (+ W - 1 halo rows, mostly L2 hits). The first W - 1 rows of a
 // sequence read their older taps from initial_state slots. A second small kernel writes the
 // final state. Grid = (channel tiles, row groups): fixed by the shapes, never by cu_seqlens.
@@ -16,9 +16,9 @@ namespace {
 
 template <class E, bool kVec, int kW>
 __global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64_t tiles_per_group) {
+  using TT = ThreadTile<E, kVec>;
   constexpr int kCap = kW > 0 ? kW : kConvMaxW;
-  constexpr int CB = tile_channels<E>();
-  constexpr int kRows = kRowTile / (kThreads / CB);  // rows per thread and tile
+  constexpr int CB = TT::CB, kC = TT::kC;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int W = kW > 0 ? kW : static_cast<int>(p.W);
   const int H = W - 1;
@@ -28,73 +28,65 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64
 
   const int64_t rows = p.B * p.T;
   const int64_t ntiles = (rows + kRowTile - 1) / kRowTile;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * CB;
-  const int cl = threadIdx.x % CB, chunk = threadIdx.x / CB;
-  const int64_t c = c0 + cl;
+  const TT th;
+  const int64_t c = th.c;
   const int64_t t_begin = blockIdx.y * tiles_per_group;
   const int64_t t_end = t_begin + tiles_per_group < ntiles ? t_begin + tiles_per_group : ntiles;
   const bool has_res = p.residual.data != nullptr;
 
-  Taps<kCap> taps;
-  float bias = 0.0f;
-  if (c < p.D) {
-    taps.load(p, c, W);
-    if (p.bias) bias = load_small(p.bias, p.b_dtype, c);
+  Taps<kCap> taps[kC];
+  float bias[kC];
+#pragma unroll
+  for (int j = 0; j < kC; ++j) {
+    bias[j] = 0.0f;
+    if (c + j < p.D) {
+      taps[j].load(p, c + j, W);
+      if (p.bias) bias[j] = load_small(p.bias, p.b_dtype, c + j);
+    }
   }
   auto issue = [&](int64_t tile, int s) {
     const int64_t tr0 = tile * kRowTile, tr1 = tr0 + kRowTile < rows ? tr0 + kRowTile : rows;
     E* const buf = sm + s * stage;
-    copy_rows<E, kVec>(buf, tr0 - H, p.x, p, tr0 - H > 0 ? tr0 - H : 0, tr1, c0);
-    if (has_res) copy_rows<E, kVec>(buf + rows_x * CB, tr0, p.residual, p, tr0, tr1, c0);
+    copy_rows<E, kVec>(buf, tr0 - H, p.x, p, tr0 - H > 0 ? tr0 - H : 0, tr1, th.c0);
+    if (has_res) copy_rows<E, kVec>(buf + rows_x * CB, tr0, p.residual, p, tr0, tr1, th.c0);
     cp_async_commit();
   };
-
-  if (t_begin < t_end) issue(t_begin, 0);
-  for (int64_t tile = t_begin; tile < t_end; ++tile) {
-    const int s = static_cast<int>((tile - t_begin) & 1);
-    if (tile + 1 < t_end) {
-      issue(tile + 1, s ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+  auto body = [&](int64_t tile, int s) {
     const int64_t tr0 = tile * kRowTile;
-    const int64_t r0 = tr0 + chunk * kRows;
-    const int64_t r1 = r0 + kRows < rows ? r0 + kRows : rows;
-    if (c < p.D && r0 < r1) {
-      const E* xs = sm + s * stage + cl;  // row u at (u - (tr0 - H)) * CB
-      const E* rs = xs + rows_x * CB;     // row u at (u - tr0) * CB
-      for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
-        int64_t bos, eos;
-        seq_bounds(p, n, &bos, &eos);
-        if (bos >= r1) break;
-        const int64_t a = r0 > bos ? r0 : bos, b = r1 < eos ? r1 : eos;
-        if (a >= b) continue;
-        Window<kCap> win;  // xbar[u - W + 1 + k], k < W - 1
+    const int64_t r0 = tr0 + th.chunk * TT::kRows;
+    const int64_t r1 = r0 + TT::kRows < rows ? r0 + TT::kRows : rows;
+    if (c >= p.D || r0 >= r1) return;
+    const E* xs = sm + s * stage + th.cl * kC;  // row u at (u - (tr0 - H)) * CB
+    const E* rs = xs + rows_x * CB;             // row u at (u - tr0) * CB
+    for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
+      int64_t bos, eos;
+      seq_bounds(p, n, &bos, &eos);
+      if (bos >= r1) break;
+      const int64_t a = r0 > bos ? r0 : bos, b = r1 < eos ? r1 : eos;
+      if (a >= b) continue;
+      const int off = static_cast<int>(a - tr0);
+      Window<kCap> win[kC];  // xbar[u - W + 1 + k], k < W - 1
+      init_windows<E, kCap, kC, CB>(win, xs + off * CB, p, a, bos, n, c, W);
+      const E* xp = xs + (off + H) * CB;
+      const E* rp = rs + off * CB;
+      E* yp = elem<E>(p.y, p, a, c);
+      const int64_t ys = p.y.st;
+      for (int u = static_cast<int>(b - a); u > 0; --u, xp += CB, rp += CB, yp += ys) {
+        float xu[kC], out[kC], res[kC];
+        load_lanes<E, kC>(xp, xu);
+        if (has_res) load_lanes<E, kC>(rp, res);
 #pragma unroll
-        for (int k = 0; k < kCap - 1; ++k) {
-          if (k < W - 1) {
-            const int64_t q = a - H + k;
-            win.v[k] = q >= bos ? to_f(xs[(q - tr0 + H) * CB])
-                                : (p.h0 ? load_small(p.h0, p.h0_dtype, (n * p.D + c) * p.W + W + q - bos) : 0.0f);
-          }
+        for (int j = 0; j < kC; ++j) {
+          float acc = taps[j].conv(bias[j], win[j], xu[j], W);
+          if (p.silu) acc = silu_f(acc);
+          out[j] = has_res ? acc + res[j] : acc;
+          win[j].push(xu[j], W);
         }
-        E* yp = elem<E>(p.y, p, a, c);
-        const int64_t ys = p.y.st;
-        for (int64_t u = a; u < b; ++u) {
-          const float xu = to_f(xs[(u - tr0 + H) * CB]);
-          float acc = taps.conv(bias, win, xu, W);
-          if (p.silu) acc = acc * sigmoidf_(acc);
-          if (has_res) acc += to_f(rs[(u - tr0) * CB]);
-          *yp = from_f<E>(acc);
-          yp += ys;
-          win.push(xu, W);
-        }
+        store_lanes<E, kC>(yp, out);
       }
     }
-    __syncthreads();
-  }
+  };
+  tile_pipeline(t_begin, t_end, issue, body);
 }
 
 // final[n, c, s] = concat(h0[n, c, :], x_seq[:, c])[len + s]; one thread per (n, c).
