@@ -49,6 +49,9 @@ struct TimeStats {
   // wall time stretches with preemption; cpu_ms / threads estimates the unloaded wall time of a
   // balanced parallel call (idle pool threads block and use no CPU).
   double cpu_ms = 0;
+  // CUDA: the call's span on the GPU from CUDA events (p50 / p95), -1 when not measured (CPU).
+  double device_p50_ms = -1, device_p95_ms = -1;
+  double energy_mj = -1;  // CUDA: NVML energy per call (a separate run of the mode), -1 if unknown
   int iters = 0;
 };
 

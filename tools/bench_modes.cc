@@ -2,7 +2,8 @@
 // a cold eager-fixed call (warm-up time), one eager-live and one eager-fixed call (outputs kept),
 // capture (begin + the recorded step: capture time; end_capture: instantiate time), one replay
 // (compared with both), then every mode timed in interleaved rounds (eager-live, eager-fixed,
-// graph-replay, the update copies alone, update + replay) so load changes hit all alike. Memory: VmRSS / VmHWM of /proc/self/status (host), cudaMemGetInfo (device).
+// graph-replay, the update copies alone, update + replay) so load changes hit all alike; on CUDA
+// also CUDA-event device times and, per mode in a run of its own, NVML energy per call. Memory: VmRSS / VmHWM of /proc/self/status (host), cudaMemGetInfo (device).
 // The graph's memory overhead is the growth of RSS (and device use) across capture.
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <sstream>
 
+#include "bench_meter.h"
 #include "bench_modes.h"
 #include "linattn/graph.h"
 #include "linattn/meta.h"
@@ -52,34 +54,69 @@ int64_t chunks_of(const std::vector<int64_t>& lens, int BT) {
 
 }  // namespace
 
+static double quantile(std::vector<double>& v, double q) {  // v sorted in place; q in (0, 1]
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1)];
+}
+
 // Times several functions in interleaved rounds (f0 f1 f2 .. f0 f1 f2 ..), so that a load change
 // on a shared machine hits every mode alike: at least min_iters rounds and min_time_s per function.
-std::vector<TimeStats> time_interleaved(const std::vector<std::function<void()>>& fns, int min_iters, double min_time_s) {
+// Wall time covers fn + sync (host-inclusive); on CUDA the events around fn give the device span.
+std::vector<TimeStats> time_interleaved(const std::vector<std::function<void()>>& fns, const std::function<void()>& sync,
+                                        void* cuda_stream, int min_iters, double min_time_s) {
   const size_t k = fns.size();
-  std::vector<std::vector<double>> wall(k), cpu(k);
-  for (const auto& f : fns) f();  // warm-up
+  std::vector<std::vector<double>> wall(k), cpu(k), dev(k);
+  EventTimer ev(cuda_stream);
+  for (const auto& f : fns) {  // warm-up
+    f();
+    sync();
+  }
   const Clock::time_point start = Clock::now();
   const double budget_ms = min_time_s * 1e3 * static_cast<double>(k);
   while (static_cast<int>(wall[0].size()) < min_iters || (ms_since(start) < budget_ms && wall[0].size() < 1000))
     for (size_t i = 0; i < k; ++i) {
       const double c0 = process_cpu_ms();
       const Clock::time_point t0 = Clock::now();
+      ev.start();
       fns[i]();
+      ev.stop();
+      sync();
       wall[i].push_back(ms_since(t0));
       cpu[i].push_back(process_cpu_ms() - c0);
+      if (ev.active()) dev[i].push_back(ev.read_ms());
     }
   std::vector<TimeStats> r(k);
   for (size_t i = 0; i < k; ++i) {
-    std::vector<double>& w = wall[i];
-    for (double x : w) r[i].mean_ms += x / static_cast<double>(w.size());
-    std::sort(w.begin(), w.end());
-    std::sort(cpu[i].begin(), cpu[i].end());
-    r[i].iters = static_cast<int>(w.size());
-    r[i].p50_ms = w[w.size() / 2];
-    r[i].p95_ms = w[std::min(w.size() - 1, static_cast<size_t>(std::ceil(0.95 * static_cast<double>(w.size()))) - 1)];
-    r[i].cpu_ms = cpu[i][cpu[i].size() / 2];
+    for (double x : wall[i]) r[i].mean_ms += x / static_cast<double>(wall[i].size());
+    r[i].iters = static_cast<int>(wall[i].size());
+    r[i].p50_ms = quantile(wall[i], 0.5);
+    r[i].p95_ms = quantile(wall[i], 0.95);
+    r[i].cpu_ms = quantile(cpu[i], 0.5);
+    if (!dev[i].empty()) {
+      r[i].device_p50_ms = quantile(dev[i], 0.5);
+      r[i].device_p95_ms = quantile(dev[i], 0.95);
+    }
   }
   return r;
+}
+
+// NVML energy per call of each function, each run alone for >= 0.25 s and >= 10 calls (the
+// counter advances in steps of a few ms); -1 when there is no counter.
+static void measure_energy(const std::vector<std::function<void()>>& fns, const std::function<void()>& sync,
+                    std::vector<TimeStats>& out) {
+  if (gpu_energy_mj() < 0) return;
+  for (size_t i = 0; i < fns.size(); ++i) {
+    sync();
+    const double e0 = gpu_energy_mj();
+    const Clock::time_point t0 = Clock::now();
+    int n = 0;
+    while (n < 10 || ms_since(t0) < 250) {
+      fns[i]();
+      if (++n % 8 == 0) sync();  // bounded queue, still back to back
+    }
+    sync();
+    out[i].energy_mj = (gpu_energy_mj() - e0) / n;
+  }
 }
 
 CaseResult measure_case(const BenchArgs& a, Workload& w) {
@@ -127,14 +164,14 @@ CaseResult measure_case(const BenchArgs& a, Workload& w) {
     gu.capture([&] { w.update(); });
     r.update_nodes = static_cast<int64_t>(gu.num_nodes());
   }
-  auto synced = [&](std::function<void()> f) { return [&w, f] { f(); w.sync(); }; };
-  const std::vector<TimeStats> t = time_interleaved(
-      {synced([&] { w.eager_live(); }), synced([&] { w.fixed_step(); }), synced([&] { g.replay(); }),
-       synced([&] { w.update(); }), synced([&] {
-         w.update();
-         g.replay();
-       })},
-      a.min_iters, a.min_time_s);
+  const std::vector<std::function<void()>> fns = {[&] { w.eager_live(); }, [&] { w.fixed_step(); },
+                                                  [&] { g.replay(); }, [&] { w.update(); }, [&] {
+                                                    w.update();
+                                                    g.replay();
+                                                  }};
+  void* ev_stream = w.device().type == DeviceType::kCUDA ? w.stream() : nullptr;
+  std::vector<TimeStats> t = time_interleaved(fns, [&] { w.sync(); }, ev_stream, a.min_iters, a.min_time_s);
+  if (ev_stream) measure_energy(fns, [&] { w.sync(); }, t);
   r.modes = {{"eager-live", t[0]}, {"eager-fixed", t[1]}, {"graph-replay", t[2]}, {"graph-update-replay", t[4]}};
   r.update_ms = t[3].p50_ms;
   r.token_util = w.T_max > 0 ? static_cast<double>(w.T) / static_cast<double>(w.T_max) : 0;
@@ -170,7 +207,8 @@ void print_case(const BenchArgs& a, const Machine& m, const Workload& w, const C
                 static_cast<long long>(a.hv), static_cast<long long>(a.k), static_cast<long long>(a.v), a.bt,
                 lengths_json(a.lengths).c_str(), static_cast<long long>(w.T_max), static_cast<long long>(w.N_max),
                 100 * r.token_util, 100 * r.chunk_util);
-    std::printf("  %-20s %10s %10s %10s %9s %7s %9s\n", "mode", "p50 ms", "p95 ms", "cpu ms", "GFLOP/s", "%peak", "launches");
+    std::printf("  %-20s %10s %10s %10s %10s %9s %7s %9s %9s\n", "mode", "p50 ms", "p95 ms", "cpu ms", "device ms", "GFLOP/s",
+                "%peak", "launches", "mJ/call");
   }
   for (const auto& ms : r.modes) {
     if (a.mode != "all" && a.mode != ms.mode) continue;
@@ -190,6 +228,8 @@ void print_case(const BenchArgs& a, const Machine& m, const Workload& w, const C
       j.add_raw("lengths", lengths_json(a.lengths));
       j.add("threads", m.threads).add("p50_ms", t.p50_ms).add("p95_ms", t.p95_ms).add("host_ms", t.mean_ms);
       j.add("cpu_ms", t.cpu_ms).add("iters", t.iters);
+      if (t.device_p50_ms >= 0) j.add("device_p50_ms", t.device_p50_ms).add("device_p95_ms", t.device_p95_ms);
+      if (t.energy_mj >= 0) j.add("energy_mj", t.energy_mj);
       j.add("tokens_per_s", static_cast<double>(w.T) / (t.p50_ms * 1e-3));
       if (w.flops > 0) j.add("gflops", gflops).add("gbps", gbps).add("pct_of_peak", pct);
       j.add("T_max", w.T_max).add("N_max", w.N_max).add("token_util", r.token_util).add("chunk_util", r.chunk_util);
@@ -218,8 +258,8 @@ void print_case(const BenchArgs& a, const Machine& m, const Workload& w, const C
                   static_cast<long long>(r.graph_nodes), r.rss_mib, r.peak_rss_mib, r.graph_mem_mib,
                   r.graph_vs_eager_max, r.graph_vs_eager_rms, r.padding_cost_ms * 1e3);
     } else {
-      std::printf("  %-20s %10.3f %10.3f %10.3f %9.1f %6.1f%% %9lld\n", ms.mode.c_str(), t.p50_ms, t.p95_ms, t.cpu_ms,
-                  gflops, 100 * pct, static_cast<long long>(launches));
+      std::printf("  %-20s %10.3f %10.3f %10.3f %10.3f %9.1f %6.1f%% %9lld %9.3f\n", ms.mode.c_str(), t.p50_ms, t.p95_ms,
+                  t.cpu_ms, t.device_p50_ms, gflops, 100 * pct, static_cast<long long>(launches), t.energy_mj);
     }
   }
   if (format == "table") {
