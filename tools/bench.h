@@ -28,6 +28,7 @@ struct BenchArgs {
   int bt = 64;
   double min_time_s = 1.0;            // per timed path
   int min_iters = 5;
+  double energy_s = 0;                // CUDA, --mode all: NVML energy run of each mode (s; 0 = off)
   std::string check = "auto";         // auto | ref | baseline | off
   bool baseline = true;               // also time the token-by-token fp32 path
   int64_t channels = 6144;            // conv: D
@@ -41,6 +42,7 @@ struct Machine {
   double peak_gflops = 0;  // measured fp32 FMA peak on `threads` threads (wall time)
   double core_peak_gflops = 0;  // one core's FMA peak by its thread CPU time (load-independent)
   double copy_gbps = 0;    // measured memcpy read + write bandwidth (one thread)
+  std::string gpu;         // "NVIDIA H200, driver 13.0, 132 SMs, ..." when a CUDA device is present
 };
 
 struct TimeStats {

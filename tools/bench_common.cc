@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "bench.h"
+#include "bench_meter.h"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #pragma GCC diagnostic push
@@ -158,6 +159,7 @@ Machine measure_machine(int threads) {
   std::ostringstream dev;
   dev << "cpu: " << cpu_model() << " (" << m.threads << " threads, " << isa_name() << ")";
   m.device = dev.str();
+  m.gpu = gpu_description();
   // FMA peak: every thread runs the loop ~0.2 s; best of 3 rounds.
   for (int round = 0; round < 3; ++round) {
     std::vector<std::thread> ts;
@@ -195,16 +197,22 @@ Machine measure_machine(int threads) {
 }
 
 std::string env_json(const Machine& m) {
-  std::string commit = shell_line("git -C " LINATTN_SOURCE_DIR " rev-parse --short=12 HEAD 2>/dev/null");
+  // A copy of the tree sent to another machine carries its commit in .commit (it may sit inside
+  // an unrelated checkout whose git would answer); otherwise git, only if it is this tree's own.
+  std::string commit = shell_line("cat " LINATTN_SOURCE_DIR "/.commit 2>/dev/null");
+  const bool own_git = shell_line("git -C " LINATTN_SOURCE_DIR " rev-parse --show-toplevel 2>/dev/null") ==
+                       shell_line("cd " LINATTN_SOURCE_DIR " && pwd -P");
+  if (commit.empty() && own_git) commit = shell_line("git -C " LINATTN_SOURCE_DIR " rev-parse --short=12 HEAD 2>/dev/null");
   if (commit.empty()) commit = "unknown";
-  else if (!shell_line("git -C " LINATTN_SOURCE_DIR " status --porcelain --untracked-files=no 2>/dev/null").empty())
+  else if (own_git && !shell_line("git -C " LINATTN_SOURCE_DIR " status --porcelain --untracked-files=no 2>/dev/null").empty())
     commit += "+dirty";
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   return Json()
       .add("kind", "env")
-      .add("device", m.device)
+      .add("device", m.gpu.empty() ? m.device : m.gpu)
+      .add("cpu", m.device)
       .add("commit", commit)
       .add("date", date)
       .add("threads", m.threads)

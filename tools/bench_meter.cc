@@ -4,6 +4,8 @@
 // nvmlDeviceGetTotalEnergyConsumption). The NVML entry points are declared here by their C ABI.
 #include "bench_meter.h"
 
+#include <cstdio>
+
 #if LINATTN_WITH_CUDA
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -72,6 +74,22 @@ struct Nvml {
 
 }  // namespace
 
+std::string gpu_description() {
+  int dev = 0, drv = 0, rt = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error for later callers
+    return "";
+  }
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%s, %d SMs, %.1f GiB, cc %d.%d, driver %d.%d, runtime %d.%d", prop.name,
+                prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1u << 30), prop.major, prop.minor,
+                drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+  return buf;
+}
+
 double gpu_energy_mj() {
   static const Nvml nvml;
   unsigned long long mj = 0;
@@ -86,6 +104,7 @@ void EventTimer::start() {}
 void EventTimer::stop() {}
 double EventTimer::read_ms() { return -1; }
 double gpu_energy_mj() { return -1; }
+std::string gpu_description() { return ""; }
 #endif
 
 }  // namespace linattn::bench

@@ -4,6 +4,7 @@
 // time (libnvidia-ml.so.1 ships with the driver), so the tool neither links it nor needs it:
 // without it, or on the CPU backend, energy reads -1 and event times are not taken.
 #pragma once
+#include <string>
 
 namespace linattn::bench {
 
@@ -27,5 +28,9 @@ class EventTimer {
 // Total energy the current CUDA device has used since the driver loaded, in millijoules;
 // -1 when NVML, the device or the counter is unavailable (CPU builds, older GPUs).
 double gpu_energy_mj();
+
+// "NVIDIA H200, 132 SMs, 139.8 GiB, cc 9.0, driver 13.0, runtime 13.0" for the current CUDA
+// device; "" without one (CPU build, no GPU).
+std::string gpu_description();
 
 }  // namespace linattn::bench

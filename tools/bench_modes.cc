@@ -100,17 +100,18 @@ std::vector<TimeStats> time_interleaved(const std::vector<std::function<void()>>
   return r;
 }
 
-// NVML energy per call of each function, each run alone for >= 0.25 s and >= 10 calls (the
-// counter advances in steps of a few ms); -1 when there is no counter.
+// NVML energy per call of each function, each run alone for >= seconds and >= 10 calls (the
+// counter advances in steps: 0.25 s windows scattered by +-40% on the H200, hence ~1 s);
+// -1 when there is no counter.
 static void measure_energy(const std::vector<std::function<void()>>& fns, const std::function<void()>& sync,
-                    std::vector<TimeStats>& out) {
+                           double seconds, std::vector<TimeStats>& out) {
   if (gpu_energy_mj() < 0) return;
   for (size_t i = 0; i < fns.size(); ++i) {
     sync();
     const double e0 = gpu_energy_mj();
     const Clock::time_point t0 = Clock::now();
     int n = 0;
-    while (n < 10 || ms_since(t0) < 250) {
+    while (n < 10 || ms_since(t0) < 1e3 * seconds) {
       fns[i]();
       if (++n % 8 == 0) sync();  // bounded queue, still back to back
     }
@@ -171,7 +172,7 @@ CaseResult measure_case(const BenchArgs& a, Workload& w) {
                                                   }};
   void* ev_stream = w.device().type == DeviceType::kCUDA ? w.stream() : nullptr;
   std::vector<TimeStats> t = time_interleaved(fns, [&] { w.sync(); }, ev_stream, a.min_iters, a.min_time_s);
-  if (ev_stream) measure_energy(fns, [&] { w.sync(); }, t);
+  if (ev_stream && a.energy_s > 0) measure_energy(fns, [&] { w.sync(); }, a.energy_s, t);
   r.modes = {{"eager-live", t[0]}, {"eager-fixed", t[1]}, {"graph-replay", t[2]}, {"graph-update-replay", t[4]}};
   r.update_ms = t[3].p50_ms;
   r.token_util = w.T_max > 0 ? static_cast<double>(w.T) / static_cast<double>(w.T_max) : 0;

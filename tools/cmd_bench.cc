@@ -8,7 +8,8 @@
 // auto|ref|baseline|off, --no-baseline; conv: --channels D --width W. Lengths accept "4096x8".
 // All modes in one run, buckets, sweeps, CSV, layers (bench_modes.h, bench_sweep.cc): --mode all,
 // --capacity T_max[,N_max], --sweep length|utilization [--sweep-values ..], --csv,
-// --op gdn_layer|kda_layer [--hidden H]. --cases FILE runs every line of a case file
+// --op gdn_layer|kda_layer [--hidden H]; on CUDA --energy-s S adds NVML energy per call (each
+// mode run alone for S seconds; 1 s keeps the counter's step error to a few percent). --cases FILE runs every line of a case file
 // (bench/cases/*.txt: one case's flags per line, # comments) after one environment line.
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +73,8 @@ bench::BenchArgs parse_args(const Args& args) {
   a.bt = std::stoi(flag(args, "bt", "64"));
   a.min_time_s = std::stod(flag(args, "min-time", "1.0"));
   a.min_iters = std::stoi(flag(args, "iters", "5"));
+  a.energy_s = std::stod(flag(args, "energy-s", "0"));
+  LINATTN_CHECK(a.energy_s >= 0, "--energy-s: expected >= 0 seconds, got ", a.energy_s);
   a.check = flag(args, "check", a.check);
   a.baseline = !has_flag(args, "no-baseline");
   a.channels = std::stoll(flag(args, "channels", "6144"));

@@ -151,7 +151,7 @@ int64_t conv_cpu_num_groups(int64_t rows) {
 
 int64_t conv_cuda_num_row_groups(int64_t rows, int64_t D) {
   const int64_t tiles = ceil_div(rows, kConvCudaRowTile);
-  const int64_t want = ceil_div(1024, ceil_div(D, 128));
+  const int64_t want = ceil_div(4096, ceil_div(D, 128));
   const int64_t g = want < tiles ? want : tiles;
   return g > 1 ? ceil_div(tiles, ceil_div(tiles, g)) : 1;  // no empty groups
 }
