@@ -6,11 +6,12 @@ import re
 import sys
 
 LEVEL = {"core": 0, "meta": 1, "ref": 2, "plan": 2, "cpu": 2, "cuda": 2,
-         "api": 3, "runtime": 4, "layers": 5}
+         "api": 3, "runtime": 4, "parallel": 4, "layers": 5}
 # Same-level folders that must not see each other (backends are peers; ref is independent).
 FORBIDDEN_SAME = {("cpu", "cuda"), ("cuda", "cpu"), ("ref", "cpu"), ("ref", "cuda"),
                   ("cpu", "ref"), ("cuda", "ref"), ("plan", "cpu"), ("plan", "cuda"),
-                  ("cpu", "plan"), ("cuda", "plan"), ("ref", "plan"), ("plan", "ref")}
+                  ("cpu", "plan"), ("cuda", "plan"), ("ref", "plan"), ("plan", "ref"),
+                  ("runtime", "parallel"), ("parallel", "runtime")}
 EXTS = {".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh", ".py"}
 MAX_LINES = 800
 

@@ -47,7 +47,7 @@ int64_t scratch_seq_len(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in)
 // Validation shared by the op and its workspace query; sets the compute chunk and returns the
 // scratch size.
 size_t prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const ExecContext& ctx,
-               cpu::ChunkBwdParams& p) {
+               cpu::ChunkBwdParams& p, int segments) {
   if (d.use_graph) {
     meta::GraphMetaArgs g;
     g.cu_seqlens = in.cu_seqlens;
@@ -63,8 +63,10 @@ size_t prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const Ex
   }
   // The compute chunk is the forward planner's (the chunked form is exact for any chunk size;
   // 64 runs as 32 on the CPU, measured ~8% faster for the backward too; LINATTN_CPU_CHUNK forces).
-  const plan::ChunkPlan pl = plan::plan_chunk_fwd(d, {}, thread_count(ctx));
+  const plan::ChunkPlan pl = plan::plan_chunk_fwd(d, {}, thread_count(ctx), segments);
   p.f.BT = pl.BT;
+  p.segments = pl.segments;  // tier 3 (exact sequence splitting), see cpu/chunk_bwd_seg.h
+  p.min_segment = pl.min_segment;
   p.bf16_dot = pl.bf16_dot && cpu::kHaveBf16Dot;
   return cpu::chunk_bwd_workspace_bytes(p, thread_count(ctx), scratch_seq_len(d, in));
 }
@@ -95,7 +97,7 @@ void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const Tens
   p.dA_log = out(grads.dA_log);
   p.ddt_bias = out(grads.ddt_bias);
   p.dh0 = out(grads.dinitial_state);
-  const size_t bytes = prepare(d, in, ctx, p);
+  const size_t bytes = prepare(d, in, ctx, p, opt.segments);
   const int threads = thread_count(ctx);
   const char* name = d.kda() ? "kda_bwd" : "gdn_bwd";
   if (ctx.workspace != nullptr) {
@@ -127,7 +129,7 @@ size_t chunk_attn_bwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttn
   if (d.device.type == DeviceType::kCUDA) return api::chunk_attn_bwd_workspace_bytes_cuda(d, in, opt);
   cpu::ChunkBwdParams p;
   p.f = api::build_chunk_params(d, in, nullptr);
-  return prepare(d, in, ctx, p);
+  return prepare(d, in, ctx, p, opt.segments);
 }
 
 }  // namespace linattn

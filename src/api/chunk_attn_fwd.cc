@@ -50,7 +50,7 @@ std::vector<int64_t> host_lengths(const meta::ChunkAttnDesc& d, const ChunkAttnI
 
 // Everything but the CUDA dispatch: validation, lengths (eager), plan, params.
 Prepared prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const ChunkAttnOutputs* out,
-                 const ExecContext& ctx) {
+                 const ExecContext& ctx, int segments) {
   Prepared r;
   r.d = d;
   if (out) meta::check_fwd_outputs(d, *out);
@@ -71,8 +71,9 @@ Prepared prepare(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const 
     lens = host_lengths(d, in);
   }
   r.threads = thread_count(ctx);
-  r.plan = plan::plan_chunk_fwd(d, lens, r.threads);
-  r.sched = cpu::ChunkSchedule{r.plan.num_threads, r.plan.v_splits, r.plan.v_tile, r.plan.bf16_dot, r.plan.BT};
+  r.plan = plan::plan_chunk_fwd(d, lens, r.threads, segments);
+  r.sched = cpu::ChunkSchedule{r.plan.num_threads, r.plan.v_splits, r.plan.v_tile, r.plan.bf16_dot, r.plan.BT,
+                               r.plan.segments, r.plan.min_segment};
   r.p = api::build_chunk_params(d, in, out);
   return r;
 }
@@ -108,7 +109,7 @@ void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out, cons
     api::chunk_attn_fwd_cuda(d, in, out, opt, ctx);
     return;
   }
-  const Prepared r = prepare(d, in, &out, ctx);
+  const Prepared r = prepare(d, in, &out, ctx, opt.segments);
   const cpu::ChunkParams p = r.p;
   const cpu::ChunkSchedule s = r.sched;
   launch(d.kda() ? "kda_fwd" : "gdn_fwd", ctx, cpu::chunk_fwd_workspace_bytes(p, s),
@@ -124,15 +125,16 @@ size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttn
     if (d.varlen) meta::validate_cu_seqlens_host(in.cu_seqlens, d.T, false);
     lens = host_lengths(d, in);
   }
-  const plan::ChunkPlan pl = plan::plan_chunk_fwd(d, lens, thread_count(ctx));
+  const plan::ChunkPlan pl = plan::plan_chunk_fwd(d, lens, thread_count(ctx), opt.segments);
   const cpu::ChunkParams p = api::build_chunk_params(d, in, nullptr);
-  return cpu::chunk_fwd_workspace_bytes(p, cpu::ChunkSchedule{pl.num_threads, pl.v_splits, pl.v_tile, pl.bf16_dot, pl.BT});
+  return cpu::chunk_fwd_workspace_bytes(p, cpu::ChunkSchedule{pl.num_threads, pl.v_splits, pl.v_tile, pl.bf16_dot, pl.BT,
+                                                             pl.segments, pl.min_segment});
 }
 
 namespace api {
 
 std::string chunk_attn_fwd_plan(const ChunkAttnInputs& in, const ChunkAttnOptions& opt, const ExecContext& ctx) {
-  return prepare(meta::describe_chunk_attn(in, opt), in, nullptr, ctx).plan.to_string();
+  return prepare(meta::describe_chunk_attn(in, opt), in, nullptr, ctx, opt.segments).plan.to_string();
 }
 
 void chunk_attn_fwd_token_recurrent(const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
@@ -140,7 +142,7 @@ void chunk_attn_fwd_token_recurrent(const ChunkAttnInputs& in, const ChunkAttnOu
   const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);
   LINATTN_CHECK(d.device.type == DeviceType::kCPU, "q: the token-recurrent path runs on the CPU, got ",
                 device_name(d.device));
-  const Prepared r = prepare(d, in, &out, ctx);
+  const Prepared r = prepare(d, in, &out, ctx, opt.segments);
   const cpu::ChunkParams p = r.p;
   const int threads = r.threads;
   launch("token_recurrent_fwd", ctx, cpu::token_recurrent_workspace_bytes(p, threads),

@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "cpu/bwd_io.h"
+#include "cpu/chunk_bwd_seg.h"
 #include "cpu/bwd_vec.h"
 #include "cpu/bwd_worker.h"
 
@@ -86,11 +87,13 @@ void finish_grouped(const ChunkBwdParams& p, const float* acc, const BwdBuf& x, 
 }  // namespace
 
 size_t chunk_bwd_workspace_bytes(const ChunkBwdParams& p, int num_threads, int64_t max_seq_len) {
+  if (p.segments > 1) return chunk_bwd_segmented_workspace_bytes(p, num_threads, max_seq_len);  // tier 3
   const int workers = num_threads > 0 ? num_threads : ThreadPool::global().num_threads();
   return layout(p, max_seq_len, workers).bytes(workers);
 }
 
 void chunk_bwd(const ChunkBwdParams& p, void* workspace, size_t workspace_bytes, int num_threads) {
+  if (p.segments > 1) return chunk_bwd_segmented(p, workspace, workspace_bytes, num_threads);  // tier 3
   const int threads = num_threads > 0 ? num_threads : ThreadPool::global().num_threads();
   int64_t covered = 0;
   const std::vector<SeqRange> seqs = sequence_ranges(p, &covered);

@@ -42,6 +42,10 @@ struct ChunkBwdParams {
   // bf16 inputs: the state-sized products take AVX512-BF16 dot products (operands rounded to
   // bf16 per chunk, fp32 accumulation), as the forward's plan decides (plan.bf16_dot).
   bool bf16_dot = false;
+  // Tier 3 (chunk_bwd_seg.h): > 1 splits every sequence into up to `segments` segments of at
+  // least min_segment tokens; 1 = one task per (sequence, head) as above.
+  int segments = 1;
+  int64_t min_segment = 0;
 
   int64_t gate_width() const { return f.kda ? f.K : 1; }
   BwdBuf q() const { return {f.q, f.qk_dtype}; }

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "core/util.h"
+#include "cpu/chunk_fwd_seg.h"
 #include "cpu/chunk_prep.h"
 #include "cpu/chunk_work.h"
 #include "cpu/gemm.h"
@@ -84,6 +85,8 @@ int64_t layout(const ChunkParams& p, int64_t vt_max, bool bf16, float* base, Chu
   return off;
 }
 
+}  // namespace
+
 // Loads rows [t0, t0 + n) of q, k, v (columns [v0, v0 + vt)), beta and the gate.
 void prep_rows(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int64_t j, int64_t v0) {
   const int64_t h = j / p.G;
@@ -113,6 +116,8 @@ void prep_rows(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int6
     }
   }
 }
+
+namespace {
 
 // Software prefetch of the next chunk's input rows. A value head's rows are H*K (or HV*V)
 // elements apart, a page or more, so the hardware prefetchers miss them; the rows are requested
@@ -298,6 +303,7 @@ int num_workers(const ChunkParams& p, const ChunkSchedule& s) {
 }  // namespace
 
 size_t chunk_fwd_workspace_bytes(const ChunkParams& params, const ChunkSchedule& s) {
+  if (s.segments > 1) return chunk_fwd_segmented_workspace_bytes(params, s);  // tier 3
   const ChunkParams p = with_chunk(params, s);
   const int64_t per = layout(p, split_width(p, s), use_bf16_dot(p, s), nullptr, nullptr);
   return static_cast<size_t>(num_tasks(p, s)) * sizeof(int64_t) +
@@ -305,6 +311,7 @@ size_t chunk_fwd_workspace_bytes(const ChunkParams& params, const ChunkSchedule&
 }
 
 void chunk_fwd(const ChunkParams& params, const ChunkSchedule& s, void* ws, size_t ws_bytes) {
+  if (s.segments > 1) return chunk_fwd_segmented(params, s, ws, ws_bytes);  // tier 3
   const ChunkParams p = with_chunk(params, s);
   LINATTN_CHECK(ws_bytes >= chunk_fwd_workspace_bytes(p, s), "workspace: expected at least ",
                 chunk_fwd_workspace_bytes(p, s), " bytes, got ", ws_bytes);

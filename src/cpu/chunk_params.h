@@ -64,6 +64,10 @@ struct ChunkSchedule {
   // Compute chunk (16, 32 or 64; 0 = p.BT). The chunked form is exact for any chunk, so the
   // planner may run a different chunk than the caller's BT (results differ only by rounding).
   int bt = 0;
+  // Tier 3 (chunk_fwd_seg.h): > 1 splits every sequence into up to `segments` segments of at
+  // least min_segment tokens (multiples of the compute chunk), computed when the kernel runs.
+  int segments = 1;
+  int64_t min_segment = 0;
 };
 
 // Bounds [bos, eos) of sequence n, clamped to [0, p.rows] (fixed-capacity layouts are never

@@ -87,6 +87,10 @@ inline bool use_bf16_dot(const ChunkParams& p, const ChunkSchedule& s) {
   return s.bf16_dot && kHaveBf16Dot && p.qk_dtype == DType::kBF16;
 }
 
+// Loads rows [t0, t0 + n) of q, k (fp32, normalized), v (columns [v0, v0 + w.vt)) into
+// Qc, Kc, X, beta and the gate (GDN: gam, rs, rd; KDA: Ag = e^g) of value head j.
+void prep_rows(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int64_t j, int64_t v0);
+
 // Intra-chunk matrices Ln and P for n valid rows (chunk_intra.cc); rows/cols >= n untouched,
 // entries above the diagonal of the first n rows zero.
 // bf16 mode: the K K^T / Q K^T products use KQ2 / KT2 (packed here).

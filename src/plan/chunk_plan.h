@@ -12,6 +12,11 @@
 // are kept; LINATTN_CPU_CHUNK=16|32|64 forces one.
 // bf16 inputs take the bf16 dot-product products (twice the fp32 FMA rate where the CPU has
 // AVX512-BF16), unless LINATTN_CPU_BF16_DOT=0.
+// Tier 3 (exact in-sequence splitting, cpu/chunk_fwd_seg.h) is modeled too: s segments per
+// sequence cost pass 1 (the s - 1 non-last segments with K extra state columns, the transition),
+// the in-order combine (2 K^2 V per segment boundary and head, serial per sequence) and pass 2
+// (the segments as sequences); it is chosen when that makespan beats tiers 1/2 by > 10%, or
+// forced per call (ChunkAttnOptions::segments).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,7 +27,9 @@
 namespace linattn::plan {
 
 struct ChunkPlan {
-  int tier = 1;           // 1 head per task, 2 V-column splits
+  int tier = 1;           // 1 head per task, 2 V-column splits, 3 sequence segments
+  int segments = 1;       // tier 3: up to this many segments per sequence
+  int64_t min_segment = 0;  // tier 3: shortest segment (tokens, a multiple of BT)
   int v_splits = 1;
   int v_tile = 0;         // state columns per split (multiple of 16 but the last), 0 = V
   int num_threads = 1;    // workers the kernel uses
@@ -39,7 +46,9 @@ struct ChunkPlan {
 };
 
 // `lengths`: one entry per sequence (eager-live), or empty when unknown (fixed capacity).
+// `segments_request`: ChunkAttnOptions::segments (0 = decide, 1 = never tier 3, s > 1 = tier 3
+// with s segments).
 ChunkPlan plan_chunk_fwd(const meta::ChunkAttnDesc& d, const std::vector<int64_t>& lengths,
-                         int num_threads);
+                         int num_threads, int segments_request = 0);
 
 }  // namespace linattn::plan

@@ -1,0 +1,239 @@
+// The two per-segment passes of seg_pass.h.
+// State pass: the chunked forward's state recurrence on an augmented state [S | M] of V + K
+// columns, started at [0 | I]; the M columns see zero values, so after the segment they hold the
+// transition and the S columns the local final state. Per chunk (ALGORITHMS.md section 3.1):
+// X = beta (V - e^gamma K S) (KDA: the decay is in Kg), V^ = (I + L)^-1 X, then
+// S <- e^{gamma_last} S + (e^{gamma_last - gamma} K)^T V^. No output is formed.
+// Gradient pass, chunks in reverse with dS resident (zero at the segment end):
+// Y = P^T dO + (e^{gamma_last - gamma} K) dS, Z = (I + L)^-T Y,
+// dS <- e^{gamma_last} dS + scale (e^gamma Q)^T dO - (beta e^gamma K)^T Z.
+// Both reuse the forward's row preparation and intra-chunk factors (chunk_work.h), fp32 only.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "core/util.h"
+#include "cpu/chunk_work.h"
+#include "cpu/convert.h"
+#include "cpu/gemm.h"
+#include "cpu/seg_pass.h"
+#include "cpu/simd.h"
+
+namespace linattn::cpu {
+namespace {
+
+using namespace simd;
+
+int64_t worker_floats(const ChunkParams& p) {
+  // ChunkWork over V + K columns, plus E [2 BT, ldk] for the gradient pass.
+  return chunk_work_floats(p, p.V + p.K, false) + 2 * p.BT * round_up(p.K, kW) + 64;
+}
+
+void intra(const ChunkParams& p, const ChunkWork& w, int n) {
+  if (p.kda) kda_intra(w, n, p.scale);
+  else gdn_intra(w, n, p.scale);
+}
+
+// S_loc / M of rows [bos, eos), value head j.
+void state_task(const ChunkParams& p, ChunkWork w, int64_t bos, int64_t eos, int64_t j, float* S_loc, float* M) {
+  const int64_t K = p.K, V = p.V, A = V + K;
+  w.vt = A;
+  for (int64_t d = 0; d < K; ++d) {
+    float* row = w.S + d * w.ldv;
+    std::fill(row, row + w.ldv, 0.0f);
+    row[V + d] = 1.0f;
+  }
+  ChunkWork wv = w;  // loads only the V real value columns
+  wv.vt = V;
+  for (int64_t t0 = bos; t0 < eos; t0 += p.BT) {
+    const int n = static_cast<int>(std::min<int64_t>(p.BT, eos - t0));
+    prep_rows(p, wv, t0, n, j, 0);
+    for (int i = 0; i < n; ++i) std::fill(w.X + i * w.ldv + V, w.X + (i + 1) * w.ldv, 0.0f);
+    intra(p, w, n);
+    GemmArgs g;
+    g.M = n;
+    g.N = static_cast<int>(A);
+    g.Kd = static_cast<int>(K);
+    g.A = p.kda ? w.Kg : w.Kc;
+    g.a_rs = w.ldk;
+    g.B = w.S;
+    g.ldb = w.ldv;
+    g.C = w.KS;
+    g.ldc = w.ldv;
+    gemm(g);
+    for (int i = 0; i < n; ++i) {
+      const float b = w.beta[i], r = p.kda ? 1.0f : w.rs[i];
+      float* x = w.X + i * w.ldv;
+      const float* ks = w.KS + i * w.ldv;
+      for (int64_t c = 0; c < A; ++c) x[c] = b * (x[c] - r * ks[c]);
+    }
+    trsm_unit_lower(n, static_cast<int>(A), w.Ln, w.BT, w.X, w.ldv);
+    if (!p.kda)
+      for (int i = 0; i < n; ++i)
+        for (int64_t c = 0; c < A; ++c) w.X[i * w.ldv + c] *= w.rd[i];
+    g = GemmArgs{};
+    g.M = static_cast<int>(K);
+    g.N = static_cast<int>(A);
+    g.Kd = n;
+    g.A = p.kda ? w.Kd : w.Kc;
+    g.a_rs = 1;
+    g.a_ks = w.ldk;
+    g.B = w.X;
+    g.ldb = w.ldv;
+    g.C = w.S;
+    g.ldc = w.ldv;
+    g.accumulate = true;
+    g.c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
+    g.c_row_scale = p.kda ? w.el : nullptr;
+    gemm(g);
+  }
+  for (int64_t d = 0; d < K; ++d) {
+    if (S_loc) std::memcpy(S_loc + d * V, w.S + d * w.ldv, sizeof(float) * V);
+    if (M) std::memcpy(M + d * K, w.S + d * w.ldv + V, sizeof(float) * K);
+  }
+}
+
+// dS_loc of rows [bos, eos), value head j.
+void dstate_task(const ChunkParams& p, const BwdBuf& d_o, ChunkWork w, float* E, int64_t bos, int64_t eos,
+                 int64_t j, float* dS_loc) {
+  const int64_t K = p.K, V = p.V, BT = p.BT;
+  w.vt = V;
+  for (int64_t d = 0; d < K; ++d) std::fill(w.S + d * w.ldv, w.S + (d + 1) * w.ldv, 0.0f);
+  float* D = w.KS;  // dO rows [BT, ldv]
+  float* E2 = E + BT * w.ldk;
+  const int64_t nchunks = (eos - bos + BT - 1) / BT;
+  for (int64_t c = nchunks - 1; c >= 0; --c) {
+    const int64_t t0 = bos + c * BT;
+    const int n = static_cast<int>(std::min<int64_t>(BT, eos - t0));
+    prep_rows(p, w, t0, n, j, 0);
+    intra(p, w, n);
+    for (int i = 0; i < n; ++i) load_row(d_o.data, d_o.dtype, ((t0 + i) * p.HV + j) * V, V, D + i * w.ldv);
+    // Y = (e^{gamma_last - gamma} K) dS + P^T dO, into X.
+    GemmArgs g;
+    g.M = n;
+    g.N = static_cast<int>(V);
+    g.Kd = static_cast<int>(K);
+    g.A = p.kda ? w.Kd : w.Kc;
+    g.a_rs = w.ldk;
+    g.B = w.S;
+    g.ldb = w.ldv;
+    g.C = w.X;
+    g.ldc = w.ldv;
+    gemm(g);
+    g.Kd = n;
+    g.A = w.P;
+    g.a_rs = 1;
+    g.a_ks = BT;
+    g.B = D;
+    g.accumulate = true;
+    g.c_row_scale = p.kda ? nullptr : w.rd;
+    gemm(g);
+    // Z = (I + L)^-T Y: Z_i = Y_i + sum_{r > i} Ln[r, i] Z_r (Ln = -L).
+    for (int i = n - 2; i >= 0; --i) {
+      float* zi = w.X + i * w.ldv;
+      for (int r = i + 1; r < n; ++r) {
+        const float l = w.Ln[r * BT + i];
+        const float* zr = w.X + r * w.ldv;
+        for (int64_t col = 0; col < V; ++col) zi[col] += l * zr[col];
+      }
+    }
+    // E1 = scale e^gamma Q, E2 = -beta e^gamma K (rows).
+    for (int i = 0; i < n; ++i) {
+      const float* q = p.kda ? w.Qg + i * w.ldk : w.Qc + i * w.ldk;
+      const float* k = p.kda ? w.Kg + i * w.ldk : w.Kc + i * w.ldk;
+      const float r = p.kda ? 1.0f : w.rs[i];
+      for (int64_t d = 0; d < K; ++d) {
+        E[i * w.ldk + d] = p.scale * r * q[d];
+        E2[i * w.ldk + d] = -w.beta[i] * r * k[d];
+      }
+    }
+    g = GemmArgs{};
+    g.M = static_cast<int>(K);
+    g.N = static_cast<int>(V);
+    g.Kd = n;
+    g.A = E;
+    g.a_rs = 1;
+    g.a_ks = w.ldk;
+    g.B = D;
+    g.ldb = w.ldv;
+    g.C = w.S;
+    g.ldc = w.ldv;
+    g.accumulate = true;
+    g.c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
+    g.c_row_scale = p.kda ? w.el : nullptr;
+    gemm(g);
+    g.A = E2;
+    g.B = w.X;
+    g.c_scale = 1.0f;
+    g.c_row_scale = nullptr;
+    gemm(g);
+  }
+  for (int64_t d = 0; d < K; ++d) std::memcpy(dS_loc + d * V, w.S + d * w.ldv, sizeof(float) * V);
+}
+
+// Runs fn(worker scratch, list index, value head) over every (segment, head), longest first.
+template <class Fn>
+void for_each_task(const ChunkParams& p, const SegList& segs, int threads, void* ws, Fn fn) {
+  const int64_t ntasks = segs.num * p.HV;
+  if (ntasks == 0) return;
+  const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(std::max(1, threads), ntasks)));
+  const int64_t per = worker_floats(p);
+  float* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws) + 63) & ~uintptr_t{63});
+  std::atomic<int64_t> next{0};
+  parallel_for(
+      workers,
+      [&](int64_t b, int64_t, int) {
+        float* mine = base + b * per;
+        ChunkWork w = carve_chunk_work(p, p.V + p.K, false, mine);
+        float* E = mine + round_up(chunk_work_floats(p, p.V + p.K, false), 16);
+        for (int64_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) fn(w, E, t / p.HV, t % p.HV);
+      },
+      workers);
+}
+
+int64_t slot_of(const SegList& s, int64_t i) { return s.slot ? s.slot[i] : i; }
+
+}  // namespace
+
+size_t seg_pass_workspace_bytes(const ChunkParams& p, int threads) {
+  return static_cast<size_t>(worker_floats(p)) * sizeof(float) * static_cast<size_t>(std::max(1, threads)) + 128;
+}
+
+void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, float* M, int threads, void* ws) {
+  const int64_t KV = p.K * p.V, KK = p.K * p.K;
+  for_each_task(p, segs, threads, ws, [&](const ChunkWork& w, float*, int64_t i, int64_t j) {
+    const int64_t o = slot_of(segs, i) * p.HV + j;
+    state_task(p, w, segs.bos[i], segs.eos[i], j, S_loc ? S_loc + o * KV : nullptr, M ? M + o * KK : nullptr);
+  });
+}
+
+void seg_dstate_pass(const ChunkParams& p, const BwdBuf& d_o, const SegList& segs, float* dS_loc, int threads,
+                     void* ws) {
+  const int64_t KV = p.K * p.V;
+  for_each_task(p, segs, threads, ws, [&](const ChunkWork& w, float* E, int64_t i, int64_t j) {
+    const int64_t o = slot_of(segs, i) * p.HV + j;
+    dstate_task(p, d_o, w, E, segs.bos[i], segs.eos[i], j, dS_loc + o * KV);
+  });
+}
+
+void affine_state(int64_t K, int64_t V, const float* A, bool transpose_a, const float* X, const float* B,
+                  float* Y) {
+  if (Y != B) std::memcpy(Y, B, sizeof(float) * K * V);
+  GemmArgs g;
+  g.M = static_cast<int>(K);
+  g.N = static_cast<int>(V);
+  g.Kd = static_cast<int>(K);
+  g.A = A;
+  g.a_rs = transpose_a ? 1 : K;
+  g.a_ks = transpose_a ? K : 1;
+  g.B = X;
+  g.ldb = V;
+  g.C = Y;
+  g.ldc = V;
+  g.accumulate = true;
+  gemm(g);
+}
+
+}  // namespace linattn::cpu

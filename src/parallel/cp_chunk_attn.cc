@@ -1,0 +1,261 @@
+// Context-parallel GDN / KDA on the CPU (see cp_ops.h). Per rank: the shard's virtual sequences
+// run through the public chunk_attn_fwd / bwd (so tiers 1-3 and every option apply) with
+// initial states (and, backward, final-state gradients) that come from the exchange. Records
+// exchanged (fp32, fixed size R = 4 + HV K (K + V) per rank):
+//   [0] rank has rows, [1] sequence of the crossing segment or -1, [2] that segment starts
+//   (forward) / ends (backward) on its rank, then M [HV, K, K], then S_loc or dS_loc [HV, K, V].
+// Sequence ids travel as floats: exact below 2^24 sequences.
+#include <cstring>
+#include <vector>
+
+#include "api/chunk_params_build.h"
+#include "core/check.h"
+#include "core/thread_pool.h"
+#include "cpu/convert.h"
+#include "cpu/seg_pass.h"
+#include "meta/chunk_attn_desc.h"
+#include "parallel/cp_ops.h"
+#include "parallel/cp_shard.h"
+#include "plan/chunk_plan.h"
+
+namespace linattn::parallel {
+namespace {
+
+struct Dims {
+  int64_t HV = 0, K = 0, V = 0;
+  bool vfirst = false;
+  int64_t kv() const { return K * V; }
+  int64_t record() const { return 4 + HV * K * (K + V); }
+  std::vector<int64_t> state_shape(int64_t n) const {
+    return vfirst ? std::vector<int64_t>{n, HV, V, K} : std::vector<int64_t>{n, HV, K, V};
+  }
+  int64_t at(int64_t n, int64_t j, int64_t d, int64_t c) const {  // element (d, c) of state (n, j)
+    return (n * HV + j) * K * V + (vfirst ? c * K + d : d * V + c);
+  }
+};
+
+// State (n, j) of a [N, HV, ...] tensor (any float dtype) into K-major fp32 [K, V]; zeros if absent.
+void read_state(const Dims& m, const TensorView& t, int64_t n, float* dst) {
+  for (int64_t j = 0; j < m.HV; ++j)
+    for (int64_t d = 0; d < m.K; ++d)
+      for (int64_t c = 0; c < m.V; ++c)
+        dst[(j * m.K + d) * m.V + c] = t.defined() ? cpu::load_one(t.data, t.dtype, m.at(n, j, d, c)) : 0.0f;
+}
+
+void write_state(const Dims& m, const float* src, const TensorView& t, int64_t n) {
+  for (int64_t j = 0; j < m.HV; ++j)
+    for (int64_t d = 0; d < m.K; ++d)
+      for (int64_t c = 0; c < m.V; ++c) cpu::store_row(src + (j * m.K + d) * m.V + c, 1, t.dtype, t.data, m.at(n, j, d, c));
+}
+
+int threads_of(const ExecContext& ctx) {
+  const int pool = ThreadPool::global().num_threads();
+  return ctx.num_threads > 0 ? std::min(ctx.num_threads, pool) : pool;
+}
+
+struct Local {
+  CpShard shard;
+  Dims m;
+  Tensor cu, h0, ht;       // virtual cu_seqlens, initial states, final states (fp32)
+  ChunkAttnInputs vin;
+  ChunkAttnOptions vopt;
+  cpu::ChunkParams p;      // for the segment passes (compute chunk of the plan)
+  int threads = 1;
+  std::vector<std::byte> ws;
+  bool active() const { return !shard.seqs.empty(); }
+  int64_t seg_b = 0, seg_e = 0;
+  cpu::SegList one(const CpSeq& s) {  // a one-segment list (valid until the next call)
+    seg_b = s.bos;
+    seg_e = s.eos;
+    return cpu::SegList{1, &seg_b, &seg_e, nullptr};
+  }
+};
+
+Local prepare(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt, const ExecContext& ctx) {
+  LINATTN_CHECK(cp.comm != nullptr, "cp.comm: expected a Communicator, got null");
+  LINATTN_CHECK(in.q.defined() && in.v.defined(), "q, v: expected tensors, got none");
+  if (in.q.device.type != DeviceType::kCPU || cp.comm->device_buffers())
+    LINATTN_UNSUPPORTED("context-parallel chunk_attn on ", device_name(in.q.device),
+                        ": needs the CUDA segment-transition kernels (not written yet); CPU tensors with a host communicator only");
+  LINATTN_CHECK(!opt.use_graph, "use_graph: context-parallel calls are eager only, got true");
+  Local l;
+  l.shard = make_shard(in.cu_seqlens, cp.rank_offsets, cp.comm->rank(), cp.comm->world_size());
+  LINATTN_CHECK(in.q.ndim == 4 && in.q.shape[0] == 1 && in.q.shape[1] == l.shard.rows(), "q: expected [1, ",
+                l.shard.rows(), ", H, K] (this rank's rows), got batch ", in.q.shape[0], " x ", in.q.shape[1], " rows");
+  l.m = Dims{in.v.shape[2], in.q.shape[3], in.v.shape[3], opt.state_v_first};
+  const std::vector<int64_t> vcu = l.shard.virtual_cu();
+  const int64_t nv = static_cast<int64_t>(l.shard.seqs.size());
+  l.cu = Tensor(DType::kI64, {nv + 1});
+  std::memcpy(l.cu.data<int64_t>(), vcu.data(), sizeof(int64_t) * vcu.size());
+  l.h0 = Tensor(DType::kF32, l.m.state_shape(nv));
+  l.ht = Tensor(DType::kF32, l.m.state_shape(nv));
+  std::vector<float> buf(static_cast<size_t>(l.m.HV * l.m.kv()));
+  for (int64_t i = 0; i < nv; ++i) {
+    read_state(l.m, l.shard.seqs[i].starts_here ? in.initial_state : TensorView{}, l.shard.seqs[i].n, buf.data());
+    write_state(l.m, buf.data(), l.h0, i);
+  }
+  l.vin = in;
+  l.vin.cu_seqlens = l.cu;
+  l.vin.initial_state = l.h0;
+  l.vin.chunk_indices = l.vin.chunk_offsets = TensorView{};
+  l.vopt = opt;
+  l.vopt.output_final_state = true;  // the tail's gradient enters as a final-state gradient
+  l.vopt.max_num_seqs = 0;
+  l.threads = threads_of(ctx);
+  if (l.active()) {
+    const meta::ChunkAttnDesc d = meta::describe_chunk_attn(l.vin, l.vopt);
+    l.p = api::build_chunk_params(d, l.vin, nullptr);
+    l.p.BT = plan::plan_chunk_fwd(d, {}, l.threads).BT;
+    l.ws.resize(cpu::seg_pass_workspace_bytes(l.p, l.threads));
+  }
+  return l;
+}
+
+std::vector<float> all_gather(const CpContext& cp, const std::vector<float>& rec, const ExecContext& ctx) {
+  std::vector<float> all(rec.size() * static_cast<size_t>(cp.comm->world_size()));
+  cp.comm->all_gather(rec.data(), all.data(), rec.size() * sizeof(float), ctx.stream);
+  return all;
+}
+
+// Forward exchange: fills the head's initial state in l.h0 (slot 0).
+void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, const ExecContext& ctx) {
+  const Dims& m = l.m;
+  const int64_t R = m.record(), MK = m.HV * m.K * m.K;
+  std::vector<float> rec(static_cast<size_t>(R), 0.0f);
+  rec[0] = l.shard.rows() > 0 ? 1.0f : 0.0f;
+  rec[1] = -1.0f;
+  if (l.shard.has_tail()) {
+    const CpSeq& t = l.shard.seqs.back();
+    rec[1] = static_cast<float>(t.n);
+    rec[2] = t.starts_here ? 1.0f : 0.0f;
+    cpu::seg_state_pass(l.p, l.one(t), rec.data() + 4 + MK, rec.data() + 4, l.threads, l.ws.data());
+  }
+  const std::vector<float> all = all_gather(cp, rec, ctx);
+  if (!l.shard.has_head()) return;
+  const int64_t n = l.shard.seqs.front().n;
+  std::vector<int> chain;  // ranks before this one holding earlier parts of sequence n
+  for (int r = l.shard.rank - 1; r >= 0; --r) {
+    const float* x = all.data() + r * R;
+    if (x[0] == 0.0f) continue;
+    LINATTN_ASSERT(x[1] == static_cast<float>(n), "rank ", r, " tail: expected sequence ", n, ", got ", x[1]);
+    chain.push_back(r);
+    if (x[2] != 0.0f) break;
+  }
+  std::vector<float> S(static_cast<size_t>(m.HV * m.kv())), next(S.size());
+  read_state(m, in.initial_state, n, S.data());
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const float* x = all.data() + *it * R;
+    for (int64_t j = 0; j < m.HV; ++j)
+      cpu::affine_state(m.K, m.V, x + 4 + j * m.K * m.K, false, S.data() + j * m.kv(), x + 4 + MK + j * m.kv(),
+                        next.data() + j * m.kv());
+    S.swap(next);
+  }
+  write_state(m, S.data(), l.h0, 0);
+}
+
+// Sums a float partial over ranks in rank order (every rank gets the same sum).
+void reduce_into(const CpContext& cp, const Tensor& part, const TensorView& dst, const ExecContext& ctx) {
+  const int64_t n = part.numel();
+  std::vector<float> rec(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rec[i] = static_cast<float>(part.get(i));
+  std::vector<float> all = rec;
+  if (cp.reduce_param_grads) all = all_gather(cp, rec, ctx);
+  const int parts = cp.reduce_param_grads ? cp.comm->world_size() : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0.0;
+    for (int r = 0; r < parts; ++r) s += all[r * n + i];
+    const float f = static_cast<float>(s);
+    cpu::store_row(&f, 1, dst.dtype, dst.data, i);
+  }
+}
+
+}  // namespace
+
+void cp_chunk_attn_fwd(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
+                       const ChunkAttnOptions& opt, const ExecContext& ctx) {
+  Local l = prepare(cp, in, opt, ctx);
+  exchange_states(cp, l, in, ctx);
+  if (!l.active()) return;
+  chunk_attn_fwd(l.vin, ChunkAttnOutputs{out.o, l.ht}, l.vopt, ctx);
+  if (!opt.output_final_state) return;
+  std::vector<float> buf(static_cast<size_t>(l.m.HV * l.m.kv()));
+  for (size_t i = 0; i < l.shard.seqs.size(); ++i) {
+    if (!l.shard.seqs[i].ends_here) continue;
+    read_state(l.m, l.ht, static_cast<int64_t>(i), buf.data());
+    write_state(l.m, buf.data(), out.final_state, l.shard.seqs[i].n);
+  }
+}
+
+void cp_chunk_attn_bwd(const CpContext& cp, const ChunkAttnInputs& in, const TensorView& d_o,
+                       const TensorView& d_final_state, const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
+                       const ExecContext& ctx) {
+  Local l = prepare(cp, in, opt, ctx);
+  exchange_states(cp, l, in, ctx);
+  const Dims& m = l.m;
+  const int64_t R = m.record(), MK = m.HV * m.K * m.K;
+  // Backward exchange: each head's transition and local state gradient.
+  std::vector<float> rec(static_cast<size_t>(R), 0.0f);
+  rec[0] = l.shard.rows() > 0 ? 1.0f : 0.0f;
+  rec[1] = -1.0f;
+  if (l.shard.has_head()) {
+    const CpSeq& h = l.shard.seqs.front();
+    rec[1] = static_cast<float>(h.n);
+    rec[2] = h.ends_here ? 1.0f : 0.0f;
+    cpu::seg_state_pass(l.p, l.one(h), nullptr, rec.data() + 4, l.threads, l.ws.data());
+    cpu::seg_dstate_pass(l.p, cpu::BwdBuf{d_o.data, d_o.dtype}, l.one(h), rec.data() + 4 + MK, l.threads, l.ws.data());
+  }
+  const std::vector<float> all = all_gather(cp, rec, ctx);
+  const int64_t nv = static_cast<int64_t>(l.shard.seqs.size());
+  Tensor dht(DType::kF32, m.state_shape(nv));
+  std::vector<float> dS(static_cast<size_t>(m.HV * m.kv())), next(dS.size());
+  for (int64_t i = 0; i < nv; ++i) {
+    const CpSeq& s = l.shard.seqs[i];
+    const TensorView none{};
+    read_state(m, opt.output_final_state ? d_final_state : none, s.n, dS.data());  // ends here: d_ht
+    if (!s.ends_here) {  // the tail: the gradient flowing back from the later ranks of sequence s.n
+      std::vector<int> chain;
+      for (int r = l.shard.rank + 1; r < l.shard.world; ++r) {
+        const float* x = all.data() + r * R;
+        if (x[0] == 0.0f) continue;
+        LINATTN_ASSERT(x[1] == static_cast<float>(s.n), "rank ", r, " head: expected sequence ", s.n, ", got ", x[1]);
+        chain.push_back(r);
+        if (x[2] != 0.0f) break;
+      }
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        const float* x = all.data() + *it * R;
+        for (int64_t j = 0; j < m.HV; ++j)
+          cpu::affine_state(m.K, m.V, x + 4 + j * m.K * m.K, true, dS.data() + j * m.kv(), x + 4 + MK + j * m.kv(),
+                            next.data() + j * m.kv());
+        dS.swap(next);
+      }
+    }
+    write_state(m, dS.data(), dht, i);
+  }
+  ChunkAttnGrads vg = grads;
+  Tensor dA_log, ddt_bias, dh0;
+  if (grads.dA_log.defined()) vg.dA_log = dA_log = Tensor(DType::kF32, {grads.dA_log.numel()});
+  if (grads.ddt_bias.defined()) {
+    std::vector<int64_t> shp(grads.ddt_bias.shape.begin(), grads.ddt_bias.shape.begin() + grads.ddt_bias.ndim);
+    vg.ddt_bias = ddt_bias = Tensor(DType::kF32, shp);
+  }
+  if (grads.dinitial_state.defined()) vg.dinitial_state = dh0 = Tensor(DType::kF32, m.state_shape(nv));
+  if (l.active()) {
+    chunk_attn_bwd(l.vin, d_o, dht, vg, l.vopt, ctx);
+  } else {
+    if (dA_log.defined()) std::memset(dA_log.data<float>(), 0, sizeof(float) * dA_log.numel());
+    if (ddt_bias.defined()) std::memset(ddt_bias.data<float>(), 0, sizeof(float) * ddt_bias.numel());
+  }
+  if (dA_log.defined()) reduce_into(cp, dA_log, grads.dA_log, ctx);
+  if (ddt_bias.defined()) reduce_into(cp, ddt_bias, grads.ddt_bias, ctx);
+  if (grads.dinitial_state.defined()) {
+    std::vector<float> zero(static_cast<size_t>(m.HV * m.kv()), 0.0f), buf(zero.size());
+    for (int64_t n = 0; n < l.shard.num_seqs(); ++n) write_state(m, zero.data(), grads.dinitial_state, n);
+    for (int64_t i = 0; i < nv; ++i) {
+      if (!l.shard.seqs[i].starts_here) continue;
+      read_state(m, dh0, i, buf.data());
+      write_state(m, buf.data(), grads.dinitial_state, l.shard.seqs[i].n);
+    }
+  }
+}
+
+}  // namespace linattn::parallel

@@ -1,0 +1,55 @@
+// The planner's tier-3 decision (plan/chunk_plan.h): a few long sequences x few heads on many
+// threads split into segments (the GPU-like case: 2 / 8 heads, 1 x 32768, 132 workers); on 2
+// threads the V split (tier 2) wins and tier 3 is not picked; a caller's request forces it or
+// forbids it; fixed-capacity plans (lengths unknown) follow the same model.
+#include <gtest/gtest.h>
+
+#include "meta/chunk_attn_desc.h"
+#include "plan/chunk_plan.h"
+
+namespace linattn::test {
+namespace {
+
+meta::ChunkAttnDesc desc(int64_t N, int64_t HV, int64_t T) {
+  meta::ChunkAttnDesc d;
+  d.B = 1;
+  d.T = T;
+  d.N = N;
+  d.H = 1;
+  d.HV = HV;
+  d.K = 128;
+  d.V = 128;
+  d.BT = 64;
+  d.varlen = true;
+  return d;
+}
+
+TEST(ChunkPlanTier3, ManyThreadsFewHeadsSplitSequence) {
+  const plan::ChunkPlan p = plan::plan_chunk_fwd(desc(1, 8, 32768), {32768}, 132);
+  EXPECT_EQ(p.tier, 3) << p.to_string();
+  EXPECT_GT(p.segments, 1);
+  EXPECT_GE(p.num_tasks, 8 * p.segments);
+  EXPECT_LT(p.makespan_flops, p.ideal_flops * 132 / 8.0) << "tier 3 must beat one task per head";
+  EXPECT_NE(p.to_string().find("tier 3"), std::string::npos);
+  // Unknown lengths (fixed capacity): the same shape from capacity.
+  EXPECT_EQ(plan::plan_chunk_fwd(desc(1, 8, 32768), {}, 132).tier, 3);
+}
+
+TEST(ChunkPlanTier3, TwoThreadsPreferVSplitOrHeads) {
+  EXPECT_NE(plan::plan_chunk_fwd(desc(1, 1, 32768), {32768}, 2).tier, 3);
+  EXPECT_NE(plan::plan_chunk_fwd(desc(1, 8, 32768), {32768}, 2).tier, 3);
+  EXPECT_EQ(plan::plan_chunk_fwd(desc(64, 8, 32768), std::vector<int64_t>(64, 512), 132).tier == 3, false);
+}
+
+TEST(ChunkPlanTier3, RequestForcesOrForbids) {
+  const plan::ChunkPlan forced = plan::plan_chunk_fwd(desc(1, 1, 32768), {32768}, 2, 4);
+  EXPECT_EQ(forced.tier, 3);
+  EXPECT_EQ(forced.segments, 4);
+  EXPECT_NE(forced.reason.find("requested"), std::string::npos);
+  const plan::ChunkPlan never = plan::plan_chunk_fwd(desc(1, 8, 32768), {32768}, 132, 1);
+  EXPECT_NE(never.tier, 3);
+  EXPECT_EQ(never.segments, 1);
+}
+
+}  // namespace
+}  // namespace linattn::test
