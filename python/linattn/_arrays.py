@@ -36,6 +36,16 @@ def empty_like(x, dtype=None):
     return empty(x, x.shape, dtype)
 
 
+def dl(x):
+    """What is handed to linattn._C: PyTorch tensors as legacy DLPack capsules (to_dlpack of a
+    detached alias: the import path every nanobind version reads the same way, and no
+    __dlpack__(max_version=...) negotiation), everything else unchanged."""
+    if x is None or not is_torch(x):
+        return x
+    from torch.utils.dlpack import to_dlpack
+    return to_dlpack(x.detach())
+
+
 def is_cuda(x) -> bool:
     return is_torch(x) and x.is_cuda
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from . import _C
+from ._arrays import dl
 
 
 def _stream(t) -> int:
@@ -27,8 +28,10 @@ class _LayerFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, cu_seqlens, module, *params):
         y = torch.empty_like(x)
-        module._layer.forward(x, cu_seqlens, y, use_graph=module.use_graph, training=True, stream=_stream(x))
+        module._layer.forward(dl(x), dl(cu_seqlens), dl(y), use_graph=module.use_graph, training=True, stream=_stream(x))
         ctx.module = module
+        # The C++ layer's backward reads the forward's x and cu_seqlens again: keep them alive.
+        ctx.keep = (x, cu_seqlens)
         return y
 
     @staticmethod
@@ -36,7 +39,7 @@ class _LayerFunction(torch.autograd.Function):
         m = ctx.module
         dy = dy.contiguous()
         dx = torch.empty_like(dy)
-        m._layer.backward(dy, dx, stream=_stream(dy))
+        m._layer.backward(dl(dy), dl(dx), stream=_stream(dy))
         # The layer writes its gradients into its own fp32 buffers: hand autograd copies.
         grads = [m._grad_view(name).clone() for name in m._names]
         return (dx, None, None, *grads)
@@ -89,15 +92,15 @@ class _LinearAttention(torch.nn.Module):
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
             return _LayerFunction.apply(x, cu_seqlens, self, *params)
         y = torch.empty_like(x)
-        self._layer.forward(x, cu_seqlens, y, use_graph=self.use_graph, training=False, stream=_stream(x))
+        self._layer.forward(dl(x), dl(cu_seqlens), dl(y), use_graph=self.use_graph, training=False, stream=_stream(x))
         return y
 
     # Capture-friendly calls on caller-owned static tensors (no allocation).
     def forward_into(self, x, cu_seqlens, y, training=False):
-        self._layer.forward(x, cu_seqlens, y, use_graph=self.use_graph, training=training, stream=_stream(x))
+        self._layer.forward(dl(x), dl(cu_seqlens), dl(y), use_graph=self.use_graph, training=training, stream=_stream(x))
 
     def backward_into(self, dy, dx):
-        self._layer.backward(dy, dx, stream=_stream(dy))
+        self._layer.backward(dl(dy), dl(dx), stream=_stream(dy))
 
 
 class GatedDeltaNet(_LinearAttention):

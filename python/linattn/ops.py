@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from . import _C
-from ._arrays import contiguous, empty, empty_like, f32, is_cuda, num_seqs, stream_of, workspace
+from ._arrays import contiguous, dl, empty, empty_like, f32, is_cuda, num_seqs, stream_of, workspace
 
 ChunkGrads = namedtuple("ChunkGrads", "dq dk dv dg dbeta dinitial_state dA_log ddt_bias")
 ConvGrads = namedtuple("ConvGrads", "dx dweight dbias dresidual dinitial_state")
@@ -42,7 +42,7 @@ def _graph_workspace(op, backward, t, kw, output_final_state=False):
     if not (kw["use_graph"] and is_cuda(q)):
         return None
     size_kw = {key: val for key, val in kw.items() if key != "stream"}
-    n = _C.chunk_attn_workspace_bytes(op, backward, *t, output_final_state=bool(output_final_state), **size_kw)
+    n = _C.chunk_attn_workspace_bytes(op, backward, *map(dl, t), output_final_state=bool(output_final_state), **size_kw)
     return workspace(q, n)
 
 
@@ -59,7 +59,7 @@ def _attn_fwd(op, q, k, v, g, beta, scale=None, initial_state=None, output_final
     o = empty(q, tuple(v.shape[:3]) + (v.shape[3],), q.dtype)
     ht = empty(q, _state_shape(q, v, num_seqs(q, cu), state_v_first), f32(q)) if output_final_state else None
     ws = _graph_workspace(op, False, t, kw, output_final_state)
-    _C.chunk_attn_fwd(op, q, k, v, g, beta, o, ht, A_log, dt_bias, h0, cu, ci, co, workspace=ws, **kw)
+    _C.chunk_attn_fwd(op, *map(dl, (q, k, v, g, beta, o, ht, A_log, dt_bias, h0, cu, ci, co)), workspace=dl(ws), **kw)
     return o, ht
 
 
@@ -79,8 +79,8 @@ def _attn_bwd(op, q, k, v, g, beta, do, dht=None, scale=None, initial_state=None
                     None if A_log is None else empty_like(A_log, f32(q)),
                     None if dt_bias is None else empty_like(dt_bias, f32(q)))
     ws = _graph_workspace(op, True, t, kw)
-    _C.chunk_attn_bwd(op, q, k, v, g, beta, A_log, dt_bias, h0, cu, ci, co, do, dht, gr.dq, gr.dk, gr.dv,
-                      gr.dg, gr.dbeta, gr.dA_log, gr.ddt_bias, gr.dinitial_state, workspace=ws, **kw)
+    _C.chunk_attn_bwd(op, *map(dl, (q, k, v, g, beta, A_log, dt_bias, h0, cu, ci, co, do, dht, gr.dq, gr.dk, gr.dv,
+                                    gr.dg, gr.dbeta, gr.dA_log, gr.ddt_bias, gr.dinitial_state)), workspace=dl(ws), **kw)
     return gr
 
 
@@ -146,7 +146,7 @@ def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, outpu
     y = empty_like(x)
     n = (cu.shape[0] - 1) if cu is not None else x.shape[0]
     ht = empty(x, (n, x.shape[-1], weight.shape[1]), x.dtype) if output_final_state else None
-    _C.conv_fwd(x, weight, bias, residual, h0, cu, y, ht, activation or "none", bool(use_graph),
+    _C.conv_fwd(*map(dl, (x, weight, bias, residual, h0, cu, y, ht)), activation or "none", bool(use_graph),
                 int(max_num_seqs or 0), stream_of(x), int(num_threads))
     return y, ht
 
@@ -163,9 +163,9 @@ def causal_conv1d_bwd(x, weight, dy, bias=None, residual=None, initial_state=Non
                    None if residual is None else empty_like(residual), None if h0 is None else empty_like(h0))
     ws = None
     if use_graph and is_cuda(x):
-        ws = workspace(x, _C.conv_bwd_workspace_bytes(x, weight, bias, residual, h0, cu, dht is not None,
+        ws = workspace(x, _C.conv_bwd_workspace_bytes(*map(dl, (x, weight, bias, residual, h0, cu)), dht is not None,
                                                       True, int(max_num_seqs or 0)))
-    _C.conv_bwd(x, weight, bias, residual, h0, cu, dy, dht, gr.dx, gr.dweight, gr.dbias, gr.dresidual,
-                gr.dinitial_state, activation or "none", bool(use_graph), int(max_num_seqs or 0),
-                stream_of(x), int(num_threads), workspace=ws)
+    _C.conv_bwd(*map(dl, (x, weight, bias, residual, h0, cu, dy, dht, gr.dx, gr.dweight, gr.dbias, gr.dresidual,
+                          gr.dinitial_state)), activation or "none", bool(use_graph), int(max_num_seqs or 0),
+                stream_of(x), int(num_threads), workspace=dl(ws))
     return gr
