@@ -1,5 +1,6 @@
 // `linattn npu-plan [--op gdn|kda] [--T 2048 | --lengths a,b,..] [--heads 10] [--K 128] [--V 128]
-//   [--C 64] [--device 310p|h200|cpu:N] [--cores N] [--reformat-gbps G] [--vector-tflops F] [--order auto|fla-phase|fla|chunk-first|lifetime]
+//   [--C 64] [--device 310p|h200|cpu:N] [--cores N] [--reformat-gbps G] [--vector-tflops F]
+//   [--task-us U] [--ablation-base dense|blocked] [--order auto|fla-phase|fla|chunk-first|lifetime]
 //   [--layouts dp|dense|blocked] [--mapping auto|head|chc] [--no-prefetch] [--narrow] [--eviction belady|lru] [--json]
 //   [--ablation] [--orders] [--cpu-threads N]`: plans one GDN / KDA layer for an NPU-like device
 // (src/plan/npu) and prints the plan and its simulated cost. --ablation prints the HA-NPU ablation
@@ -47,6 +48,8 @@ LayerPlanOptions options_from(const Args& a) {
   const std::string reformat = flag(a, "reformat-gbps", ""), vec = flag(a, "vector-tflops", "");
   if (!reformat.empty()) o.dev.reformat_gbps = std::stod(reformat);
   if (!vec.empty()) o.dev.vector_flops = std::stod(vec) * 1e12;
+  const std::string task = flag(a, "task-us", "");
+  if (!task.empty()) o.dev.task_us = std::stod(task);
   o.order = flag(a, "order", "auto");
   o.layouts = flag(a, "layouts", "dp");
   o.mapping = flag(a, "mapping", "auto");
@@ -71,16 +74,19 @@ void print_orders(const LayerPlanOptions& base) {
   }
 }
 
-void print_ablation(const LayerPlanOptions& base) {
+void print_ablation(const LayerPlanOptions& base, const std::string& base_layouts) {
   struct Step {
     const char* name;
     const char* mapping;
     const char* order;
     const char* layouts;
   };
-  const Step steps[] = {{"FLA (chunk-head-chunk, FLA order, dense)", "chc", "fla", "dense"},
-                        {"+ head-level mapping (fused, FLA order)", "auto", "fla", "dense"},
-                        {"+ lifetime-aware reordering", "auto", "auto", "dense"},
+  // The layouts before planning: every vector op dense (the Vector unit's natural layout) or
+  // every one blocked (the Matrix unit's), each handoff through its cheaper transformation site.
+  const char* b = base_layouts == "blocked" ? "blocked" : "dense";
+  const Step steps[] = {{"FLA (chunk-head-chunk, FLA order)", "chc", "fla", b},
+                        {"+ head-level mapping (fused, FLA order)", "auto", "fla", b},
+                        {"+ lifetime-aware reordering", "auto", "auto", b},
                         {"+ layout planning (DP)", "auto", "auto", "dp"}};
   double prev = 0.0, first = 0.0;
   std::printf("step                                         time us  vs prev   vs FLA   GM KiB  L1->L0 KiB  matrix%%  "
@@ -105,7 +111,7 @@ int cmd_npu_plan(const Args& a) {
   try {
     const LayerPlanOptions o = options_from(a);
     if (has_flag(a, "ablation")) {
-      print_ablation(o);
+      print_ablation(o, flag(a, "ablation-base", "dense"));
       return 0;
     }
     if (has_flag(a, "orders")) {

@@ -42,6 +42,7 @@ NpuDevice ascend_310p() {
   d.l1_l0_gbps = 512.0;
   d.reformat_gbps = 64.0;
   d.launch_us = 5.0;
+  d.task_us = 1.0;  // ~1 us GM latency before a task's first tile arrives, no overlap across tasks
   return d;
 }
 
@@ -60,6 +61,7 @@ NpuDevice cpu_like(int threads, int64_t l2_bytes) {
   d.matrix_flops = d.vector_flops = 1.0e11;
   d.dram_gbps = 12.0 * threads;
   d.launch_us = 2.0;
+  d.task_us = 0.2;
   d.operand_bytes = 4;
   return d;
 }
@@ -79,6 +81,7 @@ NpuDevice h200_sm() {
   d.vector_flops = 67e12 / 132;
   d.dram_gbps = 4800.0;
   d.launch_us = 3.0;
+  d.task_us = 0.5;
   return d;
 }
 

@@ -30,6 +30,7 @@ struct NpuDevice {
   double vector_flops = 0.138e12;    // per core, fp32
   double dram_gbps = 204.8;          // whole device
   double launch_us = 5.0;            // per kernel (stage) launch
+  double task_us = 1.0;              // per task on a core: scalar setup, first-DMA latency, pipeline fill
   int operand_bytes = 2;             // Matrix operands (fp16 / bf16)
 
   std::string to_string() const;

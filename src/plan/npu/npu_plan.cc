@@ -63,11 +63,13 @@ TaskStats simulate_chc(const LayerPlanOptions& opt, int64_t len, int heads, int 
   double t = 0.0;
   for (int ph = 0; ph < 3; ++ph) {
     std::vector<double> costs;
+    double stage_bytes = 0.0;
     auto run = [&](const std::vector<int>& ops) {
       if (ops.empty()) return;
       const TaskStats s = simulate_task(df, ops, L, m, opt.dev.ub_bytes, opt.eviction);
       for (int h = 0; h < heads; ++h) costs.push_back(s.time_us);
       all += s.scaled(heads);
+      stage_bytes += s.gm_bytes() * heads;
     };
     if (ph == 1) {  // the state pass: one task per head over all chunks
       std::vector<int> ops;
@@ -82,7 +84,8 @@ TaskStats simulate_chc(const LayerPlanOptions& opt, int64_t len, int heads, int 
         run(ops);
       }
     }
-    if (!costs.empty()) t += lpt(costs, cores) + opt.dev.launch_us;
+    // Each kernel is bound by its busiest core or by the device's DRAM bandwidth.
+    if (!costs.empty()) t += std::max(lpt(costs, cores), stage_bytes / opt.dev.dram_gbps * 1e-3) + opt.dev.launch_us;
   }
   if (time_us) *time_us = t;
   return all;
@@ -139,7 +142,7 @@ LayerPlan plan_layer(const LayerPlanOptions& opt) {
       },
       mo);
   // Totals: every task's counts; the chunk-head-chunk stages re-simulated for their counts.
-  TaskStats sum;
+  TaskStats sum, fused_sum;
   bool any_fused = false;
   std::map<int64_t, int> chc_heads;
   for (const auto& t : p.mapping.tasks) {
@@ -147,21 +150,24 @@ LayerPlan plan_layer(const LayerPlanOptions& opt) {
       ++chc_heads[opt.lengths[t.seq]];
       continue;
     }
-    sum += fused_stats(opt.lengths[t.seq], t.v1 - t.v0);
+    fused_sum += fused_stats(opt.lengths[t.seq], t.v1 - t.v0);
     any_fused = true;
   }
   for (const auto& [len, h] : chc_heads) {
     sum += simulate_chc(opt, len, h, opt.dev.num_cores, nullptr);
     p.totals.launches += 3;
   }
+  sum += fused_sum;
   p.totals.launches += any_fused ? 1 : 0;
   LayerTotals& T = p.totals;
   T.gm_bytes = sum.gm_bytes();
   T.spill_bytes = sum.spill_bytes();
   T.layout_gm_bytes = sum.layout_gm_bytes;
   T.l1_l0_bytes = sum.l1_l0_bytes;
-  const double dram_us = T.gm_bytes / opt.dev.dram_gbps * 1e-3;
-  T.time_us = std::max(p.mapping.fused_makespan_us + (any_fused ? opt.dev.launch_us : 0.0), dram_us) +
+  // The fused kernel is bound by its busiest core or by DRAM; the chunk-head-chunk stages (their
+  // own DRAM bound included) run after it.
+  const double dram_us = fused_sum.gm_bytes() / opt.dev.dram_gbps * 1e-3;
+  T.time_us = (any_fused ? std::max(p.mapping.fused_makespan_us, dram_us) + opt.dev.launch_us : 0.0) +
               p.mapping.chc_us;
   const double cap = T.time_us * opt.dev.num_cores;
   T.matrix_util = cap > 0 ? sum.matrix_us / cap : 0.0;
@@ -182,7 +188,8 @@ std::string LayerPlan::to_string() const {
      << ", V " << opt.V << ", chunk " << opt.C << "\n";
   os << "order   " << order_name(order) << (opt.order == "auto" ? " (auto: fastest simulated task)" : "") << ":";
   for (const auto& n : order_ops) os << " " << n;
-  os << "\nlayouts " << layout.how << ", layout cost " << layout.cost_us << " us per task";
+  os << "\nlayouts " << layout.how << ", layout cost " << layout.cost_us << " us per task, "
+     << layout.states_evaluated << " assignments evaluated";
   for (const auto& c : layout.chain_summary) os << "\n  chain " << c;
   for (const auto& s : layout.sites) os << "\n  site  " << s;
   const double ideal = task_ideal.gm_bytes();
@@ -209,7 +216,7 @@ std::string LayerPlan::to_json() const {
   for (size_t i = 0; i < opt.lengths.size(); ++i) os << (i ? "," : "") << opt.lengths[i];
   os << "],\"heads\":" << opt.heads << ",\"K\":" << opt.K << ",\"V\":" << opt.V << ",\"C\":" << opt.C
      << ",\"order\":\"" << order_name(order) << "\",\"layouts\":\"" << layout.how << "\",\"layout_cost_us\":"
-     << layout.cost_us << ",\"chains\":[";
+     << layout.cost_us << ",\"layout_states\":" << layout.states_evaluated << ",\"chains\":[";
   for (size_t i = 0; i < layout.chain_summary.size(); ++i) os << (i ? "," : "") << "\"" << layout.chain_summary[i] << "\"";
   os << "],\"task\":{\"ub_peak_bytes\":" << task_ideal.peak_bytes << ",\"state_bytes\":" << task_ideal.peak_state_bytes
      << ",\"gm_ideal_bytes\":" << task_ideal.gm_bytes() << ",\"gm_bytes\":" << task.gm_bytes()

@@ -46,6 +46,7 @@ TaskStats& TaskStats::operator+=(const TaskStats& o) {
   transform_us += o.transform_us;
   dma_us += o.dma_us;
   move_us += o.move_us;
+  overhead_us += o.overhead_us;
   gm_load_bytes += o.gm_load_bytes;
   gm_store_bytes += o.gm_store_bytes;
   spill_store_bytes += o.spill_store_bytes;
@@ -63,7 +64,7 @@ TaskStats& TaskStats::operator+=(const TaskStats& o) {
 
 TaskStats TaskStats::scaled(double f) const {
   TaskStats s = *this;
-  for (double* v : {&s.time_us, &s.matrix_us, &s.vector_us, &s.transform_us, &s.dma_us, &s.move_us, &s.gm_load_bytes,
+  for (double* v : {&s.time_us, &s.overhead_us, &s.matrix_us, &s.vector_us, &s.transform_us, &s.dma_us, &s.move_us, &s.gm_load_bytes,
                     &s.gm_store_bytes, &s.spill_store_bytes, &s.spill_load_bytes, &s.layout_gm_bytes, &s.l1_l0_bytes,
                     &s.matrix_flops, &s.vector_flops})
     *v *= f;
@@ -216,7 +217,8 @@ TaskStats simulate_task(const Dataflow& df, const std::vector<int>& order, const
     for (int t : o.outputs)
       if (res[t] && next_use(t, i + 1) == std::numeric_limits<int>::max()) drop(t);
   }
-  s.time_us = s.matrix_us + s.vector_us + s.transform_us + s.dma_us + s.move_us;
+  s.overhead_us = d.task_us;
+  s.time_us = s.matrix_us + s.vector_us + s.transform_us + s.dma_us + s.move_us + s.overhead_us;
   return s;
 }
 

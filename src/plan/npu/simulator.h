@@ -23,6 +23,7 @@ namespace linattn::plan::npu {
 struct TaskStats {
   double time_us = 0.0;
   double matrix_us = 0.0, vector_us = 0.0, transform_us = 0.0, dma_us = 0.0, move_us = 0.0;
+  double overhead_us = 0.0;       // the device's fixed per-task cost
   double gm_load_bytes = 0.0;     // first loads of inputs (incl. GM->L1 operand reads)
   double gm_store_bytes = 0.0;    // outputs and tensors other tasks consume
   double spill_store_bytes = 0.0; // evicted dirty tensors
