@@ -1,7 +1,10 @@
-// `linattn bench-cuda-bwd`: GDN backward and forward + backward on the CUDA backend for the issue's
-// training configs (or one given by --hqk --hv --lengths), printing PERFORMANCE.md section 6 JSON
-// lines (pass "bwd" / "fwdbwd"). Inputs generated on the device (seeded) with the GatedDeltaNet
-// layer's options (in-kernel l2norm, gate, beta sigmoid, V-first fp32 state, d_final_state).
+// `linattn bench-cuda-bwd`: GDN / KDA (--op kda) backward and forward + backward on the CUDA backend
+// for the issues' training configs (or one given by --hqk --hv --lengths), printing PERFORMANCE.md
+// section 6 JSON lines (pass "bwd" / "fwdbwd"). Inputs generated on the device (seeded) with the
+// layers' options (in-kernel l2norm, gate, beta sigmoid, fp32 state, d_final_state; GDN V-first
+// state; KDA per-channel raw gate [T, HV, K] with A_log, dt_bias [HV * K], lower_bound = -5 and
+// safe_gate, K-first state). When the CUDA forward of the op is not available (KDA until its
+// forward lands) only the backward rows are printed, the graph ones capturing the backward alone.
 // Modes: eager-live (exact size), eager-fixed (use_graph path), and for forward + backward captured
 // in one graph: graph-replay and graph-update-replay (copy inputs, d_o, cu_seqlens, replay).
 // Per row: p50 / p95 of CUDA-event times, host-inclusive ms, TFLOP/s (backward work count below),
@@ -27,6 +30,7 @@
 #include "cuda/common/cuda_graph.h"
 #include "cuda/common/random_fill.h"
 #include "linattn/dense.h"
+#include "linattn/error.h"
 #include "meta/chunk_attn_desc.h"
 
 namespace linattn::cli {
@@ -41,6 +45,7 @@ namespace {
 struct Config {
   int hqk, hv;
   std::string lengths;
+  bool kda = false;
 };
 
 std::vector<int64_t> lengths_of(const std::string& s) {
@@ -154,10 +159,11 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
   in.q = make(DType::kBF16, {1, T, H, K});
   in.k = make(DType::kBF16, {1, T, H, K});
   in.v = make(DType::kBF16, {1, T, HV, V});
-  in.g = make(DType::kF32, {1, T, HV});
+  const int64_t GW = c.kda ? K : 1;  // gate values per (token, value head)
+  in.g = c.kda ? make(DType::kF32, {1, T, HV, K}) : make(DType::kF32, {1, T, HV});
   in.beta = make(DType::kF32, {1, T, HV});
   in.A_log = make(DType::kF32, {HV});
-  in.dt_bias = make(DType::kF32, {HV});
+  in.dt_bias = make(DType::kF32, {HV * GW});
   in.initial_state = make(DType::kF32, {N, HV, V, K});
   in.cu_seqlens = make(DType::kI32, {N + 1});
   uint64_t seed = 1;
@@ -168,7 +174,7 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
   cuda::fill_normal(in.g.data, f32, in.g.numel(), seed++, 0.f, 1.f, st);
   cuda::fill_normal(in.beta.data, f32, in.beta.numel(), seed++, 0.f, 1.f, st);
   cuda::fill_uniform(in.A_log.data, f32, HV, seed++, 0.f, 2.7f, st);
-  cuda::fill_normal(in.dt_bias.data, f32, HV, seed++, -2.f, 1.f, st);
+  cuda::fill_normal(in.dt_bias.data, f32, HV * GW, seed++, -2.f, 1.f, st);
   cuda::fill_normal(in.initial_state.data, f32, in.initial_state.numel(), seed++, 0.f, 0.1f, st);
   std::vector<int32_t> cu(N + 1, 0);
   for (int64_t i = 0; i < N; ++i) cu[i + 1] = cu[i] + static_cast<int32_t>(lens[i]);
@@ -179,7 +185,13 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
 
   ChunkAttnOptions opt;
   opt.use_qk_l2norm_in_kernel = opt.use_gate_in_kernel = opt.use_beta_sigmoid_in_kernel = true;
-  opt.state_v_first = opt.output_final_state = true;
+  opt.state_v_first = !c.kda;
+  opt.output_final_state = true;
+  if (c.kda) {
+    opt.op = ChunkOp::kKda;
+    opt.has_lower_bound = opt.safe_gate = true;
+    opt.lower_bound = -5.0;
+  }
   ChunkAttnOptions gopt = opt;
   gopt.use_graph = true;
   gopt.max_num_seqs = N;
@@ -193,10 +205,10 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     r.g.dq = make(DType::kBF16, {1, T, H, K});
     r.g.dk = make(DType::kBF16, {1, T, H, K});
     r.g.dv = make(DType::kBF16, {1, T, HV, V});
-    r.g.dg = make(DType::kF32, {1, T, HV});
+    r.g.dg = c.kda ? make(DType::kF32, {1, T, HV, K}) : make(DType::kF32, {1, T, HV});
     r.g.dbeta = make(DType::kF32, {1, T, HV});
     r.g.dA_log = make(DType::kF32, {HV});
-    r.g.ddt_bias = make(DType::kF32, {HV});
+    r.g.ddt_bias = make(DType::kF32, {HV * GW});
     r.g.dinitial_state = make(DType::kF32, {N, HV, V, K});
     return r;
   };
@@ -208,8 +220,16 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
 
   const meta::ChunkAttnDesc desc = meta::describe_chunk_attn(in, opt);
   const meta::ChunkAttnDesc gdesc = meta::describe_chunk_attn(gin, gopt);
-  const size_t fwd_ws = std::max(api::chunk_attn_fwd_workspace_bytes_cuda(desc, in, opt),
-                                 api::chunk_attn_fwd_workspace_bytes_cuda(gdesc, gin, gopt));
+  size_t fwd_ws = 0;
+  bool has_fwd = true;
+  try {
+    fwd_ws = std::max(api::chunk_attn_fwd_workspace_bytes_cuda(desc, in, opt),
+                      api::chunk_attn_fwd_workspace_bytes_cuda(gdesc, gin, gopt));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kUnsupported) throw;
+    has_fwd = false;
+    std::fprintf(stderr, "bench-cuda-bwd: no CUDA forward for this op (%s): backward rows only\n", e.what());
+  }
   const size_t bwd_ws = std::max(api::chunk_attn_bwd_workspace_bytes_cuda(desc, in, opt),
                                  api::chunk_attn_bwd_workspace_bytes_cuda(gdesc, gin, gopt));
   const TensorView wf = make(DType::kI32, {static_cast<int64_t>(fwd_ws / 4 + 1)});
@@ -221,30 +241,33 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     api::chunk_attn_fwd_cuda(desc, in, out, opt, cf);
     bwd();
   };
-  auto fwdbwd_fixed = [&] {
-    api::chunk_attn_fwd_cuda(gdesc, gin, out, gopt, cf);
+  auto fwdbwd_fixed = [&] {  // the graph's body: forward (when available) + backward
+    if (has_fwd) api::chunk_attn_fwd_cuda(gdesc, gin, out, gopt, cf);
     api::chunk_attn_bwd_cuda(gdesc, gin, gfix.d_o, gfix.dht, gfix.g, gopt, cb);
   };
+  const char* gpass = has_fwd ? "fwdbwd" : "bwd";
 
   // Backward work (chunk form, per token and value head): prep ~4 BT K; forward sweep
-  // 4 K V + 2 BT V; reverse sweep 6 K V + 4 BT V; chunk kernel 6 K V + 6 BT V + 8 BT K.
+  // 4 K V + 2 BT V; reverse sweep 6 K V + 4 BT V; chunk kernel 6 K V + 6 BT V + 8 BT K. The
+  // same count for KDA (the chunk-form work FLA does), whatever the path that runs.
   const double per = 16.0 * K * V + 12.0 * 64 * V + 12.0 * 64 * K;
   const double bwd_flops = double(T) * HV * per;
-  const double fwd_flops = double(T) * HV * (6.0 * K * V + 2.0 * 64 * (3 * K + 2 * V));
+  const double fwd_flops = has_fwd ? double(T) * HV * (6.0 * K * V + 2.0 * 64 * (3 * K + 2 * V)) : 0.0;
+  const char* op_name = c.kda ? "kda" : "gdn";
   auto emit = [&](const char* pass, const char* mode, const Stats& s, double flops, double max_abs, double rel) {
     std::fprintf(json,
-                 "{\"kind\":\"case\",\"op\":\"gdn\",\"pass\":\"%s\",\"backend\":\"cuda\",\"mode\":\"%s\","
+                 "{\"kind\":\"case\",\"op\":\"%s\",\"pass\":\"%s\",\"backend\":\"cuda\",\"mode\":\"%s\","
                  "\"dtype\":\"bf16\",\"hqk\":%d,\"hv\":%d,\"k\":128,\"v\":128,\"bt\":64,\"lengths\":\"%s\","
                  "\"p50_ms\":%.5f,\"p95_ms\":%.5f,\"host_ms\":%.5f,\"tflops\":%.2f,\"peak_extra_mib\":%.1f,"
                  "\"max_abs_err\":%s,\"rel_rms_err\":%s,\"commit\":\"%s\"}\n",
-                 pass, mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
+                 op_name, pass, mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
                  (bwd_ws + (std::string(pass) == "fwdbwd" ? fwd_ws : 0)) / 1048576.0, num(max_abs).c_str(),
                  num(rel).c_str(), commit.c_str());
     std::fflush(json);
   };
 
   double rel = NAN, mabs = NAN;
-  if (T <= check_max_tokens) {
+  if (T <= check_max_tokens && !c.kda) {  // KDA runs the token path: nothing independent to compare
     Grads tok = make_grads();
     tok.d_o = gr.d_o;
     tok.dht = gr.dht;
@@ -260,8 +283,8 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     mabs = e.max_abs;
   }
   emit("bwd", "eager-live", timed(bwd, st, iters), bwd_flops, mabs, rel);
-  emit("fwdbwd", "eager-live", timed(fwdbwd, st, iters), bwd_flops + fwd_flops, NAN, NAN);
-  emit("fwdbwd", "eager-fixed", timed(fwdbwd_fixed, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  if (has_fwd) emit("fwdbwd", "eager-live", timed(fwdbwd, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  emit(gpass, "eager-fixed", timed(fwdbwd_fixed, st, iters), bwd_flops + fwd_flops, NAN, NAN);
   cuda::CudaGraph graph(st);
   graph.begin();
   fwdbwd_fixed();
@@ -270,7 +293,7 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     Grads ref = make_grads();
     ref.d_o = gfix.d_o;
     ref.dht = gfix.dht;
-    api::chunk_attn_fwd_cuda(gdesc, gin, out, gopt, cf);
+    if (has_fwd) api::chunk_attn_fwd_cuda(gdesc, gin, out, gopt, cf);
     api::chunk_attn_bwd_cuda(gdesc, gin, ref.d_o, ref.dht, ref.g, gopt, cb);
     graph.replay();
     BWD_CUDA(cudaStreamSynchronize(st));
@@ -283,7 +306,7 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     return e.max_abs;
   };
   auto replay = [&] { graph.replay(); };
-  emit("fwdbwd", "graph-replay", timed(replay, st, iters), bwd_flops + fwd_flops, graph_diff(), NAN);
+  emit(gpass, "graph-replay", timed(replay, st, iters), bwd_flops + fwd_flops, graph_diff(), NAN);
   std::vector<std::pair<TensorView, TensorView>> staged;
   for (const TensorView* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &gfix.d_o}) {
     const TensorView s = make(t->dtype, {t->numel()});
@@ -296,7 +319,7 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
       BWD_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, st));
     graph.replay();
   };
-  emit("fwdbwd", "graph-update-replay", timed(update, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  emit(gpass, "graph-update-replay", timed(update, st, iters), bwd_flops + fwd_flops, NAN, NAN);
   std::fprintf(stderr, "bench-cuda-bwd %d/%d %s: workspace fwd %.1f + bwd %.1f MiB, graph nodes %zu\n", c.hqk,
                c.hv, c.lengths.c_str(), fwd_ws / 1048576.0, bwd_ws / 1048576.0, graph.num_nodes());
   cudaFreeHost(cu_pinned);
@@ -305,9 +328,12 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
 
 int cmd_bench_cuda_bwd(const Args& args) {
   std::vector<Config> configs;
+  const bool kda = flag(args, "op", "gdn") == "kda";
   if (flag(args, "lengths", "") != "") {
     configs.push_back({std::stoi(flag(args, "hqk", "16")), std::stoi(flag(args, "hv", "32")),
-                       flag(args, "lengths", "1x8192")});
+                       flag(args, "lengths", "1x8192"), kda});
+  } else if (kda) {  // issue 7: small first, then the target configs
+    configs = {{32, 32, "512x16", true}, {32, 32, "1x4096", true}, {32, 32, "4096x8", true}, {32, 32, "1x32768", true}};
   } else {
     configs = {{16, 32, "512x16"}, {16, 32, "1x8192"}, {16, 32, "1x32768"}, {16, 32, "4096x8"}, {2, 4, "1x32768"}};
   }
@@ -323,7 +349,7 @@ int cmd_bench_cuda_bwd(const Args& args) {
 }
 
 }  // namespace
-LINATTN_SUBCOMMAND("bench-cuda-bwd", "GDN backward / forward+backward on CUDA: eager / fixed / graph, JSON lines",
+LINATTN_SUBCOMMAND("bench-cuda-bwd", "GDN / KDA (--op kda) backward, forward+backward on CUDA: eager / fixed / graph",
                    cmd_bench_cuda_bwd);
 }  // namespace linattn::cli
 #endif

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Side-by-side table of `linattn bench-cuda-bwd` and bench_fla_bwd.py JSON lines.
+"""Side-by-side table of `linattn bench-cuda-bwd` and bench_fla_bwd.py JSON lines (GDN and KDA).
 
 usage: report_bwd.py linattn_bwd.jsonl [fla_bwd.jsonl] > table.md  (rows are picked by their "backend";
 one combined results file may be given for both arguments)
-Per config: linattn backward (eager) ms, forward + backward eager / graph-replay / graph-update-replay
-ms, TFLOP/s of the backward, workspace MiB, check error vs the token-by-token CUDA backward, FLA
-backward and forward + backward ms (or its refusal), speedups, and the issue's target.
+Per (op, config): linattn backward (eager) ms, forward + backward eager ms, the graph rows (forward +
+backward when the op has a CUDA forward, else the backward alone: the "graph pass" column says which),
+TFLOP/s of the backward, workspace MiB, check error vs the token-by-token CUDA backward, FLA forward /
+backward / forward + backward ms (or its refusal), speedups, and the issue's target.
 """
 import json
 import os
 import sys
 
-TARGETS = {(16, 32, "1x32768"): 2.0}
+# (op, hqk, hv, lengths) -> (pass, ms): issue 6 (GDN backward), issue 7 (KDA forward + backward).
+TARGETS = {("gdn", 16, 32, "1x32768"): ("bwd", 2.0), ("kda", 32, 32, "1x32768"): ("fwdbwd", 7.0)}
 
 
 def load(path, backend):
@@ -26,9 +28,9 @@ def load(path, backend):
         if r.get("kind") == "env":
             env = r
         elif r.get("kind") == "case":
-            rows[(r["hqk"], r["hv"], r["lengths"], r["pass"], r["mode"])] = r
+            rows[(r.get("op", "gdn"), r["hqk"], r["hv"], r["lengths"], r["pass"], r["mode"])] = r
         elif r.get("kind") == "error":
-            errors[(int(r["hqk"]), int(r["hv"]), r["lengths"])] = r.get("error", "?")
+            errors[(r.get("op", "gdn"), int(r["hqk"]), int(r["hv"]), r["lengths"])] = r.get("error", "?")
     return env, rows, errors
 
 
@@ -42,28 +44,34 @@ def main():
     fenv, fla, ferr = load(sys.argv[2], "fla") if have_fla else ({}, {}, {})
     print(f"linattn commit {lenv.get('commit', '?')} on {lenv.get('device', '?')}; FLA {fenv.get('fla', '-')} "
           f"(Triton {fenv.get('triton', '-')}, dispatch disabled={fenv.get('dispatch_disabled', '-')})\n")
-    print("| hqk/hv | lengths | bwd | fwd+bwd eager | fwd+bwd graph | update+replay | bwd TFLOP/s | ws MiB "
-          "| check rel | FLA bwd | FLA fwd+bwd | x bwd | target |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    keys = sorted({k[:3] for k in lin}, key=lambda k: (k[0], k[1], k[2]))
+    print("| op | hqk/hv | lengths | bwd | fwd+bwd eager | graph pass | graph | update+replay (host) | bwd TFLOP/s "
+          "| ws MiB | check rel | FLA fwd | FLA bwd | FLA fwd+bwd | FLA peak MiB | x bwd | target |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    keys = sorted({k[:4] for k in lin} | {k[:4] for k in fla} | set(ferr))
     for key in keys:
         b = lin.get(key + ("bwd", "eager-live"))
         fe = lin.get(key + ("fwdbwd", "eager-live"))
-        fg = lin.get(key + ("fwdbwd", "graph-replay"))
-        fu = lin.get(key + ("fwdbwd", "graph-update-replay"))
+        gp = "fwdbwd" if key + ("fwdbwd", "graph-replay") in lin else "bwd"
+        fg = lin.get(key + (gp, "graph-replay"))
+        fu = lin.get(key + (gp, "graph-update-replay"))
+        xw = fla.get(key + ("fwd", "eager-live"))
         xb = fla.get(key + ("bwd", "eager-live"))
         xf = fla.get(key + ("fwdbwd", "eager-live"))
         err = ferr.get(key)
         fla_b = ms(xb) if xb else ("no result*" if err else "-")
         speed = f"{xb['p50_ms'] / b['p50_ms']:.2f}" if (xb and b) else "-"
-        tgt = TARGETS.get(key)
-        tgt_s = "-" if tgt is None else (f"<= {tgt} ms: " + ("met" if b and b["p50_ms"] <= tgt else "MISSED"))
+        tgt_s = "-"
+        if key in TARGETS:
+            tp, tms = TARGETS[key]
+            r = b if tp == "bwd" else fe
+            tgt_s = f"{tp} <= {tms} ms: " + ("met" if r and r["p50_ms"] <= tms else ("MISSED" if r else "no row"))
         host = f"{fu['host_ms']:.3f}" if fu else "-"
-        print(f"| {key[0]}/{key[1]} | {key[2]} | {ms(b)} | {ms(fe)} | {ms(fg)} | {host} | "
+        print(f"| {key[0]} | {key[1]}/{key[2]} | {key[3]} | {ms(b)} | {ms(fe)} | {gp} | {ms(fg)} | {host} | "
               f"{b['tflops'] if b else '-'} | {b['peak_extra_mib'] if b else '-'} | {b.get('rel_rms_err') if b else '-'} "
-              f"| {fla_b} | {ms(xf) if xf else '-'} | {speed} | {tgt_s} |")
+              f"| {ms(xw) if xw else '-'} | {fla_b} | {ms(xf) if xf else '-'} | {xb['peak_extra_mib'] if xb else '-'} "
+              f"| {speed} | {tgt_s} |")
     for key, e in sorted(ferr.items()):
-        print(f"\n*FLA {key[0]}/{key[1]} {key[2]}: {e}")
+        print(f"\n*FLA {key[0]} {key[1]}/{key[2]} {key[3]}: {e}")
 
 
 if __name__ == "__main__":

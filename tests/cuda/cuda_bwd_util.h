@@ -1,12 +1,17 @@
 // Helpers of the CUDA backward tests: NaN-filled device gradients, device cotangents, a direct
 // call of the CUDA backward with a forced path (token-by-token or chunked, optional V-slice), and
-// the checks shared by the backward tests (padding rows zero, bitwise equality).
+// the checks shared by the backward tests (padding rows zero, bitwise equality, zero-length
+// sequences, finiteness, the public op with and without a workspace).
 #pragma once
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda_test_util.h"
+#include "linattn/error.h"
 #include "meta/chunk_attn_desc.h"
 
 namespace linattn::test {
@@ -55,6 +60,39 @@ inline ChunkAttnGradTensors run_cuda_bwd(const ChunkAttnData& d, const ChunkAttn
   return grads_to_host(dg->g);
 }
 
+// Gradient tensors by name (dinitial_state as dh0), for checks over all of them.
+inline std::vector<std::pair<const char*, const Tensor*>> named_grads(const ChunkAttnGradTensors& g) {
+  return {{"dq", &g.dq},         {"dk", &g.dk},     {"dv", &g.dv},
+          {"dg", &g.dg},         {"dbeta", &g.dbeta}, {"dA_log", &g.dA_log},
+          {"ddt_bias", &g.ddt_bias}, {"dh0", &g.dinitial_state}};
+}
+
+// No gradient element is NaN or infinite.
+inline ::testing::AssertionResult grads_finite(const ChunkAttnGradTensors& g) {
+  for (const auto& [name, t] : named_grads(g)) {
+    if (!t->defined()) continue;
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      const double x = t->get(i);
+      if (!std::isfinite(x)) return ::testing::AssertionFailure() << name << "[" << i << "] = " << x;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Zero-length sequences: dh0 equals d_final_state (0 without it) exactly.
+inline void check_zero_length_dh0(const ChunkAttnData& d, const ChunkAttnCotangents& c,
+                                  const ChunkAttnGradTensors& g) {
+  if (!d.cu_seqlens.defined() || !g.dinitial_state.defined()) return;
+  const int64_t per = g.dinitial_state.numel() / d.N;
+  for (int64_t n = 0; n < d.N; ++n) {
+    if (d.cu_seqlens.get(n + 1) != d.cu_seqlens.get(n)) continue;
+    for (int64_t i = n * per; i < (n + 1) * per; ++i) {
+      const double want = c.d_final_state.defined() ? c.d_final_state.get(i) : 0.0;
+      ASSERT_EQ(g.dinitial_state.get(i), want) << "zero-length sequence " << n << " element " << i;
+    }
+  }
+}
+
 // Every element of rows [r0, T) (dim 1) of a [B, T, ...] tensor is exactly 0.
 inline ::testing::AssertionResult padding_zero(const char* name, const Tensor& t, int64_t r0) {
   if (!t.defined()) return ::testing::AssertionSuccess();
@@ -83,15 +121,40 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 inline ::testing::AssertionResult grads_bitwise(const ChunkAttnGradTensors& a, const ChunkAttnGradTensors& b) {
-  const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> all[] = {
-      {"dq", {&a.dq, &b.dq}},         {"dk", {&a.dk, &b.dk}},
-      {"dv", {&a.dv, &b.dv}},         {"dg", {&a.dg, &b.dg}},
-      {"dbeta", {&a.dbeta, &b.dbeta}}, {"dA_log", {&a.dA_log, &b.dA_log}},
-      {"ddt_bias", {&a.ddt_bias, &b.ddt_bias}},
-      {"dinitial_state", {&a.dinitial_state, &b.dinitial_state}}};
-  for (const auto& [name, t] : all)
-    if (!same_bits(*t.first, *t.second)) return ::testing::AssertionFailure() << name << " differs bitwise";
+  const auto na = named_grads(a), nb = named_grads(b);
+  for (size_t i = 0; i < na.size(); ++i)
+    if (!same_bits(*na[i].second, *nb[i].second))
+      return ::testing::AssertionFailure() << na[i].first << " differs bitwise";
   return ::testing::AssertionSuccess();
+}
+
+// The public op and its workspace query on CUDA tensors: a caller workspace and library-allocated
+// scratch give the same bits and match the reference; in graph mode a short workspace is an
+// address-or-lifetime error.
+inline void check_public_op_workspace(const ChunkAttnData& d, const ChunkAttnCotangents& cot, DType grad_dtype) {
+  auto dev = to_device(d);
+  const size_t bytes = chunk_attn_bwd_workspace_bytes(dev->in, d.opt());
+  EXPECT_GT(bytes, 0u);
+  auto g1 = grads_to_device(alloc_grads(d, grad_dtype, DType::kF32), cot);
+  auto g2 = grads_to_device(alloc_grads(d, grad_dtype, DType::kF32), cot);
+  DevArena ws;
+  const TensorView w = ws.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
+  chunk_attn_bwd(dev->in, g1->d_o, g1->dht, g1->g, d.opt(), ExecContext{nullptr, w.data, bytes});
+  chunk_attn_bwd(dev->in, g2->d_o, g2->dht, g2->g, d.opt(), ExecContext{});
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const ChunkAttnGradTensors a = grads_to_host(g1->g), b = grads_to_host(g2->g);
+  EXPECT_TRUE(grads_bitwise(a, b));
+  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), a, d.spec.dtype));
+  ChunkAttnOptions gopt = d.opt();
+  gopt.use_graph = true;
+  gopt.max_num_seqs = d.N;
+  const meta::ChunkAttnDesc gdesc = meta::describe_chunk_attn(dev->in, gopt);
+  try {
+    api::chunk_attn_bwd_cuda(gdesc, dev->in, g1->d_o, g1->dht, g1->g, gopt, ExecContext{nullptr, w.data, 1024});
+    FAIL() << "a short workspace was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), FailureCategory::kAddressOrLifetime) << e.what();
+  }
 }
 
 }  // namespace linattn::test

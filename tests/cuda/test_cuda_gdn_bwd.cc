@@ -94,18 +94,6 @@ std::vector<Case> cases(DType dt, int bt) {
   return r;
 }
 
-void check_zero_length_dh0(const ChunkAttnData& d, const ChunkAttnCotangents& c, const ChunkAttnGradTensors& g) {
-  if (!d.cu_seqlens.defined() || !g.dinitial_state.defined()) return;
-  const int64_t per = g.dinitial_state.numel() / d.N;
-  for (int64_t n = 0; n < d.N; ++n) {
-    if (d.cu_seqlens.get(n + 1) != d.cu_seqlens.get(n)) continue;
-    for (int64_t i = n * per; i < (n + 1) * per; ++i) {
-      const double want = c.d_final_state.defined() ? c.d_final_state.get(i) : 0.0;
-      ASSERT_EQ(g.dinitial_state.get(i), want) << "zero-length sequence " << n << " element " << i;
-    }
-  }
-}
-
 void run_case(const Case& c, api::CudaGdnPath path, int vs) {
   SCOPED_TRACE(c.name + " vs=" + std::to_string(vs));
   const ChunkAttnData d = make_chunk_attn(c.spec);
@@ -215,8 +203,7 @@ TEST(CudaGdnBwdFallback, ChunkedPathRejectsUnsupportedShapes) {
   EXPECT_THROW(run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked), Error);
 }
 
-// The public op and its workspace query on CUDA tensors: caller workspace and library-allocated
-// scratch give the same bits; a short workspace is an address-or-lifetime error.
+// The public op and its workspace query on CUDA tensors (see check_public_op_workspace).
 TEST(CudaGdnBwdApi, PublicOpWithAndWithoutWorkspace) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ChunkAttnSpec s = base(DType::kBF16, 64);
@@ -224,30 +211,7 @@ TEST(CudaGdnBwdApi, PublicOpWithAndWithoutWorkspace) {
   s.opt.use_qk_l2norm_in_kernel = true;
   const ChunkAttnData d = make_chunk_attn(s);
   Rng rng(9);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
-  auto dev = to_device(d);
-  const size_t bytes = chunk_attn_bwd_workspace_bytes(dev->in, d.opt());
-  EXPECT_GT(bytes, 0u);
-  auto g1 = grads_to_device(alloc_grads(d, DType::kBF16, DType::kF32), cot);
-  auto g2 = grads_to_device(alloc_grads(d, DType::kBF16, DType::kF32), cot);
-  DevArena ws;
-  const TensorView w = ws.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
-  const meta::ChunkAttnDesc desc = meta::describe_chunk_attn(dev->in, d.opt());
-  api::chunk_attn_bwd_cuda(desc, dev->in, g1->d_o, g1->dht, g1->g, d.opt(), ExecContext{nullptr, w.data, bytes});
-  api::chunk_attn_bwd_cuda(desc, dev->in, g2->d_o, g2->dht, g2->g, d.opt(), ExecContext{});
-  const ChunkAttnGradTensors a = grads_to_host(g1->g), b = grads_to_host(g2->g);
-  EXPECT_TRUE(grads_bitwise(a, b));
-  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), a, DType::kBF16));
-  ChunkAttnOptions gopt = d.opt();
-  gopt.use_graph = true;
-  gopt.max_num_seqs = d.N;
-  const meta::ChunkAttnDesc gdesc = meta::describe_chunk_attn(dev->in, gopt);
-  try {
-    api::chunk_attn_bwd_cuda(gdesc, dev->in, g1->d_o, g1->dht, g1->g, gopt, ExecContext{nullptr, w.data, 1024});
-    FAIL() << "a short workspace was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), FailureCategory::kAddressOrLifetime) << e.what();
-  }
+  check_public_op_workspace(d, random_cotangents(d, rng, DType::kBF16, true), DType::kBF16);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Planning, workspace carving and launch order of the CUDA GDN backward (see gdn_bwd.h):
 // chunked: [chunk metadata] -> prep -> sweeps -> chunk gradients -> gate reduce -> zero padding;
-// token: [chunk metadata] -> token backward -> dq/dk group finish -> gate reduce -> zero padding.
+// token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
+// (also every KDA backward: the chunked kernels take the scalar gate only).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -47,12 +48,16 @@ Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied
   const size_t T = size_t(f.T_total), HV = size_t(f.HV), K = size_t(f.K), V = size_t(f.V);
   const size_t NT = size_t(plan.nt_cap);
   if (!plan.chunked) {
+    const size_t ns = size_t(gdn_bwd_token_slices(f.V)), W = size_t(plan.gate_width);
     r.tw.nt_cap = plan.nt_cap;
+    r.tw.ns = static_cast<int>(ns);
     r.tw.ck = c.take<float>(NT * HV * K * V);
-    r.tw.scr = c.take<float>(size_t(f.N) * HV * 2 * K * V);
-    r.tw.dqh = c.take<float>(T * HV * K);
-    r.tw.dkh = c.take<float>(T * HV * K);
-    r.tw.part = c.take<float>(size_t(f.N) * HV * 2);
+    r.tw.cache = c.take<float>(size_t(f.N) * HV * ns * size_t(f.BT) * K * 32);
+    r.tw.dqh = c.take<float>(T * HV * ns * K);
+    r.tw.dkh = c.take<float>(T * HV * ns * K);
+    r.tw.dgh = c.take<float>(T * HV * ns * K);
+    r.tw.dbh = c.take<float>(T * HV * ns);
+    r.tw.part = c.take<float>((T + 63) / 64 * HV * W * 2);
     return r;
   }
   GdnBwdWs& w = r.w;
@@ -79,19 +84,22 @@ bool is_aligned16(const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) 
 std::string GdnBwdPlan::str() const {
   std::ostringstream os;
   os << (chunked ? "chunked" : "token") << " BT=" << BT << " nt_cap=" << nt_cap;
+  if (gate_width != 1) os << " gate_width=" << gate_width;
   if (chunked) os << " vs=" << vs;
   if (tables) os << " tables";
   os << " (" << reason << ")";
   return os.str();
 }
 
-GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16) {
+GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16, int gate_width) {
   GdnBwdPlan plan;
   plan.BT = f.BT;
+  plan.gate_width = gate_width;
   plan.tables = f.cu_seqlens != nullptr;
   plan.nt_cap = gdn_chunk_capacity(f, f.BT);
   const char* why = nullptr;
-  if (f.K != 128) why = "K != 128";
+  if (gate_width != 1) why = "per-channel (KDA) gate";
+  else if (f.K != 128) why = "K != 128";
   else if (f.V != 64 && f.V != 128) why = "V not in {64, 128}";
   else if (f.io != ElemType::kBF16 && f.io != ElemType::kF16) why = "fp32 inputs";
   else if (f.BT != 64 && f.BT != 32) why = "chunk_size 16";
@@ -127,6 +135,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
              void* workspace, size_t workspace_bytes, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   const GdnFwdParams& f = p.f;
+  LINATTN_CHECK(p.gate.width == plan.gate_width && (p.gate.width == 1 || p.gate.width == f.K),
+                "gdn bwd: gate width ", p.gate.width, " does not match the plan's ", plan.gate_width);
   const bool supplied = chunk_indices != nullptr;
   const size_t need = gdn_bwd_workspace_bytes(f, plan, supplied);
   LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr), ErrorCode::kInvalidArgument,
@@ -144,7 +154,6 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     tw.chunk_offsets = plan.tables ? co : nullptr;
     launch_gdn_bwd_token(p, tw, st);
     launch_gdn_bwd_token_finish(p, tw, st);
-    launch_gdn_bwd_gate_reduce(p, tw.part, f.N, nullptr, st);
     launch_gdn_bwd_zero_padding(p, st);
     return;
   }

@@ -43,19 +43,25 @@ void launch_gdn_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_
 // Zeroes every per-token gradient in rows [clamp(cu_seqlens[N]), T_total) (varlen only).
 void launch_gdn_bwd_zero_padding(const GdnBwdParams& p, cudaStream_t stream);
 
-// Token-by-token fallback (any K <= 256, V <= 256, dtype, chunk size). Workspace layout:
+// Token-by-token path (GDN fallback for any K <= 256, V <= 256, dtype, chunk size; every KDA
+// backward). Workspace layout (ns = V-slices of 32 columns, gdn_bwd_token_slices):
 struct GdnBwdTokenWs {
   int64_t nt_cap = 0;                     // checkpoints, one per chunk of BT tokens
   int nts = 0;
+  int ns = 1;
   const int32_t* chunk_offsets = nullptr; // [N + 1] (varlen) or null
   float* ck = nullptr;     // [nt_cap, HV, K, V] fp32 state entering each chunk
-  float* scr = nullptr;    // [N, HV, 2, K, V] fp32 per-task state and dS
-  float* dqh = nullptr;    // [T_total, HV, K] fp32 per-value-head dq^ (w.r.t. normalised q)
-  float* dkh = nullptr;    // [T_total, HV, K] fp32 per-value-head dk^
-  float* part = nullptr;   // [N, HV, 2] per-task dA_log / ddt_bias partials
+  float* cache = nullptr;  // [N, HV, ns, BT, K, 32] fp32 states entering each token of a chunk
+  float* dqh = nullptr;    // [T_total, HV, ns, K] per (value head, V-slice) dq^ (normalised q)
+  float* dkh = nullptr;    // [T_total, HV, ns, K] dk^
+  float* dgh = nullptr;    // [T_total, HV, ns, K] per key row gate gradient partials
+  float* dbh = nullptr;    // [T_total, HV, ns] dbeta partials
+  float* part = nullptr;   // [ceil(T_total / 64), HV, width, 2] per 64-token block gate partials
 };
+int gdn_bwd_token_slices(int V);
 void launch_gdn_bwd_token(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStream_t stream);
-// dq / dk of the token path: sum of the G value-head rows in order, L2-norm backward, store.
+// dq / dk (group and slice sums, L2-norm backward), dg / dbeta (chains of the in-kernel gate and
+// sigmoid), dA_log / ddt_bias (fixed-order reductions) of the token path.
 void launch_gdn_bwd_token_finish(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStream_t stream);
 
 }  // namespace linattn::cuda

@@ -146,30 +146,56 @@ __device__ __forceinline__ void load_bwd_stage(typename SweepSmem<T, BT, VS>::Bw
   load_do_rows<T, BT, VS, kLdV, NT>(st.d, p, w.do_direct, t0, len, j, v0, tid);
 }
 
+// Thread / warp coordinates and the sequence of one sweep CTA (both roles), and the initial
+// register state (h0 or d_final_state, zeros when absent) in the caller's state layout.
+template <int BT, int VS>
+struct SweepIds {
+  using Tl = Tiling<BT, VS>;
+  int tid, warp, lane, g, tq, v0, j, h, srow, scol, wm, wn, cbase, r0;
+  int64_t n, bos, eos, nchunks, rbase;
+  __device__ SweepIds(const GdnBwdParams& p, const GdnBwdWs& w, int slice) {
+    tid = threadIdx.x;
+    warp = tid >> 5;
+    lane = tid & 31;
+    g = lane >> 2;
+    tq = lane & 3;
+    v0 = slice * VS;
+    j = blockIdx.y;
+    h = j / (p.f.HV / p.f.H);
+    n = blockIdx.z;
+    seq_bounds(p.f, n, bos, eos);
+    nchunks = (eos - bos + BT - 1) / BT;
+    rbase = chunk_row_base(w.chunk_offsets, w.nts, n);
+    srow = 16 * (warp % 8);
+    scol = (warp / 8) * Tl::SC;
+    wm = warp % Tl::WM;
+    wn = warp / Tl::WM;
+    cbase = wn * Tl::CW;
+    r0 = 16 * wm + g;
+  }
+  // Element e of state tile nt of this thread: (row, column) in the full state.
+  __device__ int row(int e) const { return srow + g + 8 * (e >> 1); }
+  __device__ int col(int nt, int e) const { return v0 + scol + nt * 8 + 2 * tq + (e & 1); }
+  __device__ void load_state(float (&S)[Tl::NS][4], const void* src, ElemType t, const GdnFwdParams& f) const {
+#pragma unroll
+    for (int nt = 0; nt < Tl::NS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) S[nt][e] = src ? load_elem(src, t, state_index(f, n, j, row(e), col(nt, e))) : 0.f;
+  }
+};
+
 template <class T, int BT, int VS>
 __device__ void fwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, unsigned char* smem_raw) {
   using Sm = SweepSmem<T, BT, VS>;
   using Tl = Tiling<BT, VS>;
   auto& s = *reinterpret_cast<typename Sm::Fwd*>(smem_raw);
   const GdnFwdParams& f = p.f;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int v0 = slice * VS, j = blockIdx.y, h = j / (f.HV / f.H);
-  const int64_t n = blockIdx.z;
-  int64_t bos, eos;
-  seq_bounds(f, n, bos, eos);
-  const int64_t nchunks = (eos - bos + BT - 1) / BT;
-  const int64_t rbase = chunk_row_base(w.chunk_offsets, w.nts, n);
-  const int srow = 16 * (warp % 8), scol = (warp / 8) * Tl::SC;
-  const int wm = warp % Tl::WM, wn = warp / Tl::WM, cbase = wn * Tl::CW, r0 = 16 * wm + g;
-
+  const SweepIds<BT, VS> id(p, w, slice);
+  const int tid = id.tid, lane = id.lane, g = id.g, tq = id.tq, v0 = id.v0, j = id.j, h = id.h;
+  const int srow = id.srow, scol = id.scol, wm = id.wm, cbase = id.cbase, r0 = id.r0;
+  const int64_t bos = id.bos, eos = id.eos, nchunks = id.nchunks, rbase = id.rbase;
   float S[Tl::NS][4];
-#pragma unroll
-  for (int nt = 0; nt < Tl::NS; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = srow + g + 8 * (e >> 1), col = v0 + scol + nt * 8 + 2 * tq + (e & 1);
-      S[nt][e] = f.h0 ? load_elem(f.h0, f.h0_type, state_index(f, n, j, row, col)) : 0.f;
-    }
+  id.load_state(S, f.h0, f.h0_type, f);
   if (nchunks > 0)
     load_fwd_stage<T, BT, VS>(s.st[0], p, w, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid);
   cp_async_commit();
@@ -239,24 +265,12 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
   using Tl = Tiling<BT, VS>;
   auto& s = *reinterpret_cast<typename Sm::Bwd*>(smem_raw);
   const GdnFwdParams& f = p.f;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int v0 = slice * VS, j = blockIdx.y, h = j / (f.HV / f.H);
-  const int64_t n = blockIdx.z;
-  int64_t bos, eos;
-  seq_bounds(f, n, bos, eos);
-  const int64_t nchunks = (eos - bos + BT - 1) / BT;
-  const int64_t rbase = chunk_row_base(w.chunk_offsets, w.nts, n);
-  const int srow = 16 * (warp % 8), scol = (warp / 8) * Tl::SC;
-  const int wm = warp % Tl::WM, wn = warp / Tl::WM, cbase = wn * Tl::CW, r0 = 16 * wm + g;
-
+  const SweepIds<BT, VS> id(p, w, slice);
+  const int tid = id.tid, lane = id.lane, g = id.g, tq = id.tq, v0 = id.v0, j = id.j, h = id.h;
+  const int srow = id.srow, scol = id.scol, wm = id.wm, cbase = id.cbase, r0 = id.r0;
+  const int64_t n = id.n, bos = id.bos, eos = id.eos, nchunks = id.nchunks, rbase = id.rbase;
   float dS[Tl::NS][4];
-#pragma unroll
-  for (int nt = 0; nt < Tl::NS; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = srow + g + 8 * (e >> 1), col = v0 + scol + nt * 8 + 2 * tq + (e & 1);
-      dS[nt][e] = p.dht ? load_elem(p.dht, p.dht_type, state_index(f, n, j, row, col)) : 0.f;
-    }
+  id.load_state(dS, p.dht, p.dht_type, f);
   auto chunk_start = [&](int64_t c) { return bos + c * BT; };
   if (nchunks > 0) {
     const int64_t t1 = chunk_start(nchunks - 1);
@@ -347,10 +361,7 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
 #pragma unroll
     for (int nt = 0; nt < Tl::NS; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = srow + g + 8 * (e >> 1), col = v0 + scol + nt * 8 + 2 * tq + (e & 1);
-        store_out(p.dh0.p, p.dh0.t, state_index(f, n, j, row, col), dS[nt][e]);
-      }
+      for (int e = 0; e < 4; ++e) store_out(p.dh0.p, p.dh0.t, state_index(f, n, j, id.row(e), id.col(nt, e)), dS[nt][e]);
   }
 }
 

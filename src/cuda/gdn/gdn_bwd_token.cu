@@ -1,15 +1,22 @@
-// Token-by-token GDN backward (ALGORITHMS.md section 2 recurrence, differentiated per token): the
-// fallback for every shape the chunked backward does not take (any K, V <= 256, fp32 inputs,
-// BT = 16, unaligned pointers), fp32 throughout. One CTA of 256 threads per (value head j,
-// sequence n). Forward pass: the state entering every chunk of BT tokens is checkpointed (fp32).
-// Reverse pass, token t (last to first): the state before t is recomputed from its chunk's
-// checkpoint (O(BT) token steps), then with Sd = e^g S, e = v - Sd^T k, S_t = Sd + beta k e^T,
-// o = scale S_t^T q and the running dS = d S_t:
+// Token-by-token GDN / KDA backward (ALGORITHMS.md section 2 recurrence, differentiated per
+// token), fp32 throughout: the fallback of every shape the chunked GDN backward does not take and
+// the KDA backward. The gate policy (BwdGate) is the only difference: a scalar decay per token
+// (GDN, width 1) or one per key channel (KDA, width K); the kernel always works with a per-row
+// decay a[kk] = e^g[kk] (the scalar repeated), so both share every line.
+// CTA (value head j, V-slice sl, sequence n), 256 threads = 8 row groups x 32 columns: thread
+// (kg, lane) holds state rows kk = kg + 8 i (i < R) of column v0 + lane in registers (S and dS).
+// Columns are independent in the recurrence, so slices need no communication; the row sums
+// (dq, dk, the gate rows) are per-slice partials that the finish kernels add in a fixed order.
+// Forward pass: the state entering every chunk of BT tokens is checkpointed (fp32). Reverse
+// pass per chunk: the chunk's states are recomputed once from its checkpoint into a per-CTA
+// cache (BT states), then tokens run last to first. With Sd = diag(a) S, e = v - Sd^T k,
+// S_t = Sd + beta k e^T, o = scale S_t^T q and the running dS = d S_t:
 //   dS += scale q do^T;  s = dS^T k;  dv = de = beta s;  dbeta = e . s
-//   dq = scale S_t do;   dk = beta dS e - Sd de;  dSd = dS - k de^T;  dg = e^g <S, dSd>;  dS = e^g dSd
-// dq / dk are w.r.t. the normalised q / k, per value head, into fp32 rows that the finish kernel
-// sums over the group (in order) and passes through the L2-norm backward. State and dS live in
-// shared memory when they fit (K x V <= 128 x 128), else in the per-task global scratch.
+//   dq = scale S_t do;   dk = beta dS e - Sd de;  dSd = dS - k de^T
+//   dg[kk] = a[kk] <S[kk,:], dSd[kk,:]>;  dS = diag(a) dSd
+// dq / dk are w.r.t. the normalised q / k. Gates of -1000 give a = 0 exactly (no division
+// anywhere), so every gate down to -inf is finite. Inputs of a token are staged into one of two
+// shared buffers (two barriers per token). K <= 256, V <= 256.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -18,8 +25,7 @@
 namespace linattn::cuda {
 namespace {
 
-constexpr int kTT = 256, kTW = kTT / 32;
-constexpr size_t kStateInSmemMax = 2 * 128 * 128 * sizeof(float);
+constexpr int kTT = 256, kKG = kTT / 32, kVS = 32, kKMax = 256;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -27,14 +33,26 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// k (and q when `with_q`) of token t, normalised when asked, and v (and d_o) into shared memory.
-__device__ __forceinline__ void stage_token(const GdnBwdParams& p, int64_t t, int j, int h, float* qs, float* ks,
-                                            float* vs, float* dos, bool with_q, int tid) {
+struct TokBuf {
+  float q[kKMax], k[kKMax], a[kKMax];
+  float v[kVS], d[kVS];
+  float beta;
+};
+
+struct TokSmem {
+  TokBuf buf[2];
+  float red[kKG][kVS][2];
+};
+
+// Inputs of token t into b (q and d_o only when `with_q`): normalised q / k rows, the per-row
+// decays a[kk], the V-slice of v (and d_o), beta. The caller synchronises before using them.
+__device__ __forceinline__ void stage_token(const GdnBwdParams& p, TokBuf& b, int64_t t, int j, int h, int v0,
+                                            bool with_q, int warp, int lane) {
   const GdnFwdParams& f = p.f;
-  const int warp = tid >> 5, lane = tid & 31;
-  if (warp < 2 && (warp == 0 || with_q)) {
+  if (warp < 2) {
+    if (warp == 1 && !with_q) return;
     const void* src = warp == 0 ? f.k : f.q;
-    float* dst = warp == 0 ? ks : qs;
+    float* dst = warp == 0 ? b.k : b.q;
     float ss = 0.f;
     for (int i = lane; i < f.K; i += 32) {
       const float x = load_elem(src, f.io, (t * f.H + h) * f.K + i);
@@ -47,156 +65,177 @@ __device__ __forceinline__ void stage_token(const GdnBwdParams& p, int64_t t, in
       for (int i = lane; i < f.K; i += 32) dst[i] *= r;
     }
   } else if (warp == 2) {
-    for (int i = lane; i < f.V; i += 32) vs[i] = load_elem(f.v, f.io, (t * f.HV + j) * int64_t(f.V) + i);
-  } else if (warp == 3 && with_q) {
-    for (int i = lane; i < f.V; i += 32) dos[i] = load_elem(p.d_o, p.do_type, (t * f.HV + j) * int64_t(f.V) + i);
+    if (p.gate.width == 1) {
+      const float a = expf(bwd_gate_deriv(p, t, j, 0).g);
+      for (int i = lane; i < f.K; i += 32) b.a[i] = a;
+    } else {
+      for (int i = lane; i < f.K; i += 32) b.a[i] = expf(bwd_gate_deriv(p, t, j, i).g);
+    }
+  } else if (warp == 3) {
+    const int v = v0 + lane;
+    const int64_t o = (t * f.HV + j) * int64_t(f.V) + v;
+    b.v[lane] = v < f.V ? load_elem(f.v, f.io, o) : 0.f;
+    b.d[lane] = with_q && v < f.V ? load_elem(p.d_o, p.do_type, o) : 0.f;
+    if (lane == 0) b.beta = gdn_beta(f, t, j);
   }
-  __syncthreads();
 }
 
-// S <- e^g S + beta k (v - e^g S^T k)^T for token t (k, v staged).
-__device__ __forceinline__ void fwd_step(const GdnFwdParams& f, int64_t t, int j, float* S, const float* ks,
-                                         const float* vs, int tid) {
-  const float a = expf(gdn_gate(f, t, j)), b = gdn_beta(f, t, j);
-  for (int vv = tid; vv < f.V; vv += kTT) {
-    float dot = 0.f;
-    for (int kk = 0; kk < f.K; ++kk) dot += S[kk * f.V + vv] * ks[kk];
-    const float be = b * (vs[vv] - a * dot);
-    for (int kk = 0; kk < f.K; ++kk) S[kk * f.V + vv] = a * S[kk * f.V + vv] + ks[kk] * be;
+// S <- diag(a) S + beta k (v - (diag(a) S)^T k)^T for the staged token (b visible to all).
+template <int R>
+__device__ __forceinline__ void fwd_step(float (&S)[R], const TokBuf& b, TokSmem& s, int K, int kg, int lane) {
+  float part = 0.f;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int kk = kg + kKG * i;
+    if (kk < K) part += b.a[kk] * S[i] * b.k[kk];
   }
+  s.red[kg][lane][0] = part;
   __syncthreads();
+  float dot = 0.f;
+#pragma unroll
+  for (int g = 0; g < kKG; ++g) dot += s.red[g][lane][0];
+  const float be = b.beta * (b.v[lane] - dot);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int kk = kg + kKG * i;
+    if (kk < K) S[i] = b.a[kk] * S[i] + b.k[kk] * be;
+  }
 }
 
-__global__ void __launch_bounds__(kTT) gdn_bwd_token_kernel(GdnBwdParams p, GdnBwdTokenWs w, bool state_in_smem) {
-  extern __shared__ float sm[];
+template <int R>
+__global__ void __launch_bounds__(kTT) gdn_bwd_token_kernel(GdnBwdParams p, GdnBwdTokenWs w) {
+  __shared__ TokSmem s;
   const GdnFwdParams& f = p.f;
-  const int K = f.K, V = f.V, BT = f.BT;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int j = blockIdx.x, h = j / (f.HV / f.H);
+  const int K = f.K, V = f.V, BT = f.BT, ns = w.ns;
+  const int tid = threadIdx.x, kg = tid >> 5, lane = tid & 31;
+  const int j = blockIdx.x / ns, sl = blockIdx.x % ns, h = j / (f.HV / f.H), v0 = sl * kVS, v = v0 + lane;
   const int64_t n = blockIdx.y;
-  float* qs = sm;
-  float* ks = qs + K;
-  float* vs = ks + K;
-  float* dos = vs + V;
-  float* es = dos + V;
-  float* des = es + V;
-  float* ssv = des + V;
-  float* red = ssv + V;  // [2 * kTW]
-  const int64_t KV = int64_t(K) * V;
-  float* S = state_in_smem ? red + 2 * kTW : w.scr + (n * f.HV + j) * 2 * KV;
-  float* dS = S + KV;
   int64_t bos, eos;
   seq_bounds(f, n, bos, eos);
   const int64_t nck = (eos - bos + BT - 1) / BT;
   const int64_t rbase = chunk_row_base(w.chunk_offsets, w.nts, n);
-  const bool ck_ok = rbase + nck <= w.nt_cap;  // always for valid layouts
+  if (rbase + nck > w.nt_cap) return;  // never for valid layouts (capacity covers every chunk)
+  const int64_t KV = int64_t(K) * V;
+  float* cache = w.cache + ((n * f.HV + j) * ns + sl) * int64_t(BT) * K * kVS;
 
-  for (int64_t i = tid; i < KV; i += kTT)
-    S[i] = f.h0 ? load_elem(f.h0, f.h0_type, state_index(f, n, j, int(i / V), int(i % V))) : 0.f;
-  __syncthreads();
-  for (int64_t t = bos; t < eos && ck_ok; ++t) {
-    if ((t - bos) % BT == 0) {
-      float* ck = w.ck + ((rbase + (t - bos) / BT) * f.HV + j) * KV;
-      for (int64_t i = tid; i < KV; i += kTT) ck[i] = S[i];
+  float S[R], dS[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int kk = kg + kKG * i;
+    const bool ok = kk < K && v < V;
+    S[i] = ok && f.h0 ? load_elem(f.h0, f.h0_type, state_index(f, n, j, kk, v)) : 0.f;
+    dS[i] = ok && p.dht ? load_elem(p.dht, p.dht_type, state_index(f, n, j, kk, v)) : 0.f;
+  }
+  int par = 0;
+  for (int64_t t = bos; t < eos; ++t) {
+    if ((t - bos) % BT == 0 && v < V) {
+      float* ck = w.ck + ((rbase + (t - bos) / BT) * f.HV + j) * KV + v;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const int kk = kg + kKG * i;
+        if (kk < K) ck[int64_t(kk) * V] = S[i];
+      }
     }
-    stage_token(p, t, j, h, qs, ks, vs, dos, false, tid);
-    fwd_step(f, t, j, S, ks, vs, tid);
+    stage_token(p, s.buf[par], t, j, h, v0, false, kg, lane);
+    __syncthreads();
+    fwd_step<R>(S, s.buf[par], s, K, kg, lane);
+    par ^= 1;
   }
 
-  for (int64_t i = tid; i < KV; i += kTT)
-    dS[i] = p.dht ? load_elem(p.dht, p.dht_type, state_index(f, n, j, int(i / V), int(i % V))) : 0.f;
-  float pA = 0.f, pT = 0.f;  // thread 0: gate partials in token order
-  for (int64_t c = nck - 1; c >= 0 && ck_ok; --c) {
+  for (int64_t c = nck - 1; c >= 0; --c) {
     const int64_t tc0 = bos + c * BT, tc1 = min(eos, tc0 + BT);
-    const float* ck = w.ck + ((rbase + c) * f.HV + j) * KV;
+    const float* ck = w.ck + ((rbase + c) * f.HV + j) * KV + v;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int kk = kg + kKG * i;
+      S[i] = kk < K && v < V ? ck[int64_t(kk) * V] : 0.f;
+    }
+    // States entering each token of the chunk (each thread re-reads only what it wrote).
+    for (int64_t t = tc0; t < tc1; ++t) {
+      float* cs = cache + (t - tc0) * K * kVS;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const int kk = kg + kKG * i;
+        if (kk < K) cs[kk * kVS + lane] = S[i];
+      }
+      if (t + 1 == tc1) break;
+      stage_token(p, s.buf[par], t, j, h, v0, false, kg, lane);
+      __syncthreads();
+      fwd_step<R>(S, s.buf[par], s, K, kg, lane);
+      par ^= 1;
+    }
     for (int64_t t = tc1 - 1; t >= tc0; --t) {
-      __syncthreads();
-      for (int64_t i = tid; i < KV; i += kTT) S[i] = ck[i];
-      __syncthreads();
-      for (int64_t u = tc0; u < t; ++u) {
-        stage_token(p, u, j, h, qs, ks, vs, dos, false, tid);
-        fwd_step(f, u, j, S, ks, vs, tid);
+      const float* cs = cache + (t - tc0) * K * kVS;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const int kk = kg + kKG * i;
+        S[i] = kk < K ? cs[kk * kVS + lane] : 0.f;
       }
-      stage_token(p, t, j, h, qs, ks, vs, dos, true, tid);
-      const float a = expf(gdn_gate(f, t, j)), b = gdn_beta(f, t, j);
-      for (int vv = tid; vv < V; vv += kTT) {
-        float dot = 0.f, sacc = 0.f;
-        const float sdo = f.scale * dos[vv];
-        for (int kk = 0; kk < K; ++kk) {
-          dot += S[kk * V + vv] * ks[kk];
-          const float d = dS[kk * V + vv] + qs[kk] * sdo;
-          dS[kk * V + vv] = d;
-          sacc += d * ks[kk];
-        }
-        es[vv] = vs[vv] - a * dot;
-        ssv[vv] = sacc;
-        des[vv] = b * sacc;
-        if (p.dv.p) store_out(p.dv.p, p.dv.t, (t * f.HV + j) * int64_t(V) + vv, b * sacc);
-      }
+      TokBuf& b = s.buf[par];
+      stage_token(p, b, t, j, h, v0, true, kg, lane);
       __syncthreads();
-      for (int kk = warp; kk < K; kk += kTW) {
-        float dq = 0.f, dk = 0.f;
-        for (int vv = lane; vv < V; vv += 32) {
-          const float sp = S[kk * V + vv];
-          dq += (a * sp + b * ks[kk] * es[vv]) * dos[vv];
-          dk += b * dS[kk * V + vv] * es[vv] - a * sp * des[vv];
-        }
-        dq = warp_sum(dq);
-        dk = warp_sum(dk);
-        if (lane == 0) {
-          w.dqh[(t * f.HV + j) * K + kk] = f.scale * dq;
-          w.dkh[(t * f.HV + j) * K + kk] = dk;
-        }
+      const float sdo = f.scale * b.d[lane];
+      float ps = 0.f, pd = 0.f;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const int kk = kg + kKG * i;
+        if (kk >= K) continue;
+        dS[i] += b.q[kk] * sdo;
+        ps += dS[i] * b.k[kk];
+        pd += b.a[kk] * S[i] * b.k[kk];
       }
+      s.red[kg][lane][0] = ps;
+      s.red[kg][lane][1] = pd;
       __syncthreads();
-      float da = 0.f, db = 0.f;
-      for (int64_t i = tid; i < KV; i += kTT) {
-        const int kk = int(i / V), vv = int(i % V);
-        const float dsd = dS[i] - ks[kk] * des[vv];
-        da += S[i] * dsd;
+      float sv = 0.f, dot = 0.f;
+#pragma unroll
+      for (int g = 0; g < kKG; ++g) {
+        sv += s.red[g][lane][0];
+        dot += s.red[g][lane][1];
+      }
+      const float bb = b.beta, e = b.v[lane] - dot, de = bb * sv;
+      const int64_t row = (t * f.HV + j) * ns + sl;
+      if (kg == 0) {
+        if (p.dv.p && v < V) store_out(p.dv.p, p.dv.t, (t * f.HV + j) * int64_t(V) + v, de);
+        const float db = warp_sum(e * sv);
+        if (lane == 0) w.dbh[row] = db;
+      }
+      float* dqr = w.dqh + row * K;
+      float* dkr = w.dkh + row * K;
+      float* dgr = w.dgh + row * K;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const int kk = kg + kKG * i;
+        if (kk >= K) continue;
+        const float a = b.a[kk], kv = b.k[kk], sp = S[i];
+        const float dq = warp_sum((a * sp + bb * kv * e) * b.d[lane]);
+        const float dk = warp_sum(bb * dS[i] * e - a * sp * de);
+        const float dsd = dS[i] - kv * de;
+        const float dg = warp_sum(sp * dsd);
         dS[i] = a * dsd;
-      }
-      for (int vv = tid; vv < V; vv += kTT) db += es[vv] * ssv[vv];
-      da = warp_sum(da);
-      db = warp_sum(db);
-      if (lane == 0) {
-        red[2 * warp] = da;
-        red[2 * warp + 1] = db;
-      }
-      __syncthreads();
-      if (tid == 0) {
-        float sa = 0.f, sb = 0.f;
-        for (int i = 0; i < kTW; ++i) {
-          sa += red[2 * i];
-          sb += red[2 * i + 1];
+        if (lane == 0) {
+          dqr[kk] = f.scale * dq;
+          dkr[kk] = dk;
+          dgr[kk] = a * dg;
         }
-        const float dg = a * sa;
-        const GateDeriv gd = gdn_gate_deriv(f, t, j);
-        const float dgo = dg * gd.draw;
-        if (f.gate_in_kernel) {
-          pA += dg * gd.dA;
-          pT += dgo;
-        }
-        if (p.dg.p) store_out(p.dg.p, p.dg.t, t * f.HV + j, dgo);
-        if (p.dbeta.p) store_out(p.dbeta.p, p.dbeta.t, t * f.HV + j, sb * gdn_beta_draw(f, t, j));
       }
+      par ^= 1;
     }
   }
-  __syncthreads();
-  if (p.dh0.p)
-    for (int64_t i = tid; i < KV; i += kTT)
-      store_out(p.dh0.p, p.dh0.t, state_index(f, n, j, int(i / V), int(i % V)), dS[i]);
-  if (tid == 0) {
-    w.part[(n * f.HV + j) * 2] = pA;
-    w.part[(n * f.HV + j) * 2 + 1] = pT;
+  if (p.dh0.p && v < V) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int kk = kg + kKG * i;
+      if (kk < K) store_out(p.dh0.p, p.dh0.t, state_index(f, n, j, kk, v), dS[i]);
+    }
   }
 }
 
-// Warp per (row t < end, q/k head h): sum of the G value-head rows in order, L2-norm backward
-// with the raw row (dx = r dy - r^3 (dy . x) x), store. K <= 256: 8 elements per lane.
+// Warp per (row t < end, q/k head h): sum of the G x ns (value head, V-slice) rows in order,
+// L2-norm backward with the raw row (dx = r dy - r^3 (dy . x) x), store. K <= 256.
 __global__ void __launch_bounds__(256) gdn_bwd_token_finish_kernel(GdnBwdParams p, GdnBwdTokenWs w) {
   const GdnFwdParams& f = p.f;
-  const int K = f.K, G = f.HV / f.H;
+  const int K = f.K, G = f.HV / f.H, rows = G * w.ns;
   int64_t end = f.T_total;
   if (f.cu_seqlens) end = min(max(load_cu(f.cu_seqlens, f.cu_i64, f.N), int64_t(0)), f.T_total);
   const int lane = threadIdx.x & 31;
@@ -207,18 +246,18 @@ __global__ void __launch_bounds__(256) gdn_bwd_token_finish_kernel(GdnBwdParams 
     const int h = int(rh % f.H);
     const GradOut& out = which ? p.dk : p.dq;
     if (!out.p) continue;
-    const float* acc = (which ? w.dkh : w.dqh) + (t * f.HV + int64_t(h) * G) * K;
+    const float* acc = (which ? w.dkh : w.dqh) + (t * f.HV + int64_t(h) * G) * w.ns * K;
     const void* src = which ? f.k : f.q;
-    float s[8], x[8], ss = 0.f, dot = 0.f;
+    float sum[8], x[8], ss = 0.f, dot = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int kk = lane + 32 * i;
-      s[i] = x[i] = 0.f;
+      sum[i] = x[i] = 0.f;
       if (kk < K) {
-        for (int gi = 0; gi < G; ++gi) s[i] += acc[int64_t(gi) * K + kk];
+        for (int gi = 0; gi < rows; ++gi) sum[i] += acc[int64_t(gi) * K + kk];
         x[i] = load_elem(src, f.io, (t * f.H + h) * K + kk);
         ss += x[i] * x[i];
-        dot += s[i] * x[i];
+        dot += sum[i] * x[i];
       }
     }
     float r = 1.f, c3 = 0.f;
@@ -229,24 +268,105 @@ __global__ void __launch_bounds__(256) gdn_bwd_token_finish_kernel(GdnBwdParams 
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int kk = lane + 32 * i;
-      if (kk < K) store_out(out.p, out.t, (t * f.H + h) * K + kk, r * s[i] - c3 * x[i]);
+      if (kk < K) store_out(out.p, out.t, (t * f.H + h) * K + kk, r * sum[i] - c3 * x[i]);
     }
+  }
+}
+
+// Block (64-token block tb, value head j): dg and dbeta of its valid tokens, and the gate
+// partials of the block per channel in token order: part[tb, j, c] = (sum dg dA, sum dg_raw).
+// Channel c < width is thread c; with the scalar gate the K x ns row sums are split over the
+// block and added in a fixed tree.
+__global__ void __launch_bounds__(256) gdn_bwd_token_gate_kernel(GdnBwdParams p, GdnBwdTokenWs w) {
+  __shared__ float red[256];
+  const GdnFwdParams& f = p.f;
+  const int W = p.gate.width, K = f.K, ns = w.ns, j = blockIdx.y, tid = threadIdx.x;
+  int64_t end = f.T_total;
+  if (f.cu_seqlens) end = min(max(load_cu(f.cu_seqlens, f.cu_i64, f.N), int64_t(0)), f.T_total);
+  const int64_t tb = blockIdx.x, t0 = tb * 64, t1 = min(end, t0 + 64);
+  float pA = 0.f, pT = 0.f;
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* dgr = w.dgh + (t * f.HV + j) * int64_t(ns) * K;
+    float dg = 0.f;
+    if (W == 1) {
+      for (int i = tid; i < ns * K; i += 256) dg += dgr[i];
+      red[tid] = dg;
+      __syncthreads();
+      for (int d = 128; d > 0; d >>= 1) {
+        if (tid < d) red[tid] += red[tid + d];
+        __syncthreads();
+      }
+      dg = red[0];
+      __syncthreads();
+    } else if (tid < W) {
+      for (int sl = 0; sl < ns; ++sl) dg += dgr[sl * K + tid];
+    }
+    if (tid < W) {
+      const GateDeriv gd = bwd_gate_deriv(p, t, j, tid);
+      const float dgo = dg * gd.draw;
+      pA += dg * gd.dA;
+      pT += dgo;
+      if (p.dg.p) store_out(p.dg.p, p.dg.t, (t * f.HV + j) * W + tid, dgo);
+    }
+    if (tid == 0 && p.dbeta.p) {
+      float db = 0.f;
+      for (int sl = 0; sl < ns; ++sl) db += w.dbh[(t * f.HV + j) * ns + sl];
+      store_out(p.dbeta.p, p.dbeta.t, t * f.HV + j, db * gdn_beta_draw(f, t, j));
+    }
+  }
+  if (tid < W) {
+    float* o = w.part + ((tb * f.HV + j) * W + tid) * 2;
+    o[0] = pA;
+    o[1] = pT;
+  }
+}
+
+// Block per value head: dA_log[j] = sum over blocks, then channels, of part[., j, ., 0];
+// ddt_bias[j, c] = sum over blocks of part[., j, c, 1]; both in a fixed order (double).
+__global__ void __launch_bounds__(256) gdn_bwd_token_gate_reduce_kernel(GdnBwdParams p, GdnBwdTokenWs w,
+                                                                        int64_t blocks) {
+  __shared__ double red[256];
+  const int W = p.gate.width, j = blockIdx.x, tid = threadIdx.x;
+  double a = 0.0, b = 0.0;
+  if (tid < W) {
+    for (int64_t tb = 0; tb < blocks; ++tb) {
+      const float* o = w.part + ((tb * p.f.HV + j) * W + tid) * 2;
+      a += o[0];
+      b += o[1];
+    }
+    if (p.ddt_bias.p) store_out(p.ddt_bias.p, p.ddt_bias.t, j * W + tid, static_cast<float>(b));
+  }
+  red[tid] = a;
+  __syncthreads();
+  if (tid == 0 && p.dA_log.p) {
+    double s = 0.0;
+    for (int c = 0; c < W; ++c) s += red[c];
+    store_out(p.dA_log.p, p.dA_log.t, j, static_cast<float>(s));
   }
 }
 
 }  // namespace
 
+int gdn_bwd_token_slices(int V) { return (V + kVS - 1) / kVS; }
+
 void launch_gdn_bwd_token(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStream_t stream) {
-  const size_t base = (2 * size_t(p.f.K) + 5 * size_t(p.f.V) + 2 * kTW) * sizeof(float);
-  const size_t state = 2 * size_t(p.f.K) * p.f.V * sizeof(float);
-  const bool in_smem = state <= kStateInSmemMax;
-  launch(gdn_bwd_token_kernel, dim3(p.f.HV, p.f.N), dim3(kTT), base + (in_smem ? state : 0), stream, p, w,
-         in_smem);
+  const int K = p.f.K;
+  LINATTN_CHECK(K <= kKMax && p.f.V <= 256, "gdn bwd token: K = ", K, ", V = ", p.f.V, " (supported: <= 256)");
+  LINATTN_CHECK(w.ns == gdn_bwd_token_slices(p.f.V), "gdn bwd token: ", w.ns, " V-slices for V = ", p.f.V);
+  const dim3 grid(p.f.HV * w.ns, p.f.N);
+  if (K <= 32) launch(gdn_bwd_token_kernel<4>, grid, dim3(kTT), 0, stream, p, w);
+  else if (K <= 64) launch(gdn_bwd_token_kernel<8>, grid, dim3(kTT), 0, stream, p, w);
+  else if (K <= 128) launch(gdn_bwd_token_kernel<16>, grid, dim3(kTT), 0, stream, p, w);
+  else launch(gdn_bwd_token_kernel<32>, grid, dim3(kTT), 0, stream, p, w);
 }
 
 void launch_gdn_bwd_token_finish(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStream_t stream) {
-  if (!p.dq.p && !p.dk.p) return;
-  launch(gdn_bwd_token_finish_kernel, dim3(264), dim3(256), 0, stream, p, w);
+  if (p.dq.p || p.dk.p) launch(gdn_bwd_token_finish_kernel, dim3(264), dim3(256), 0, stream, p, w);
+  const int64_t blocks = (p.f.T_total + 63) / 64;
+  LINATTN_CHECK(p.gate.width <= 256, "gdn bwd token: gate width ", p.gate.width, " (supported: <= 256)");
+  launch(gdn_bwd_token_gate_kernel, dim3(static_cast<unsigned>(blocks), p.f.HV), dim3(256), 0, stream, p, w);
+  if (p.dA_log.p || p.ddt_bias.p)
+    launch(gdn_bwd_token_gate_reduce_kernel, dim3(p.f.HV), dim3(256), 0, stream, p, w, blocks);
 }
 
 }  // namespace linattn::cuda
