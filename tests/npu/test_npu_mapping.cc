@@ -114,3 +114,33 @@ TEST(NpuMapping, UnequalLengthsSplitEveryUnitWhenTheLongestDominates) {
 
 }  // namespace
 }  // namespace linattn::plan::npu
+
+namespace linattn::plan::npu {
+namespace {
+
+TEST(NpuLayerPlan, HybridPrepKernelWinsWhereSlicesWouldRedoTheKSide) {
+  // GDN on the H200 model with bf16 intermediates (what the CUDA backend stores): 16 heads on 132
+  // SMs need 8 column slices each; doing K K^T, Q K^T and the solve once per chunk in a prep
+  // kernel beats redoing them in every slice, so auto picks the hybrid (the CUDA structure).
+  LayerPlanOptions o;
+  o.dev = h200_sm();
+  o.lengths = {4096};
+  o.heads = 16;
+  o.narrow_operands = true;
+  o.layouts = "blocked";
+  const LayerPlan autop = plan_layer(o);
+  EXPECT_TRUE(autop.hybrid) << autop.to_string();
+  EXPECT_GT(autop.prep_us, 0.0);
+  EXPECT_EQ(autop.totals.launches, 2);
+  o.mapping = "head";
+  const LayerPlan head = plan_layer(o);
+  EXPECT_FALSE(head.hybrid);
+  EXPECT_LT(autop.totals.time_us, head.totals.time_us);
+  // On the 310P model at 10 heads the prep kernel does not pay: auto keeps the tiers.
+  LayerPlanOptions n;
+  n.layouts = "blocked";
+  EXPECT_FALSE(plan_layer(n).hybrid);
+}
+
+}  // namespace
+}  // namespace linattn::plan::npu

@@ -91,6 +91,49 @@ TaskStats simulate_chc(const LayerPlanOptions& opt, int64_t len, int heads, int 
   return all;
 }
 
+namespace {
+
+// The hybrid's prep kernel: the products and the solve that do not depend on V (and, for KDA,
+// the gated copies they read). Cheap elementwise K-side ops (beta e^g K, the decayed K for GDN)
+// stay in the fused task, which recomputes them from k rather than reading fp32 copies per slice.
+bool is_prep_op(const OpNode& o, Family f) {
+  static const char* kPrep[] = {"gcum", "kkt", "lmask", "solve", "qkt", "pmask", "wmat"};
+  for (const char* b : kPrep)
+    if (o.base == b) return true;
+  return f == Family::kKda && (o.base == "kbeta" || o.base == "kgate" || o.base == "qgate");
+}
+
+TaskStats simulate_hybrid_task(const LayerPlanOptions& opt, OrderKind order, int64_t len, int cols) {
+  const Dataflow df = build_dataflow(spec_of(opt, len, cols, order_factored(order)));
+  std::vector<int> ops;
+  for (int id : make_order(df, order, opt.prefetch))
+    if (!is_prep_op(df.ops[id], opt.family)) ops.push_back(id);
+  return simulate_task(df, ops, layouts_of(opt, df).op_layout, default_cost_model(opt.dev), opt.dev.ub_bytes,
+                       opt.eviction);
+}
+
+TaskStats simulate_prep(const LayerPlanOptions& opt, OrderKind order, int64_t len, int heads, int cores,
+                        double* time_us) {
+  const Dataflow df = build_dataflow(spec_of(opt, len, opt.V, order_factored(order)));
+  const auto L = layouts_of(opt, df).op_layout;
+  const LayoutCostModel m = default_cost_model(opt.dev);
+  TaskStats all;
+  std::vector<double> costs;
+  for (int c = 0; c < df.num_chunks; ++c) {
+    std::vector<int> ops;
+    for (int i = 0; i < static_cast<int>(df.ops.size()); ++i)
+      if (df.ops[i].chunk == c && (is_prep_op(df.ops[i], opt.family) || df.ops[i].unit == Unit::kLoad))
+        ops.push_back(i);
+    const TaskStats s = simulate_task(df, ops, L, m, opt.dev.ub_bytes, opt.eviction);
+    for (int h = 0; h < heads; ++h) costs.push_back(s.time_us);
+    all += s.scaled(heads);
+  }
+  if (time_us) *time_us = std::max(lpt(costs, cores), all.gm_bytes() / opt.dev.dram_gbps * 1e-3) + opt.dev.launch_us;
+  return all;
+}
+
+}  // namespace
+
 LayerPlan plan_layer(const LayerPlanOptions& opt) {
   LINATTN_CHECK(!opt.lengths.empty(), "plan_layer: lengths: expected at least one sequence");
   LayerPlan p;
@@ -119,62 +162,89 @@ LayerPlan plan_layer(const LayerPlanOptions& opt) {
   const LayoutCostModel m = default_cost_model(opt.dev);
   p.task = simulate_task(df, ord, p.layout.op_layout, m, opt.dev.ub_bytes, opt.eviction);
   p.task_ideal = simulate_task(df, ord, p.layout.op_layout, m, 0);
-  // Mapping.
-  std::map<std::pair<int64_t, int>, TaskStats> cache;
-  auto fused_stats = [&](int64_t len, int cols) -> const TaskStats& {
-    auto it = cache.find({len, cols});
-    if (it == cache.end()) it = cache.emplace(std::make_pair(len, cols), simulate_fused_task(opt, p.order, len, cols)).first;
-    return it->second;
-  };
-  TaskStats chc_stats;
-  MappingOptions mo;
-  mo.force_chc = opt.mapping == "chc";
-  mo.allow_chc = opt.mapping != "head";
-  LINATTN_CHECK(opt.mapping == "auto" || opt.mapping == "head" || opt.mapping == "chc",
-                "mapping: expected auto, head or chc, got '", opt.mapping, "'");
-  p.mapping = plan_head_mapping(
-      opt.lengths, opt.heads, opt.V, opt.dev.num_cores,
-      [&](int64_t len, int cols) { return fused_stats(len, cols).time_us; },
-      [&](int64_t len, int heads, int cores) {
-        double t = 0.0;
-        simulate_chc(opt, len, heads, cores, &t);
-        return t;
-      },
-      mo);
-  // Totals: every task's counts; the chunk-head-chunk stages re-simulated for their counts.
-  TaskStats sum, fused_sum;
-  bool any_fused = false;
-  std::map<int64_t, int> chc_heads;
-  for (const auto& t : p.mapping.tasks) {
-    if (t.tier == 3) {
-      ++chc_heads[opt.lengths[t.seq]];
-      continue;
+  // Mapping: the three tiers on fused tasks; or the hybrid: the V-independent prep as one
+  // chunk-parallel kernel, then fused tasks (tiers 1-2) that no longer redo it per column slice.
+  LINATTN_CHECK(opt.mapping == "auto" || opt.mapping == "head" || opt.mapping == "chc" || opt.mapping == "hybrid",
+                "mapping: expected auto, head, chc or hybrid, got '", opt.mapping, "'");
+  auto evaluate = [&](bool hybrid, LayerPlan& q) {
+    std::map<std::pair<int64_t, int>, TaskStats> cache;
+    auto fused_stats = [&](int64_t len, int cols) -> const TaskStats& {
+      auto it = cache.find({len, cols});
+      if (it == cache.end()) {
+        const TaskStats st = hybrid ? simulate_hybrid_task(opt, q.order, len, cols)
+                                    : simulate_fused_task(opt, q.order, len, cols);
+        it = cache.emplace(std::make_pair(len, cols), st).first;
+      }
+      return it->second;
+    };
+    MappingOptions mo;
+    mo.force_chc = opt.mapping == "chc";
+    mo.allow_chc = !hybrid && opt.mapping != "head";
+    q.mapping = plan_head_mapping(
+        opt.lengths, opt.heads, opt.V, opt.dev.num_cores,
+        [&](int64_t len, int cols) { return fused_stats(len, cols).time_us; },
+        [&](int64_t len, int heads, int cores) {
+          double t = 0.0;
+          simulate_chc(opt, len, heads, cores, &t);
+          return t;
+        },
+        mo);
+    q.hybrid = hybrid;
+    // Totals: every task's counts; the multi-kernel stages re-simulated for their counts.
+    TaskStats sum, fused_sum;
+    bool any_fused = false;
+    std::map<int64_t, int> chc_heads, units;
+    for (const auto& t : q.mapping.tasks) {
+      if (t.tier == 3) {
+        ++chc_heads[opt.lengths[t.seq]];
+        continue;
+      }
+      if (t.v0 == 0) ++units[opt.lengths[t.seq]];
+      fused_sum += fused_stats(opt.lengths[t.seq], t.v1 - t.v0);
+      any_fused = true;
     }
-    fused_sum += fused_stats(opt.lengths[t.seq], t.v1 - t.v0);
-    any_fused = true;
+    LayerTotals& T = q.totals;
+    T = LayerTotals{};
+    for (const auto& [len, h] : chc_heads) {
+      sum += simulate_chc(opt, len, h, opt.dev.num_cores, nullptr);
+      T.launches += 3;
+    }
+    q.prep_us = 0.0;
+    if (hybrid) {
+      for (const auto& [len, h] : units) {
+        double t = 0.0;
+        sum += simulate_prep(opt, q.order, len, h, opt.dev.num_cores, &t);
+        q.prep_us += t;
+      }
+      T.launches += 1;
+    }
+    sum += fused_sum;
+    T.launches += any_fused ? 1 : 0;
+    T.gm_bytes = sum.gm_bytes();
+    T.spill_bytes = sum.spill_bytes();
+    T.layout_gm_bytes = sum.layout_gm_bytes;
+    T.l1_l0_bytes = sum.l1_l0_bytes;
+    // The fused kernel is bound by its busiest core or by DRAM; the multi-kernel stages (their
+    // own DRAM bound included) run before (prep) or after (chunk-head-chunk) it.
+    const double dram_us = fused_sum.gm_bytes() / opt.dev.dram_gbps * 1e-3;
+    T.time_us = (any_fused ? std::max(q.mapping.fused_makespan_us, dram_us) + opt.dev.launch_us : 0.0) +
+                q.mapping.chc_us + q.prep_us;
+    const double cap = T.time_us * opt.dev.num_cores;
+    T.matrix_util = cap > 0 ? sum.matrix_us / cap : 0.0;
+    T.vector_util = cap > 0 ? (sum.vector_us + sum.transform_us) / cap : 0.0;
+    const double busy = sum.matrix_us + sum.vector_us + sum.transform_us;
+    T.transform_share = busy > 0 ? sum.transform_us / busy : 0.0;
+    T.gm_time_share = sum.time_us > 0 ? sum.dma_us / sum.time_us : 0.0;
+  };
+  evaluate(opt.mapping == "hybrid", p);
+  if (opt.mapping == "auto") {
+    LayerPlan h = p;
+    evaluate(true, h);
+    if (h.totals.time_us < p.totals.time_us * 0.98) {
+      h.mapping.reason += "; hybrid chosen: the prep kernel once per chunk instead of per column slice";
+      p = std::move(h);
+    }
   }
-  for (const auto& [len, h] : chc_heads) {
-    sum += simulate_chc(opt, len, h, opt.dev.num_cores, nullptr);
-    p.totals.launches += 3;
-  }
-  sum += fused_sum;
-  p.totals.launches += any_fused ? 1 : 0;
-  LayerTotals& T = p.totals;
-  T.gm_bytes = sum.gm_bytes();
-  T.spill_bytes = sum.spill_bytes();
-  T.layout_gm_bytes = sum.layout_gm_bytes;
-  T.l1_l0_bytes = sum.l1_l0_bytes;
-  // The fused kernel is bound by its busiest core or by DRAM; the chunk-head-chunk stages (their
-  // own DRAM bound included) run after it.
-  const double dram_us = fused_sum.gm_bytes() / opt.dev.dram_gbps * 1e-3;
-  T.time_us = (any_fused ? std::max(p.mapping.fused_makespan_us, dram_us) + opt.dev.launch_us : 0.0) +
-              p.mapping.chc_us;
-  const double cap = T.time_us * opt.dev.num_cores;
-  T.matrix_util = cap > 0 ? sum.matrix_us / cap : 0.0;
-  T.vector_util = cap > 0 ? (sum.vector_us + sum.transform_us) / cap : 0.0;
-  const double busy = sum.matrix_us + sum.vector_us + sum.transform_us;
-  T.transform_share = busy > 0 ? sum.transform_us / busy : 0.0;
-  T.gm_time_share = sum.time_us > 0 ? sum.dma_us / sum.time_us : 0.0;
   return p;
 }
 
@@ -200,7 +270,9 @@ std::string LayerPlan::to_string() const {
      << ", " << task.evictions << " evictions); " << task.time_us << " us (matrix " << task.matrix_us << ", vector "
      << task.vector_us << ", transforms " << task.transform_us << ", GM DMA " << task.dma_us << ", on-core moves "
      << task.move_us << ")\n        UB peak at " << task_ideal.peak_at << "\n";
-  os << "mapping " << mapping.reason << "\n";
+  os << "mapping " << (hybrid ? "hybrid: chunk-parallel prep kernel (" : "") ;
+  if (hybrid) os << prep_us << " us), then fused tasks: ";
+  os << mapping.reason << "\n";
   os << "total   " << totals.time_us << " us, GM " << kib(totals.gm_bytes) << " (spills " << kib(totals.spill_bytes)
      << ", layout round trips " << kib(totals.layout_gm_bytes) << "), L1->L0 " << kib(totals.l1_l0_bytes)
      << ", matrix util " << 100.0 * totals.matrix_util << "%, vector util " << 100.0 * totals.vector_util
@@ -225,7 +297,8 @@ std::string LayerPlan::to_json() const {
      << task.transform_us << ",\"dma_us\":" << task.dma_us << ",\"move_us\":" << task.move_us
      << "},\"mapping\":{\"units\":" << mapping.units << ",\"residual\":" << mapping.residual << ",\"tail_tier\":"
      << mapping.tail_tier << ",\"v_splits\":" << mapping.v_splits << ",\"tasks\":" << mapping.tasks.size()
-     << ",\"makespan_us\":" << mapping.makespan_us << "},\"total\":{\"time_us\":" << totals.time_us
+     << ",\"makespan_us\":" << mapping.makespan_us << ",\"hybrid\":" << (hybrid ? "true" : "false")
+     << ",\"prep_us\":" << prep_us << "},\"total\":{\"time_us\":" << totals.time_us
      << ",\"gm_bytes\":" << totals.gm_bytes << ",\"spill_bytes\":" << totals.spill_bytes << ",\"layout_gm_bytes\":"
      << totals.layout_gm_bytes << ",\"l1_l0_bytes\":" << totals.l1_l0_bytes << ",\"matrix_util\":" << totals.matrix_util
      << ",\"vector_util\":" << totals.vector_util << ",\"transform_share\":" << totals.transform_share

@@ -4,7 +4,9 @@
 // time). `auto` choices are made by simulation: the order with the lowest simulated task time,
 // the layouts of the DP, the mapping tier with the lowest makespan. Fixed choices reproduce the
 // baselines of the HA-NPU ablation (FLA's chunk-head-chunk mapping, FLA order, dense vector
-// layouts). Prints itself (text and JSON).
+// layouts). `hybrid` runs the V-independent prep (gates, K K^T, the solve, Q K^T, the decayed K)
+// as one chunk-parallel kernel first, so column slices do not redo it; auto takes it when it
+// beats the three tiers by 2%. Prints itself (text and JSON).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,7 +31,9 @@ struct LayerPlanOptions {
   NpuDevice dev = ascend_310p();
   std::string order = "auto";    // auto | fla-phase | fla | chunk-first | lifetime
   std::string layouts = "dp";    // dp | dense | blocked
-  std::string mapping = "auto";  // auto | head (tiers 1-2 only) | chc (the FLA mapping)
+  // auto | head (tiers 1-2 only) | chc (the FLA mapping) | hybrid (chunk-parallel prep kernel,
+  // then fused tiers 1-2: the CUDA backend's structure)
+  std::string mapping = "auto";
   bool prefetch = true;
   Eviction eviction = Eviction::kBelady;
 };
@@ -55,6 +59,8 @@ struct LayerPlan {
   TaskStats task;                      // that task with the UB capacity
   TaskStats task_ideal;                // ... and with unlimited UB (ideal residency)
   MappingPlan mapping;
+  bool hybrid = false;   // V-independent prep as a chunk-parallel kernel before the fused tasks
+  double prep_us = 0.0;  // that kernel's time
   LayerTotals totals;
 
   std::string to_string() const;
