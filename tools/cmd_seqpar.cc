@@ -1,5 +1,6 @@
 // `linattn seqpar [--op gdn|kda] [--hqk 2] [--hv 8] [--k 128] [--v 128] [--t 32768]
-//  [--segments 1,2,4,8] [--threads N] [--dtype bf16|f32] [--pass fwd|fwdbwd] [--iters 3]`:
+//  [--segments 1,2,4,8] [--threads N] [--dtype bf16|f32] [--pass fwd|fwdbwd] [--iters 3]
+//  [--a-log X]` (X: every A_log = X, e.g. -6 for weak decay; default N(0, 1) per head):
 // times the CPU chunked op with tier 3 (exact in-sequence splitting) forced at each segment
 // count (1 = off: the planner's tier 1/2) on one long sequence with layer options (gate, beta
 // sigmoid and q/k L2 norm in kernel, initial and final state), and prints per segment count the
@@ -70,6 +71,9 @@ int run(const Args& args) {
   Tensor v = randn_t(gen, {1, T, HV, V}, 1.0, dt);
   Tensor g = randn_t(gen, kda ? std::vector<int64_t>{1, T, HV, K} : std::vector<int64_t>{1, T, HV}, 1.0, DType::kF32);
   Tensor beta = randn_t(gen, {1, T, HV}, 1.0, DType::kF32), A_log = randn_t(gen, {HV}, 1.0, DType::kF32);
+  const std::string a_log = flag(args, "a-log", "");
+  if (!a_log.empty())
+    for (int64_t j = 0; j < HV; ++j) A_log.set(j, std::stod(a_log));
   Tensor dt_bias = randn_t(gen, kda ? std::vector<int64_t>{HV * K} : std::vector<int64_t>{HV}, 1.0, DType::kF32);
   Tensor h0 = randn_t(gen, {1, HV, K, V}, 0.1, DType::kF32), d_o = randn_t(gen, {1, T, HV, V}, 1.0, DType::kF32);
   Tensor dht = randn_t(gen, {1, HV, K, V}, 1.0, DType::kF32);
@@ -84,9 +88,10 @@ int run(const Args& args) {
   in.initial_state = h0;
   ExecContext ctx;
   ctx.num_threads = threads;
-  std::printf("# seqpar: %s %s, 1 x %lld tokens, %lld / %lld heads, K = %lld, V = %lld, %s, threads %d\n",
+  std::printf("# seqpar: %s %s, 1 x %lld tokens, %lld / %lld heads, K = %lld, V = %lld, %s, threads %d, A_log %s\n",
               kda ? "kda" : "gdn", bwd ? "fwd+bwd" : "fwd", static_cast<long long>(T), static_cast<long long>(H),
-              static_cast<long long>(HV), static_cast<long long>(K), static_cast<long long>(V), dtype_name(dt), threads);
+              static_cast<long long>(HV), static_cast<long long>(K), static_cast<long long>(V), dtype_name(dt), threads,
+              a_log.empty() ? "N(0,1)" : a_log.c_str());
   std::printf("segments,wall_ms,cpu_ms,wall_ratio_to_1,cpu_ratio_to_1,max_rel_rms_vs_1,plan\n");
   std::vector<Tensor> base;
   double base_ms = 0.0, base_cpu = 0.0;

@@ -116,7 +116,7 @@ void chunk_bwd_segmented(const ChunkBwdParams& p, void* ws, size_t ws_bytes, int
   const SegTable& t = b.table;
   const int64_t KV = f.K * f.V, KK = f.K * f.K;
   // (1) local states / transitions, and local state gradients of non-first segments.
-  seg_state_pass(f, multi_segments(t, f.N, b.list, false, false), b.S_loc, b.M, threads, b.scratch);
+  seg_state_pass(f, multi_segments(t, f.N, b.list, false, false), b.S_loc, b.M, threads, b.scratch, p.bf16_dot);
   seg_dstate_pass(f, p.d_o, multi_segments(t, f.N, b.list, true, false), b.dS_loc, threads, b.scratch);
   // (2) initial states forward, final-state gradients backward, per (sequence, head).
   ChunkParams gp = f;  // reads d_ht with the state loader (same layout as h0)

@@ -100,7 +100,7 @@ void chunk_fwd_segmented(const ChunkParams& params, const ChunkSchedule& s, void
   list.bos = lb;
   list.eos = le;
   list.slot = ls;
-  seg_state_pass(p, list, b.S_loc, b.M, s.num_threads, b.scratch);
+  seg_state_pass(p, list, b.S_loc, b.M, s.num_threads, b.scratch, s.bf16_dot);
   // (2) true initial state of every segment, in order.
   parallel_for(
       p.N * p.HV,

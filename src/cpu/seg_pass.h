@@ -23,11 +23,13 @@ struct SegList {
   const int64_t* slot = nullptr;  // [num] output index (null: i)
 };
 
-// Per-worker floats of the two passes (p.BT is the compute chunk).
+// Scratch bytes of either pass with `threads` workers (p.BT is the compute chunk).
 size_t seg_pass_workspace_bytes(const ChunkParams& p, int threads);
 
 // S_loc[slot, j] and M[slot, j] of every listed segment and value head; either output may be null.
-void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, float* M, int threads, void* ws);
+// bf16_dot: bf16 inputs take the forward's bf16 dot products (ignored without AVX512-BF16).
+void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, float* M, int threads, void* ws,
+                    bool bf16_dot = false);
 // dS_loc[slot, j]: gradient w.r.t. the state at bos from the segment's outputs o (cotangent d_o,
 // [rows, HV, V]) with a zero gradient at eos.
 void seg_dstate_pass(const ChunkParams& p, const BwdBuf& d_o, const SegList& segs, float* dS_loc,

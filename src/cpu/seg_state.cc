@@ -7,7 +7,9 @@
 // Gradient pass, chunks in reverse with dS resident (zero at the segment end):
 // Y = P^T dO + (e^{gamma_last - gamma} K) dS, Z = (I + L)^-T Y,
 // dS <- e^{gamma_last} dS + scale (e^gamma Q)^T dO - (beta e^gamma K)^T Z.
-// Both reuse the forward's row preparation and intra-chunk factors (chunk_work.h), fp32 only.
+// Both reuse the forward's row preparation and intra-chunk factors (chunk_work.h). The state
+// pass takes the forward's bf16 dot products for bf16 inputs when asked (operands rounded for
+// the product only); the gradient pass is fp32.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include "cpu/chunk_work.h"
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/seg_pass.h"
 #include "cpu/simd.h"
 
@@ -26,9 +29,9 @@ namespace {
 
 using namespace simd;
 
-int64_t worker_floats(const ChunkParams& p) {
+int64_t worker_floats(const ChunkParams& p, bool bf16) {
   // ChunkWork over V + K columns, plus E [2 BT, ldk] for the gradient pass.
-  return chunk_work_floats(p, p.V + p.K, false) + 2 * p.BT * round_up(p.K, kW) + 64;
+  return round_up(chunk_work_floats(p, p.V + p.K, bf16), 16) + 2 * p.BT * round_up(p.K, kW) + 64;
 }
 
 void intra(const ChunkParams& p, const ChunkWork& w, int n) {
@@ -51,18 +54,37 @@ void state_task(const ChunkParams& p, ChunkWork w, int64_t bos, int64_t eos, int
     const int n = static_cast<int>(std::min<int64_t>(p.BT, eos - t0));
     prep_rows(p, wv, t0, n, j, 0);
     for (int i = 0; i < n; ++i) std::fill(w.X + i * w.ldv + V, w.X + (i + 1) * w.ldv, 0.0f);
-    intra(p, w, n);
-    GemmArgs g;
-    g.M = n;
-    g.N = static_cast<int>(A);
-    g.Kd = static_cast<int>(K);
-    g.A = p.kda ? w.Kg : w.Kc;
-    g.a_rs = w.ldk;
-    g.B = w.S;
-    g.ldb = w.ldv;
-    g.C = w.KS;
-    g.ldc = w.ldv;
-    gemm(g);
+    if (p.kda) kda_intra(w, n, p.scale);
+    const float* kq = p.kda ? w.Kg : w.Kc;
+    if (w.bf16) {  // as the forward's bf16 mode: operands rounded for the product only
+      pack_bf16_rows(n, static_cast<int>(K), kq, w.ldk, w.KQ2, w.ldk2);
+      pack_bf16_rows(n, static_cast<int>(K), kq + w.BT * w.ldk, w.ldk, w.KQ2 + w.BT * w.ldk2, w.ldk2);
+      pack_bf16_row_pairs(static_cast<int>(K), static_cast<int>(A), w.S, w.ldv, w.S2, w.ldv);
+      GemmBf16Args b;
+      b.M = n;
+      b.N = static_cast<int>(A);
+      b.Kp = static_cast<int>((K + 1) / 2);
+      b.A = w.KQ2;
+      b.a_rs = w.ldk2;
+      b.B = w.S2;
+      b.ldb = w.ldv;
+      b.C = w.KS;
+      b.ldc = w.ldv;
+      gemm_bf16(b);
+    } else {
+      GemmArgs g;
+      g.M = n;
+      g.N = static_cast<int>(A);
+      g.Kd = static_cast<int>(K);
+      g.A = kq;
+      g.a_rs = w.ldk;
+      g.B = w.S;
+      g.ldb = w.ldv;
+      g.C = w.KS;
+      g.ldc = w.ldv;
+      gemm(g);
+    }
+    if (!p.kda) gdn_intra(w, n, p.scale);
     for (int i = 0; i < n; ++i) {
       const float b = w.beta[i], r = p.kda ? 1.0f : w.rs[i];
       float* x = w.X + i * w.ldv;
@@ -73,21 +95,43 @@ void state_task(const ChunkParams& p, ChunkWork w, int64_t bos, int64_t eos, int
     if (!p.kda)
       for (int i = 0; i < n; ++i)
         for (int64_t c = 0; c < A; ++c) w.X[i * w.ldv + c] *= w.rd[i];
-    g = GemmArgs{};
-    g.M = static_cast<int>(K);
-    g.N = static_cast<int>(A);
-    g.Kd = n;
-    g.A = p.kda ? w.Kd : w.Kc;
-    g.a_rs = 1;
-    g.a_ks = w.ldk;
-    g.B = w.X;
-    g.ldb = w.ldv;
-    g.C = w.S;
-    g.ldc = w.ldv;
-    g.accumulate = true;
-    g.c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
-    g.c_row_scale = p.kda ? w.el : nullptr;
-    gemm(g);
+    const float* ku = p.kda ? w.Kd : w.Kc;
+    const float c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
+    if (w.bf16) {
+      pack_bf16_row_pairs(n, static_cast<int>(K), ku, w.ldk, w.U2, w.ldk);
+      pack_bf16_row_pairs(n, static_cast<int>(A), w.X, w.ldv, w.X2, w.ldv);
+      GemmBf16Args b;
+      b.M = static_cast<int>(K);
+      b.N = static_cast<int>(A);
+      b.Kp = (n + 1) / 2;
+      b.A = w.U2;
+      b.a_rs = 1;
+      b.a_ks = w.ldk;
+      b.B = w.X2;
+      b.ldb = w.ldv;
+      b.C = w.S;
+      b.ldc = w.ldv;
+      b.accumulate = true;
+      b.c_scale = c_scale;
+      b.c_row_scale = p.kda ? w.el : nullptr;
+      gemm_bf16(b);
+    } else {
+      GemmArgs g;
+      g.M = static_cast<int>(K);
+      g.N = static_cast<int>(A);
+      g.Kd = n;
+      g.A = ku;
+      g.a_rs = 1;
+      g.a_ks = w.ldk;
+      g.B = w.X;
+      g.ldb = w.ldv;
+      g.C = w.S;
+      g.ldc = w.ldv;
+      g.accumulate = true;
+      g.c_scale = c_scale;
+      g.c_row_scale = p.kda ? w.el : nullptr;
+      gemm(g);
+    }
   }
   for (int64_t d = 0; d < K; ++d) {
     if (S_loc) std::memcpy(S_loc + d * V, w.S + d * w.ldv, sizeof(float) * V);
@@ -175,19 +219,19 @@ void dstate_task(const ChunkParams& p, const BwdBuf& d_o, ChunkWork w, float* E,
 
 // Runs fn(worker scratch, list index, value head) over every (segment, head), longest first.
 template <class Fn>
-void for_each_task(const ChunkParams& p, const SegList& segs, int threads, void* ws, Fn fn) {
+void for_each_task(const ChunkParams& p, const SegList& segs, int threads, bool bf16, void* ws, Fn fn) {
   const int64_t ntasks = segs.num * p.HV;
   if (ntasks == 0) return;
   const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(std::max(1, threads), ntasks)));
-  const int64_t per = worker_floats(p);
+  const int64_t per = worker_floats(p, bf16);
   float* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws) + 63) & ~uintptr_t{63});
   std::atomic<int64_t> next{0};
   parallel_for(
       workers,
       [&](int64_t b, int64_t, int) {
         float* mine = base + b * per;
-        ChunkWork w = carve_chunk_work(p, p.V + p.K, false, mine);
-        float* E = mine + round_up(chunk_work_floats(p, p.V + p.K, false), 16);
+        ChunkWork w = carve_chunk_work(p, p.V + p.K, bf16, mine);
+        float* E = mine + round_up(chunk_work_floats(p, p.V + p.K, bf16), 16);
         for (int64_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) fn(w, E, t / p.HV, t % p.HV);
       },
       workers);
@@ -198,12 +242,15 @@ int64_t slot_of(const SegList& s, int64_t i) { return s.slot ? s.slot[i] : i; }
 }  // namespace
 
 size_t seg_pass_workspace_bytes(const ChunkParams& p, int threads) {
-  return static_cast<size_t>(worker_floats(p)) * sizeof(float) * static_cast<size_t>(std::max(1, threads)) + 128;
+  return static_cast<size_t>(worker_floats(p, kHaveBf16Dot && p.qk_dtype == DType::kBF16)) * sizeof(float) *
+             static_cast<size_t>(std::max(1, threads)) + 128;
 }
 
-void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, float* M, int threads, void* ws) {
+void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, float* M, int threads, void* ws,
+                    bool bf16_dot) {
   const int64_t KV = p.K * p.V, KK = p.K * p.K;
-  for_each_task(p, segs, threads, ws, [&](const ChunkWork& w, float*, int64_t i, int64_t j) {
+  const bool bf16 = bf16_dot && kHaveBf16Dot && p.qk_dtype == DType::kBF16;
+  for_each_task(p, segs, threads, bf16, ws, [&](const ChunkWork& w, float*, int64_t i, int64_t j) {
     const int64_t o = slot_of(segs, i) * p.HV + j;
     state_task(p, w, segs.bos[i], segs.eos[i], j, S_loc ? S_loc + o * KV : nullptr, M ? M + o * KK : nullptr);
   });
@@ -212,7 +259,7 @@ void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, flo
 void seg_dstate_pass(const ChunkParams& p, const BwdBuf& d_o, const SegList& segs, float* dS_loc, int threads,
                      void* ws) {
   const int64_t KV = p.K * p.V;
-  for_each_task(p, segs, threads, ws, [&](const ChunkWork& w, float* E, int64_t i, int64_t j) {
+  for_each_task(p, segs, threads, false, ws, [&](const ChunkWork& w, float* E, int64_t i, int64_t j) {
     const int64_t o = slot_of(segs, i) * p.HV + j;
     dstate_task(p, d_o, w, E, segs.bos[i], segs.eos[i], j, dS_loc + o * KV);
   });

@@ -25,6 +25,7 @@ struct Case {
   int64_t H = 1, HV = 2, K = 20, V = 36;
   std::vector<int64_t> seqlens = {0, 1, 15, 16, 17, 150, 97};
   bool l2norm = false, gate = false, sigmoid = false, neg = false, vfirst = false, lb = false;
+  bool h0 = true, ht = true;
   GateDist dist = GateDist::kLogSigmoid;
   double extreme = 0.0;
 };
@@ -42,7 +43,8 @@ ChunkAttnData make(const Case& c, uint64_t seed) {
   s.opt.state_v_first = c.vfirst;
   s.opt.has_lower_bound = c.lb;
   s.opt.lower_bound = c.lb ? -5.0 : 0.0;
-  s.opt.output_final_state = true;
+  s.opt.output_final_state = c.ht;
+  s.has_h0 = c.h0;
   s.H = c.H;
   s.HV = c.HV;
   s.K = c.K;
@@ -92,6 +94,14 @@ std::vector<Case> cases() {
     c.dist = GateDist::kMixedHeads;
     c.HV = 3;
     c.H = 1;
+    v.push_back(c);
+  }
+  for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda}) {
+    Case c;
+    c.op = op;
+    c.name = op == ChunkOp::kGdn ? "gdn_no_states" : "kda_no_states";  // no h0, no final state
+    c.dist = GateDist::kNoDecay;
+    c.h0 = c.ht = false;
     v.push_back(c);
   }
   Case c;
@@ -151,7 +161,7 @@ TEST_P(Tier3, BackwardMatchesReferenceAndTier1) {
   const Case c = GetParam();
   const ChunkAttnData d = make(c, 11);
   Rng rng(5);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, c.ht);
   const ChunkAttnGradTensors ref = ref_backward(d, cot);
   const ChunkAttnGradTensors t1 = run_bwd(d, cot, 1);
   EXPECT_TRUE(bwd_close(d, ref, t1, c.dtype));

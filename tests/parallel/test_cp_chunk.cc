@@ -57,7 +57,8 @@ struct Case {
   std::string name;
   ChunkOp op;
   bool vfirst = false;
-  int segments = 1;  // tier 3 inside each rank
+  int segments = 1;     // tier 3 inside each rank
+  bool reduce = true;   // CpContext::reduce_param_grads (false: the test sums the partials)
 };
 
 ChunkAttnData make(const Case& c) {
@@ -101,6 +102,7 @@ TEST_P(CpChunk, EqualsSingleDevice) {
     ChunkAttnOutTensors got = alloc_outputs(d, DType::kF32, DType::kF32);
     ChunkAttnGradTensors g = alloc_grads(d, DType::kF32, DType::kF32);
     std::vector<Tensor> dh0(static_cast<size_t>(world));
+    std::vector<std::pair<Tensor, Tensor>> parts(static_cast<size_t>(world));
     run_ranks(world, [&](int r, parallel::Communicator& comm) {
       const int64_t r0 = off[r], n = off[r + 1] - off[r];
       ChunkAttnData loc = d;
@@ -110,18 +112,21 @@ TEST_P(CpChunk, EqualsSingleDevice) {
       Tensor dg = take_rows(g.dg, r0, n), db = take_rows(g.dbeta, r0, n);
       Tensor dA(DType::kF32, g.dA_log.shape()), ddt(DType::kF32, g.ddt_bias.shape());
       dh0[r] = Tensor(DType::kF32, g.dinitial_state.shape());
-      parallel::CpContext cp{&comm, offs.view(), true};
+      parallel::CpContext cp{&comm, offs.view(), c.reduce};
       parallel::cp_chunk_attn_fwd(cp, loc.inputs(), ChunkAttnOutputs{o, got.final_state}, d.opt());
       ChunkAttnGrads lg{dq, dk, dv, dg, db, dA, ddt, dh0[r]};
       parallel::cp_chunk_attn_bwd(cp, loc.inputs(), d_o, cot.d_final_state, lg, d.opt());
       put_rows(got.o, o, r0);
       for (auto [dst, src] : {std::pair{&g.dq, &dq}, {&g.dk, &dk}, {&g.dv, &dv}, {&g.dg, &dg}, {&g.dbeta, &db}})
         put_rows(*dst, *src, r0);
-      if (r == world - 1) {
-        g.dA_log = dA;
-        g.ddt_bias = ddt;
-      }
+      parts[r] = {dA, ddt};
     });
+    for (auto [dst, k] : {std::pair{&g.dA_log, 0}, {&g.ddt_bias, 1}})
+      for (int64_t i = 0; i < dst->numel(); ++i) {
+        double s = 0.0;
+        for (int r = 0; r < (c.reduce ? 1 : world); ++r) s += (k == 0 ? parts[r].first : parts[r].second).get(i);
+        dst->set(i, s);
+      }
     for (int64_t i = 0; i < g.dinitial_state.numel(); ++i) {
       double s = 0.0;
       for (const Tensor& t : dh0) s += t.get(i);
@@ -136,7 +141,8 @@ TEST_P(CpChunk, EqualsSingleDevice) {
 INSTANTIATE_TEST_SUITE_P(Cpu, CpChunk,
                          ::testing::Values(Case{"gdn", ChunkOp::kGdn}, Case{"kda", ChunkOp::kKda},
                                            Case{"gdn_vfirst_tier3", ChunkOp::kGdn, true, 3},
-                                           Case{"kda_tier3", ChunkOp::kKda, false, 2}),
+                                           Case{"kda_tier3", ChunkOp::kKda, false, 2},
+                                           Case{"kda_partial_param_grads", ChunkOp::kKda, false, 1, false}),
                          [](const auto& i) { return i.param.name; });
 
 }  // namespace
