@@ -157,4 +157,21 @@ inline void check_public_op_workspace(const ChunkAttnData& d, const ChunkAttnCot
   }
 }
 
+// check_public_op_workspace on `s` as varlen {100, 0, 37} with the in-kernel l2norm, bf16 gradients.
+inline void check_public_op_varlen(ChunkAttnSpec s) {
+  s.seqlens = {100, 0, 37};
+  s.opt.use_qk_l2norm_in_kernel = true;
+  const ChunkAttnData d = make_chunk_attn(s);
+  Rng rng(9);
+  check_public_op_workspace(d, random_cotangents(d, rng, DType::kBF16, true), DType::kBF16);
+}
+
+// The forced chunked path throws for `s` (a shape or gate it does not take).
+inline void expect_chunked_refused(const ChunkAttnSpec& s) {
+  const ChunkAttnData d = make_chunk_attn(s);
+  Rng rng(3);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+  EXPECT_THROW(run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked), Error);
+}
+
 }  // namespace linattn::test

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "cuda_bwd_util.h"
-#include "linattn/error.h"
 
 namespace linattn::test {
 namespace {
@@ -197,21 +196,13 @@ TEST(CudaGdnBwdFallback, ChunkedPathRejectsUnsupportedShapes) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ChunkAttnSpec s = base(DType::kBF16, 64);
   s.K = 64;
-  const ChunkAttnData d = make_chunk_attn(s);
-  Rng rng(3);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
-  EXPECT_THROW(run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked), Error);
+  expect_chunked_refused(s);
 }
 
 // The public op and its workspace query on CUDA tensors (see check_public_op_workspace).
 TEST(CudaGdnBwdApi, PublicOpWithAndWithoutWorkspace) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ChunkAttnSpec s = base(DType::kBF16, 64);
-  s.seqlens = {100, 0, 37};
-  s.opt.use_qk_l2norm_in_kernel = true;
-  const ChunkAttnData d = make_chunk_attn(s);
-  Rng rng(9);
-  check_public_op_workspace(d, random_cotangents(d, rng, DType::kBF16, true), DType::kBF16);
+  check_public_op_varlen(base(DType::kBF16, 64));
 }
 
 }  // namespace

@@ -14,7 +14,6 @@
 #include <string>
 
 #include "cuda_bwd_util.h"
-#include "linattn/error.h"
 
 namespace linattn::test {
 namespace {
@@ -183,22 +182,15 @@ TEST(CudaKdaBwdExtreme, AllGatesAtTheLimits) {
 // The forced chunked path refuses KDA (it takes the scalar gate only).
 TEST(CudaKdaBwdApi, ChunkedPathRefusesPerChannelGates) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  const ChunkAttnData d = make_chunk_attn(base(DType::kBF16, 64));
-  Rng rng(3);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
-  EXPECT_THROW(run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked), Error);
+  expect_chunked_refused(base(DType::kBF16, 64));
 }
 
 // The public op and its workspace query on CUDA tensors (see check_public_op_workspace).
 TEST(CudaKdaBwdApi, PublicOpWithAndWithoutWorkspace) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ChunkAttnSpec s = base(DType::kBF16, 64);
-  s.seqlens = {100, 0, 37};
   s.opt.use_gate_in_kernel = true;
-  s.opt.use_qk_l2norm_in_kernel = true;
-  const ChunkAttnData d = make_chunk_attn(s);
-  Rng rng(9);
-  check_public_op_workspace(d, random_cotangents(d, rng, DType::kBF16, true), DType::kBF16);
+  check_public_op_varlen(s);
 }
 
 }  // namespace
