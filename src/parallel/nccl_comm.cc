@@ -81,9 +81,13 @@ NcclCommunicator::NcclCommunicator(const NcclUniqueId& id, int rank, int world, 
   ncclComm_t c = nullptr;
   nccl_check(ncclCommInitRank(&c, world, nid, rank), "ncclCommInitRank");
   comm_ = c;
+  const int info[2] = {rank, world};
+  LINATTN_CUDA_CHECK(cudaMalloc(&rank_info_, sizeof(info)));
+  LINATTN_CUDA_CHECK(cudaMemcpy(rank_info_, info, sizeof(info), cudaMemcpyHostToDevice));
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (rank_info_) cudaFree(rank_info_);
   if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
 }
 

@@ -41,9 +41,13 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override { return world_; }
   void all_gather(const void* send, void* recv, size_t bytes, void* stream) override;
   bool device_buffers() const override { return true; }
+  // Rank metadata on the device, for kernels inside a captured graph: {rank, world} (int32 [2]),
+  // written once at construction.
+  const int* device_rank_info() const { return rank_info_; }
 
  private:
   void* comm_ = nullptr;  // ncclComm_t
+  int* rank_info_ = nullptr;  // device int32 [2]
   int rank_ = 0, world_ = 1, device_ = 0;
 };
 

@@ -1,7 +1,7 @@
 // NcclCommunicator on 2 GPUs of one host (label gpu; CUDA + NCCL builds): one thread per rank,
 // each on its own device. Checks the all-gather in rank order, eager and captured into a CUDA
-// graph on every rank (lockstep capture, replays with new data in the same device buffers), and
-// the launcher environment parsing. Needs >= 2 GPUs: with fewer it reports that and skips.
+// graph on every rank (lockstep capture, replays with new data in the same device buffers), the
+// rank metadata on the device, and the launcher environment parsing. Needs >= 2 GPUs: with fewer it reports that and skips.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -62,6 +62,9 @@ TEST(NcclComm, AllGatherEagerAndGraphOnTwoGpus) {
         cudaGraphLaunch(ge, s);
         good = good && check(round);
       }
+      int info[2] = {-1, -1};
+      cudaMemcpy(info, comm.device_rank_info(), sizeof(info), cudaMemcpyDeviceToHost);
+      good = good && info[0] == r && info[1] == kWorld;
       ok[r] = good ? 1 : 0;
       cudaGraphExecDestroy(ge);
       cudaGraphDestroy(g);
