@@ -1,4 +1,4 @@
-// `linattn bench-cuda`: GDN forward on the CUDA backend in the four modes of GRAPH_CONTRACT.md
+// `linattn bench-cuda`: GDN or KDA (--op kda) forward on the CUDA backend in the four modes of GRAPH_CONTRACT.md
 // section 9 (eager-live, eager-fixed, graph-replay, graph-update-replay) for the PERFORMANCE.md
 // configs (or one given by --hqk --hv --lengths), printing PERFORMANCE.md section 6 JSON lines.
 // Inputs are generated on the device (seeded), with the GatedDeltaNet layer's options (in-kernel
@@ -6,7 +6,9 @@
 // CUDA-event times, host-inclusive ms (back-to-back calls, one sync), workspace MiB as the peak
 // extra memory, and errors: eager-live vs the independent token-by-token CUDA kernel (rel RMS),
 // graph modes vs eager-fixed (max abs, must be 0). Lengths: "1xT" one sequence, "LxN" N sequences
-// of L, or "a,b,c". Built only with CUDA; the CPU bench is `linattn bench`.
+// of L, or "a,b,c". KDA: per-channel raw gates [T, HV, K], dt_bias [HV * K], default configs from
+// issue 7 (32/32 1x4096, 1x32768, 4096x8, short varlen prefills). Built only with CUDA; the CPU
+// bench is `linattn bench`.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -106,7 +108,7 @@ std::vector<float> to_host_f32(const TensorView& t) {
   return r;
 }
 
-void run_config(const Config& c, int iters, bool check, FILE* json, const std::string& commit) {
+void run_config(const Config& c, int iters, bool check, FILE* json, const std::string& commit, bool kda) {
   const std::vector<int64_t> lens = parse_lengths(c.lengths);
   const int64_t N = static_cast<int64_t>(lens.size()), H = c.hqk, HV = c.hv, K = 128, V = 128;
   int64_t T = 0;
@@ -125,10 +127,11 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   in.q = make(DType::kBF16, {1, T, H, K});
   in.k = make(DType::kBF16, {1, T, H, K});
   in.v = make(DType::kBF16, {1, T, HV, V});
-  in.g = make(DType::kF32, {1, T, HV});
+  const int64_t gw = kda ? K : 1;  // gate values per (token, value head)
+  in.g = kda ? make(DType::kF32, {1, T, HV, K}) : make(DType::kF32, {1, T, HV});
   in.beta = make(DType::kF32, {1, T, HV});
   in.A_log = make(DType::kF32, {HV});
-  in.dt_bias = make(DType::kF32, {HV});
+  in.dt_bias = make(DType::kF32, {HV * gw});
   in.initial_state = make(DType::kF32, {N, HV, V, K});
   in.cu_seqlens = make(DType::kI32, {N + 1});
   uint64_t seed = 1;
@@ -139,7 +142,7 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   cuda::fill_normal(in.g.data, f32, in.g.numel(), seed++, 0.f, 1.f, st);
   cuda::fill_normal(in.beta.data, f32, in.beta.numel(), seed++, 0.f, 1.f, st);
   cuda::fill_uniform(in.A_log.data, f32, HV, seed++, 0.f, 2.7f, st);
-  cuda::fill_normal(in.dt_bias.data, f32, HV, seed++, -2.f, 1.f, st);
+  cuda::fill_normal(in.dt_bias.data, f32, HV * gw, seed++, -2.f, 1.f, st);
   cuda::fill_normal(in.initial_state.data, f32, in.initial_state.numel(), seed++, 0.f, 0.1f, st);
   std::vector<int32_t> cu(N + 1, 0);
   for (int64_t i = 0; i < N; ++i) cu[i + 1] = cu[i] + static_cast<int32_t>(lens[i]);
@@ -149,6 +152,7 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   BENCH_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
 
   ChunkAttnOptions opt;
+  opt.op = kda ? ChunkOp::kKda : ChunkOp::kGdn;
   opt.use_qk_l2norm_in_kernel = opt.use_gate_in_kernel = opt.use_beta_sigmoid_in_kernel = true;
   opt.state_v_first = opt.output_final_state = true;
   ChunkAttnOutputs out{make(DType::kBF16, {1, T, HV, V}), make(DType::kF32, {N, HV, V, K})};
@@ -178,11 +182,11 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   const double bytes = double(T) * (2.0 * H * K * 2 + 2.0 * HV * V * 2 + HV * 8) + 2.0 * N * HV * K * V * 4;
   auto emit = [&](const char* mode, const Stats& s, double max_abs, double rel) {
     std::fprintf(json,
-                 "{\"kind\":\"case\",\"op\":\"gdn\",\"pass\":\"fwd\",\"backend\":\"cuda\",\"mode\":\"%s\","
+                 "{\"kind\":\"case\",\"op\":\"%s\",\"pass\":\"fwd\",\"backend\":\"cuda\",\"mode\":\"%s\","
                  "\"dtype\":\"bf16\",\"hqk\":%d,\"hv\":%d,\"k\":128,\"v\":128,\"bt\":64,\"lengths\":\"%s\","
                  "\"p50_ms\":%.5f,\"p95_ms\":%.5f,\"host_ms\":%.5f,\"tflops\":%.2f,\"gbps\":%.1f,"
                  "\"peak_extra_mib\":%.1f,\"max_abs_err\":%s,\"rel_rms_err\":%s,\"commit\":\"%s\"}\n",
-                 mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
+                 kda ? "kda" : "gdn", mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
                  bytes / (s.p50 * 1e6), ws_bytes / 1048576.0, json_num(max_abs).c_str(), json_num(rel).c_str(),
                  commit.c_str());
     std::fflush(json);
@@ -231,17 +235,21 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
     graph.replay();
   };
   emit("graph-update-replay", time_it(update, st, iters), NAN, NAN);
-  std::fprintf(stderr, "bench-cuda %d/%d %s: workspace %.1f MiB, graph nodes %zu\n", c.hqk, c.hv,
-               c.lengths.c_str(), ws_bytes / 1048576.0, graph.num_nodes());
+  std::fprintf(stderr, "bench-cuda %s %d/%d %s: workspace %.1f MiB, graph nodes %zu\n", kda ? "kda" : "gdn",
+               c.hqk, c.hv, c.lengths.c_str(), ws_bytes / 1048576.0, graph.num_nodes());
   cudaFreeHost(cu_pinned);
   cudaStreamDestroy(st);
 }
 
 int cmd_bench_cuda(const Args& args) {
   std::vector<Config> configs;
+  const bool kda = flag(args, "op", "gdn") == "kda";
   if (has_flag(args, "lengths") || flag(args, "lengths", "") != "") {
     configs.push_back({std::stoi(flag(args, "hqk", "16")), std::stoi(flag(args, "hv", "64")),
                        flag(args, "lengths", "1x2048")});
+  } else if (kda) {
+    configs = {{32, 32, "1x4096"}, {32, 32, "1x32768"}, {32, 32, "4096x8"}, {32, 32, "128,96,200,88"},
+               {32, 32, "64x16"}};
   } else {
     configs = {{16, 64, "1x2048"}, {16, 64, "1x8192"}, {16, 64, "1x32768"}, {16, 64, "4096x8"},
                {2, 8, "1x2048"},   {2, 8, "1x32768"},  {16, 32, "1x4096"},  {16, 32, "128,96,200,88"},
@@ -254,11 +262,12 @@ int cmd_bench_cuda(const Args& args) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\"}\n",
               prop.name, prop.multiProcessorCount, commit.c_str());
-  for (const Config& c : configs) run_config(c, iters, check, stdout, commit);
+  for (const Config& c : configs) run_config(c, iters, check, stdout, commit, kda);
   return 0;
 }
 
 }  // namespace
-LINATTN_SUBCOMMAND("bench-cuda", "GDN forward on CUDA: eager / fixed / graph modes, JSON lines", cmd_bench_cuda);
+LINATTN_SUBCOMMAND("bench-cuda", "GDN / KDA (--op kda) forward on CUDA: eager / fixed / graph modes, JSON lines",
+                   cmd_bench_cuda);
 }  // namespace linattn::cli
 #endif

@@ -5,7 +5,8 @@
 // passes none; the fixed-capacity path (use_graph = true) never allocates: a missing or short
 // workspace is an address-or-lifetime error. The GDN backward (chunk_attn_bwd_cuda) follows the
 // same rules with its own workspace (cuda/gdn/gdn_bwd.h); it also takes KDA (per-channel gate
-// policy of the same kernels). The KDA forward belongs to the forward section.
+// policy of the same kernels). The forward takes KDA through the same plan and kernels as GDN
+// (GdnFwdParams::kda: per-key-channel gate policy).
 #include "api/backend_cuda.h"
 
 #include "core/check.h"
@@ -76,7 +77,6 @@ class DeviceGuard {
 
 cuda::GdnFwdParams build_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
                                 const ChunkAttnOutputs* out) {
-  if (d.kda()) LINATTN_UNSUPPORTED("backend cuda: KDA forward is not implemented on CUDA yet");
   LINATTN_CHECK(d.device.type == DeviceType::kCUDA, "backend cuda: tensors on ", device_name(d.device));
   cuda::GdnFwdParams p;
   p.T_total = d.B * d.T;
@@ -101,6 +101,9 @@ cuda::GdnFwdParams build_params(const meta::ChunkAttnDesc& d, const ChunkAttnInp
   p.beta_sigmoid = d.beta_sigmoid;
   p.neg_eigval = d.neg_eigval;
   p.state_v_first = d.state_v_first;
+  p.kda = d.kda();
+  p.has_lower_bound = d.has_lower_bound;
+  p.lower_bound = static_cast<float>(d.lower_bound);
   p.q = in.q.data;
   p.k = in.k.data;
   p.v = in.v.data;
@@ -235,8 +238,8 @@ cuda::GradOut grad_out(const TensorView& t, const char* name) {
 
 // Forward inputs of the backward. KDA shares every field with GDN except the gate (per key
 // channel: g [.., HV, K], dt_bias [HV, K], the lower-bound form), which travels in GdnBwdParams::
-// gate; the forward's builder still refuses KDA, so the common fields come from it through a GDN
-// view of the same descriptor.
+// gate; the backward kernels read the gate from there, so the common fields come from the
+// forward's builder through a GDN view of the same descriptor.
 cuda::GdnFwdParams build_bwd_inputs(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in) {
   if (!d.kda()) return build_params(d, in, nullptr);
   meta::ChunkAttnDesc gd = d;

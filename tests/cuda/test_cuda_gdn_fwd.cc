@@ -6,63 +6,23 @@
 // NaN-prefilled: unwritten elements fail; padding rows of o must stay untouched (NaN).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 
-#include "cuda_test_util.h"
+#include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
 namespace linattn::test {
 namespace {
 
-struct Case {
-  std::string name;
-  ChunkAttnSpec spec;
-};
+using Case = FwdCase;
 
-ChunkAttnSpec base(DType dt, int bt) {
-  ChunkAttnSpec s;
-  s.dtype = dt;
-  s.H = 2;
-  s.HV = 4;
-  s.K = 128;
-  s.V = 128;
-  s.B = 2;
-  s.T = 150;
-  s.opt.chunk_size = bt;
-  s.opt.output_final_state = true;
-  return s;
-}
+ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt); }
 
 std::vector<Case> cases(DType dt, int bt) {
   std::vector<Case> r;
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.opt.use_qk_l2norm_in_kernel = true;
-    s.opt.use_gate_in_kernel = true;
-    s.opt.use_beta_sigmoid_in_kernel = true;
-    s.opt.state_v_first = true;
-    r.push_back({"layer_options_dense", s});
-  }
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.seqlens = edge_seqlens(bt);
-    s.pad_tokens = 7;
-    s.cu_dtype = DType::kI64;
-    s.gate = GateDist::kMixedHeads;
-    s.opt.scale = 0.37;
-    r.push_back({"varlen_edges_mixed_decay", s});
-  }
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.seqlens = {300, 0, 5, 64, 129};
-    s.has_h0 = false;
-    s.gate = GateDist::kStrong;
-    s.extreme_gate_frac = 0.05;
-    s.H = 1;
-    s.HV = 3;
-    r.push_back({"varlen_strong_decay_no_h0_gva3", s});
-  }
+  r.push_back({"layer_options_dense", layer_options_spec(dt, bt, ChunkOp::kGdn)});
+  r.push_back({"varlen_edges_mixed_decay", varlen_edges_spec(dt, bt, ChunkOp::kGdn)});
+  r.push_back({"varlen_strong_decay_no_h0_gva3", varlen_strong_spec(dt, bt, ChunkOp::kGdn)});
   {
     ChunkAttnSpec s = base(dt, bt);
     s.opt.use_beta_sigmoid_in_kernel = true;
@@ -89,22 +49,7 @@ std::vector<Case> cases(DType dt, int bt) {
   return r;
 }
 
-void check_padding_untouched(const ChunkAttnData& d, const ChunkAttnOutTensors& got) {
-  if (!d.cu_seqlens.defined()) return;
-  const int64_t row = d.spec.HV * d.spec.V;
-  for (int64_t t = d.valid_tokens; t < d.spec.T; ++t)
-    for (int64_t i = 0; i < row; ++i)
-      ASSERT_TRUE(std::isnan(got.o.get(t * row + i))) << "padding row " << t << " of o was written";
-}
-
-void run_case(const Case& c, api::CudaGdnPath path, int vs) {
-  SCOPED_TRACE(c.name + " vs=" + std::to_string(vs));
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  const ChunkAttnOutTensors ref = ref_forward(d);
-  const ChunkAttnOutTensors got = run_cuda_fwd(d, path, vs);
-  EXPECT_TRUE(fwd_close(d, ref, got, c.spec.dtype));
-  check_padding_untouched(d, got);
-}
+void run_case(const Case& c, api::CudaGdnPath path, int vs) { run_fwd_case(c, path, vs); }
 
 class CudaGdnFwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:

@@ -1,10 +1,11 @@
-// GRAPH_CONTRACT.md section 8 for the CUDA GDN forward: static buffers for one capacity, eager
+// GRAPH_CONTRACT.md section 8 for the CUDA GDN and KDA forward: static buffers for one capacity, eager
 // warm-up, one stream capture, then six layouts (dense batch, varlen, zero-length tails,
 // actual T < T_max, one sequence filling the bucket, another split; then the first again to catch
 // stale metadata) copied into the same buffers with NaN garbage in every padding row of every
 // input and a marker value in the padding rows of o. Each replay must equal the eager
 // fixed-capacity call bitwise (o, final state, padding), match the fp64 reference, and leave the
-// padding rows of o untouched. BT 64 and 32, bf16 and fp16, with and without h0, gate variants.
+// padding rows of o untouched. BT 64 and 32, bf16 and fp16, with and without h0, gate variants
+// (KDA: gate in kernel, lower_bound = -5 sigmoid form, precomputed gates with -1000 entries).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,11 +107,14 @@ struct GraphCase {
   DType dt;
   int bt;
   bool h0, gate_in_kernel;
+  ChunkOp op = ChunkOp::kGdn;
+  bool lower_bound = false;  // KDA: lower_bound = -5 gate form
 };
 
 void run_graph_case(const GraphCase& gc) {
   SCOPED_TRACE(std::string(dtype_name(gc.dt)) + " bt=" + std::to_string(gc.bt) + " h0=" +
-               std::to_string(gc.h0) + " gate_in_kernel=" + std::to_string(gc.gate_in_kernel));
+               std::to_string(gc.h0) + " gate_in_kernel=" + std::to_string(gc.gate_in_kernel) +
+               (gc.op == ChunkOp::kKda ? " kda" : " gdn") + (gc.lower_bound ? " lower_bound" : ""));
   ChunkAttnSpec spec;
   spec.dtype = gc.dt;
   spec.H = 2;
@@ -125,6 +129,14 @@ void run_graph_case(const GraphCase& gc) {
   spec.opt.use_qk_l2norm_in_kernel = gc.gate_in_kernel;
   spec.opt.use_beta_sigmoid_in_kernel = gc.gate_in_kernel;
   spec.gate = GateDist::kMixedHeads;
+  spec.opt.op = gc.op;
+  if (gc.lower_bound) {
+    spec.opt.has_lower_bound = true;
+    spec.opt.lower_bound = -5.0;
+    spec.opt.safe_gate = true;
+    spec.has_A_log = false;
+  }
+  if (gc.op == ChunkOp::kKda && !gc.gate_in_kernel) spec.extreme_gate_frac = 0.05;
 
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -187,6 +199,15 @@ TEST(CudaGraphGdnFwd, SixLayoutsReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   std::vector<GraphCase> gcs = {{DType::kBF16, 64, true, true}, {DType::kF16, 64, false, false},
                                 {DType::kBF16, 32, true, false}, {DType::kF16, 32, true, true}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_graph_case(gc);
+}
+
+TEST(CudaGraphKdaFwd, SixLayoutsReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  const ChunkOp kda = ChunkOp::kKda;
+  std::vector<GraphCase> gcs = {{DType::kBF16, 64, true, true, kda}, {DType::kF16, 32, false, false, kda},
+                                {DType::kBF16, 32, true, true, kda, true}, {DType::kF16, 64, true, false, kda}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
   for (const GraphCase& gc : gcs) run_graph_case(gc);
 }

@@ -49,6 +49,24 @@ __device__ __forceinline__ float gdn_gate(const GdnFwdParams& p, int64_t t, int 
   return g;
 }
 
+// Natural-log decay of token t, value head j, key channel c (KDA; ALGORITHMS.md section 1):
+// -exp(A_log) softplus(x), or lower_bound sigmoid(exp(A_log) x) (sigmoid(x) without A_log) when
+// lower_bound is set, with x = g_raw + dt_bias[j, c].
+__device__ __forceinline__ float kda_gate(const GdnFwdParams& p, int64_t t, int j, int c) {
+  float g = load_elem(p.g, p.g_type, (t * p.HV + j) * p.K + c);
+  if (p.gate_in_kernel) {
+    const float x = g + (p.dt_bias ? p.dt_bias[j * p.K + c] : 0.f);
+    if (p.has_lower_bound) {
+      const float a = p.A_log ? expf(p.A_log[j]) : 1.f;
+      g = p.lower_bound / (1.f + expf(-a * x));
+    } else {
+      const float sp = x > 20.f ? x : log1pf(expf(x));
+      g = -expf(p.A_log[j]) * sp;
+    }
+  }
+  return g;
+}
+
 __device__ __forceinline__ float gdn_beta(const GdnFwdParams& p, int64_t t, int j) {
   float b = load_elem(p.beta, p.beta_type, t * p.HV + j);
   if (p.beta_sigmoid) {

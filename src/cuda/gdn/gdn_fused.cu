@@ -1,4 +1,4 @@
-// Fused head-level GDN forward (ARCHITECTURE.md section 2, tier 1/2): one CTA per
+// Fused head-level GDN / KDA forward (ARCHITECTURE.md section 2, tier 1/2): one CTA per
 // (V-slice of VS columns, value head j, sequence n) walks the sequence's chunks in order with the
 // fp32 state slice S[K=128][VS] in registers. Per chunk, with the prep kernel's Ab, P, gam, rq, rk
 // (gdn_prep.cu):
@@ -11,6 +11,12 @@
 // 8 for BT = 32): state tiles are 16 K-rows x VS / (NW / 8) columns per warp; for the token x VS
 // products warp (wm, wn) owns token rows 16 wm.. and VS / WN columns. Only o and the final state
 // are written to global memory.
+// Gate policy (template KDA): the scalar GDN gate scales rows of the products (e^gam rk above);
+// the per-channel KDA gate cannot leave the contraction, so the KDA prep (kda/kda_fwd_prep.cu)
+// hands over gated operands instead of q and k: kg = rk k (.) 2^gam for K S, qg = rq q (.) 2^gam for
+// Q S, kgl = rk k (.) 2^(gam_L - gam) for the state update, and the state's key row d decays by
+// gl_d = 2^gam_L,d. The same pipeline, tiles and mma code run for both; KDA takes VS <= 64 (its
+// extra kgl tile does not fit next to VS = 128).
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -23,22 +29,24 @@ namespace {
 
 constexpr int kK = 128, kLdK = kK + 8;
 
-template <class T, int BT, int VS>
+template <class T, int BT, int VS, bool KDA>
 struct FusedSmem {
   static constexpr int kLdV = VS + 8, kLdA = BT + 8;
   struct Stage {
-    T q[BT][kLdK];
-    T k[BT][kLdK];
+    T q[BT][kLdK];   // KDA: qg
+    T k[BT][kLdK];   // KDA: kg
+    T kl[KDA ? BT : 1][kLdK];  // KDA: kgl
     T v[BT][kLdV];
     T a[BT][kLdA];
     T p[BT][kLdA];
     float gam[BT], rq[BT], rk[BT];
+    float gl[KDA ? kK : 4];  // KDA: 2^gam_L per key row
   };
   Stage st[2];
   T sb[kK][kLdV];  // state as the B operand
   T x[BT][kLdV];   // X, later each warp's output tile
   T vh[BT][kLdV];  // V^
-  T vhs[BT][kLdV]; // e^(gam_L - gam) rk V^
+  T vhs[KDA ? 1 : BT][kLdV]; // e^(gam_L - gam) rk V^ (GDN only: KDA's kgl carries the decay)
 };
 
 template <int BT, int VS>
@@ -76,15 +84,17 @@ __device__ __forceinline__ void mma_rows_kn(float (&acc)[NTW][4], const T* a, in
 }
 
 // cp.async of one chunk's inputs; offsets are 32-bit relative to per-chunk 64-bit bases.
-template <class T, int BT, int VS>
-__device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS>::Stage& st,
+// `gl_row`: KDA chunk row of ws.gl (unused for GDN).
+template <class T, int BT, int VS, bool KDA>
+__device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS, KDA>::Stage& st,
                                            const GdnFwdParams& p, const GdnChunkWs& ws, int64_t t0,
-                                           int len, int h, int j, int v0, int tid) {
+                                           int len, int h, int j, int v0, int tid, int64_t gl_row) {
   constexpr int NT = Tiling<BT, VS>::NT;
-  const T* q = static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
-  const T* k = static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
+  const int64_t gbase = (int64_t(j) * ws.T_cap + t0) * kK;
+  const T* q = KDA ? static_cast<const T*>(ws.qg) + gbase : static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
+  const T* k = KDA ? static_cast<const T*>(ws.kg) + gbase : static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
   const T* v = static_cast<const T*>(p.v) + (t0 * p.HV + j) * int64_t(p.V) + v0;
-  const int qstride = p.H * kK, vstride = p.HV * p.V;
+  const int qstride = KDA ? kK : p.H * kK, vstride = p.HV * p.V;
 #pragma unroll
   for (int idx = tid; idx < BT * (kK / 8); idx += NT) {
     const int row = idx / (kK / 8), ch = idx % (kK / 8);
@@ -92,6 +102,10 @@ __device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS>::Stage&
     const int off = valid ? row * qstride + ch * 8 : 0;
     cp_async16(&st.q[row][ch * 8], q + off, valid);
     cp_async16(&st.k[row][ch * 8], k + off, valid);
+    if constexpr (KDA) cp_async16(&st.kl[row][ch * 8], static_cast<const T*>(ws.kgl) + gbase + off, valid);
+  }
+  if constexpr (KDA) {
+    if (tid < kK / 4) cp_async16(&st.gl[4 * tid], ws.gl + (gl_row * p.HV + j) * kK + 4 * tid, true);
   }
 #pragma unroll
   for (int idx = tid; idx < BT * (VS / 8); idx += NT) {
@@ -110,7 +124,7 @@ __device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS>::Stage&
     cp_async16(&st.a[row][ch * 8], A + off, valid);
     cp_async16(&st.p[row][ch * 8], P + off, valid);
   }
-  if (tid < 3 * BT) {
+  if (!KDA && tid < 3 * BT) {
     const int which = tid / BT, row = tid % BT;
     const bool valid = row < len;
     const float* src = which == 0 ? ws.gam + j * ws.T_cap : (which == 1 ? ws.rq : ws.rk) + h * ws.T_cap;
@@ -119,9 +133,9 @@ __device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS>::Stage&
   }
 }
 
-template <class T, int BT, int VS>
+template <class T, int BT, int VS, bool KDA>
 __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwdParams p, GdnChunkWs ws) {
-  using Smem = FusedSmem<T, BT, VS>;
+  using Smem = FusedSmem<T, BT, VS, KDA>;
   using Tl = Tiling<BT, VS>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
@@ -131,6 +145,8 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);
   const int64_t nchunks = (eos - bos + BT - 1) / BT;
+  // KDA: chunk c of sequence n is row r0c + c of the prep grid (ws.gl's first index).
+  const int64_t r0c = !KDA ? 0 : (p.cu_seqlens ? int64_t(ws.chunk_offsets[n]) : n * ((p.T_seq + BT - 1) / BT));
   const int srow = 16 * (warp % 8), scol = (warp / 8) * Tl::SC;  // this warp's state tile
 
   float S[Tl::NS][4];
@@ -143,7 +159,8 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
     }
 
   if (nchunks > 0)
-    load_stage<T, BT, VS>(s.st[0], p, ws, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid);
+    load_stage<T, BT, VS, KDA>(s.st[0], p, ws, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid,
+                               r0c);
   cp_async_commit();
   const int wm = warp % Tl::WM, wn = warp / Tl::WM, cbase = wn * Tl::CW, r0 = 16 * wm + g;
   T* o_base = static_cast<T*>(p.o) + int64_t(j) * p.V + v0 + cbase;
@@ -152,8 +169,8 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
     __syncthreads();
     if (c + 1 < nchunks) {
       const int64_t t1 = bos + (c + 1) * BT;
-      load_stage<T, BT, VS>(s.st[(c + 1) & 1], p, ws, t1, static_cast<int>(min(int64_t(BT), eos - t1)),
-                            h, j, v0, tid);
+      load_stage<T, BT, VS, KDA>(s.st[(c + 1) & 1], p, ws, t1, static_cast<int>(min(int64_t(BT), eos - t1)),
+                                 h, j, v0, tid, r0c + c + 1);
     }
     cp_async_commit();
     auto& st = s.st[c & 1];
@@ -175,9 +192,14 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int r = r0 + 8 * hf;
-      const float eg = exp2f(st.gam[r]);
-      erk[hf] = eg * st.rk[r];
-      oscale[hf] = p.scale * eg * st.rq[r];
+      if constexpr (KDA) {  // the gate and row scales are inside qg / kg
+        erk[hf] = 1.f;
+        oscale[hf] = p.scale;
+      } else {
+        const float eg = exp2f(st.gam[r]);
+        erk[hf] = eg * st.rk[r];
+        oscale[hf] = p.scale * eg * st.rq[r];
+      }
     }
 #pragma unroll
     for (int nt = 0; nt < Tl::NTW; ++nt) {
@@ -198,12 +220,12 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
 
     float vh[Tl::NTW][4] = {};
     mma_rows_kn<T, Tl::NTW, BT>(vh, &st.a[0][0], Smem::kLdA, 16 * wm, &s.x[0][0], Smem::kLdV, cbase, lane);
-    const float gl = st.gam[len - 1];
+    const float gl = KDA ? 0.f : st.gam[len - 1];
     float wsc[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int r = r0 + 8 * hf;
-      wsc[hf] = r < len ? exp2f(gl - st.gam[r]) * st.rk[r] : 0.f;
+      wsc[hf] = (KDA || r >= len) ? 0.f : exp2f(gl - st.gam[r]) * st.rk[r];
     }
 #pragma unroll
     for (int nt = 0; nt < Tl::NTW; ++nt) {
@@ -212,8 +234,9 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
       for (int hf = 0; hf < 2; ++hf) {
         const int r = r0 + 8 * hf;
         *reinterpret_cast<uint32_t*>(&s.vh[r][col]) = MmaType<T>::pack(vh[nt][2 * hf], vh[nt][2 * hf + 1]);
-        *reinterpret_cast<uint32_t*>(&s.vhs[r][col]) =
-            MmaType<T>::pack(wsc[hf] * vh[nt][2 * hf], wsc[hf] * vh[nt][2 * hf + 1]);
+        if constexpr (!KDA)
+          *reinterpret_cast<uint32_t*>(&s.vhs[r][col]) =
+              MmaType<T>::pack(wsc[hf] * vh[nt][2 * hf], wsc[hf] * vh[nt][2 * hf + 1]);
       }
     }
     __syncthreads();
@@ -228,19 +251,27 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
       *reinterpret_cast<uint32_t*>(&s.x[r0 + 8][col]) = MmaType<T>::pack(os[nt][2], os[nt][3]);
     }
 
-    const float decay = exp2f(gl);
+    float decay[2];  // key rows srow + g and srow + g + 8
+    if constexpr (KDA) {
+      decay[0] = st.gl[srow + g];
+      decay[1] = st.gl[srow + g + 8];
+    } else {
+      decay[0] = decay[1] = exp2f(gl);
+    }
 #pragma unroll
     for (int nt = 0; nt < Tl::NS; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] *= decay;
+      for (int e = 0; e < 4; ++e) S[nt][e] *= decay[e >> 1];
+    const T* upd_a = KDA ? &st.kl[0][0] : &st.k[0][0];
+    const T* upd_b = KDA ? &s.vh[0][0] : &s.vhs[0][0];
 #pragma unroll
     for (int kt = 0; kt < BT / 16; ++kt) {
       uint32_t fa[4];
-      ldsm_x4_t(fa, a_addr_colmajor(&st.k[0][0], kLdK, srow, 16 * kt, lane));
+      ldsm_x4_t(fa, a_addr_colmajor(upd_a, kLdK, srow, 16 * kt, lane));
 #pragma unroll
       for (int np = 0; np < Tl::NS / 2; ++np) {
         uint32_t fb[4];
-        ldsm_x4_t(fb, b_addr_kn(&s.vhs[0][0], Smem::kLdV, 16 * kt, scol + 16 * np, lane));
+        ldsm_x4_t(fb, b_addr_kn(upd_b, Smem::kLdV, 16 * kt, scol + 16 * np, lane));
         mma16816<T>(S[2 * np], fa, fb[0], fb[1]);
         mma16816<T>(S[2 * np + 1], fa, fb[2], fb[3]);
       }
@@ -267,18 +298,25 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
   }
 }
 
-template <class T, int BT, int VS>
+template <class T, int BT, int VS, bool KDA>
 void launch_fused_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
-  launch(gdn_fused_kernel<T, BT, VS>, dim3(p.V / VS, p.HV, p.N), dim3(Tiling<BT, VS>::NT),
-         sizeof(FusedSmem<T, BT, VS>), stream, p, ws);
+  launch(gdn_fused_kernel<T, BT, VS, KDA>, dim3(p.V / VS, p.HV, p.N), dim3(Tiling<BT, VS>::NT),
+         sizeof(FusedSmem<T, BT, VS, KDA>), stream, p, ws);
 }
 
 template <class T, int BT>
 void launch_fused_bt(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
+  if (p.kda) {
+    switch (vs) {
+      case 32: return launch_fused_t<T, BT, 32, true>(p, ws, stream);
+      case 64: return launch_fused_t<T, BT, 64, true>(p, ws, stream);
+      default: LINATTN_UNSUPPORTED("kda fused: V-slice ", vs, " (supported: 32, 64)");
+    }
+  }
   switch (vs) {
-    case 32: return launch_fused_t<T, BT, 32>(p, ws, stream);
-    case 64: return launch_fused_t<T, BT, 64>(p, ws, stream);
-    case 128: return launch_fused_t<T, BT, 128>(p, ws, stream);
+    case 32: return launch_fused_t<T, BT, 32, false>(p, ws, stream);
+    case 64: return launch_fused_t<T, BT, 64, false>(p, ws, stream);
+    case 128: return launch_fused_t<T, BT, 128, false>(p, ws, stream);
     default: LINATTN_UNSUPPORTED("gdn fused: V-slice ", vs, " (supported: 32, 64, 128)");
   }
 }

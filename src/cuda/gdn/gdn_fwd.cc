@@ -1,5 +1,6 @@
-// Planning, workspace carving and launch order of the CUDA GDN forward (see gdn_fwd.h):
-// [chunk metadata] -> prep (chunk-parallel) -> fused (head-level), or the token-by-token kernel.
+// Planning, workspace carving and launch order of the CUDA GDN / KDA forward (see gdn_fwd.h):
+// [chunk metadata] -> prep (chunk-parallel; GDN or KDA gate policy) -> fused (head-level), or the
+// token-by-token kernel.
 #include "cuda/gdn/gdn_fwd.h"
 
 #include <cuda_runtime.h>
@@ -41,9 +42,16 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
   }
   const size_t T = size_t(p.T_total);
   r.ws.T_cap = p.T_total;
-  r.ws.gam = c.take<float>(size_t(p.HV) * T);
-  r.ws.rq = c.take<float>(size_t(p.H) * T);
-  r.ws.rk = c.take<float>(size_t(p.H) * T);
+  if (p.kda) {  // the gate lives in the gated operands; no gam / rq / rk
+    r.ws.qg = c.take<uint16_t>(size_t(p.HV) * T * p.K);
+    r.ws.kg = c.take<uint16_t>(size_t(p.HV) * T * p.K);
+    r.ws.kgl = c.take<uint16_t>(size_t(p.HV) * T * p.K);
+    r.ws.gl = c.take<float>(size_t(plan.nt_cap) * p.HV * p.K);
+  } else {
+    r.ws.gam = c.take<float>(size_t(p.HV) * T);
+    r.ws.rq = c.take<float>(size_t(p.H) * T);
+    r.ws.rk = c.take<float>(size_t(p.H) * T);
+  }
   r.ws.Ab = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
   r.ws.P = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
   return r;
@@ -86,6 +94,7 @@ GdnFwdPlan plan_gdn_fwd(const GdnFwdParams& p, int sm_count, bool aligned16) {
   const int64_t heads = int64_t(p.N) * p.HV;
   plan.vs = 32;
   for (int vs : {128, 64}) {
+    if (p.kda && vs == 128) continue;  // KDA's fused kernel takes VS <= 64 (shared memory)
     if (p.V % vs == 0 && double(heads) * (p.V / vs) >= want) {
       plan.vs = vs;
       break;
@@ -125,7 +134,12 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
   if (plan.tables && !supplied)
     build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, plan.nt_cap, w.chunk_indices,
                      w.chunk_offsets, stream);
-  launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
+  if (p.kda) {
+    w.ws.chunk_offsets = plan.tables ? (supplied ? chunk_offsets : w.chunk_offsets) : nullptr;
+    launch_kda_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
+  } else {
+    launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
+  }
   launch_gdn_fused(p, w.ws, plan.vs, st);
 }
 

@@ -1,4 +1,6 @@
-// CUDA GDN forward as src/api sees it (no CUDA headers): plan -> workspace size -> run.
+// CUDA GDN / KDA forward as src/api sees it (no CUDA headers): plan -> workspace size -> run.
+// One plan and one pair of chunked kernels serve both ops; GdnFwdParams::kda selects the gate
+// policy (scalar vs per-key-channel gate).
 // plan_gdn_fwd is a pure function of the call's shape/options and the SM count: it picks the
 // chunked path (prep kernel + fused head-level kernel) when the shape allows it, else the
 // token-by-token kernel, and the V-slice of the fused kernel (tier 2) from N x HV vs SMs.

@@ -19,15 +19,26 @@ struct GdnChunkWs {
   void* Ab = nullptr;     // [HV, T_cap, BT] io type: row t of (I + L)^-1 diag(beta) of its chunk
   void* P = nullptr;      // [HV, T_cap, BT] io type: scale * (M o D o Q K^T) row of its chunk
   void* Ai = nullptr;     // [HV, T_cap, BT] io type: row t of (I + L)^-1; written only when set (backward)
+  // KDA only (per-channel gate, gam unused): the gated q / k operands of the fused kernel.
+  void* qg = nullptr;     // [HV, T_cap, K] io type: rq q (.) 2^gam
+  void* kg = nullptr;     // [HV, T_cap, K] io type: rk k (.) 2^gam
+  void* kgl = nullptr;    // [HV, T_cap, K] io type: rk k (.) 2^(gam_L - gam) (gam_L: last valid row)
+  float* gl = nullptr;    // [nt_cap, HV, K] 2^gam_L of chunk r (r: row of chunk_indices / n * nts + c)
+  const int32_t* chunk_offsets = nullptr;  // [N + 1] varlen: first chunk row of sequence n
 };
 
 // Token-by-token fallback: any K <= 256, V, dtype. No workspace.
 void launch_gdn_recurrent(const GdnFwdParams& p, cudaStream_t stream);
 
-// Chunked path (K = 128, bf16 / fp16, BT in {32, 64}). chunk_indices: [NT_cap, 2] from
+// Chunked path (K = 128, bf16 / fp16, BT in {32, 64}; GDN prep or KDA prep, then the fused kernel). chunk_indices: [NT_cap, 2] from
 // build_chunk_meta when p.cu_seqlens is set, else null (fixed length: NT_cap = N * ceil(T_seq/BT)).
 void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                      int64_t nt_cap, cudaStream_t stream);
 void launch_gdn_fused(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
+
+// KDA prep (kda/kda_fwd_prep.cu): Ab, P (per-channel decays inside the Gram products), qg, kg,
+// kgl, gl. Same grid contract as launch_gdn_prep, one CTA per (chunk, value head).
+void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
+                     int64_t nt_cap, cudaStream_t stream);
 
 }  // namespace linattn::cuda

@@ -3,6 +3,8 @@
 // Sequences: with cu_seqlens, sequence n is rows [clamp(cu[n]), clamp(cu[n+1])) of the packed
 // [T_total, ...] tensors, clamped into [0, T_total] (graph mode never validates cu_seqlens on the
 // host, so the kernels clamp); without it, sequence n is rows [n*T_seq, (n+1)*T_seq).
+// The same struct describes KDA (kda = true): the gate is then per key channel, g [T_total, HV, K],
+// dt_bias [HV, K], and the gate-in-kernel form follows lower_bound (ALGORITHMS.md section 1).
 #pragma once
 #include <cstdint>
 
@@ -24,14 +26,17 @@ struct GdnFwdParams {
   bool l2norm = false, gate_in_kernel = false, beta_sigmoid = false, neg_eigval = false;
   bool state_v_first = false;
   bool cu_i64 = false;
+  bool kda = false;                 // per-key-channel gate (KDA); false: scalar gate (GDN)
+  bool has_lower_bound = false;     // KDA gate in kernel: lower_bound * sigmoid(...) form
+  float lower_bound = 0.f;
 
   const void* q = nullptr;          // [T_total, H, K]
   const void* k = nullptr;          // [T_total, H, K]
   const void* v = nullptr;          // [T_total, HV, V]
-  const void* g = nullptr;          // [T_total, HV] log-decay (raw gate if gate_in_kernel)
+  const void* g = nullptr;          // [T_total, HV] (KDA [T_total, HV, K]) log-decay, raw if gate_in_kernel
   const void* beta = nullptr;       // [T_total, HV] (logit if beta_sigmoid)
-  const float* A_log = nullptr;     // [HV], gate_in_kernel only
-  const float* dt_bias = nullptr;   // [HV], optional
+  const float* A_log = nullptr;     // [HV], gate_in_kernel only (KDA lower_bound form: optional)
+  const float* dt_bias = nullptr;   // [HV] (KDA [HV, K]), optional
   const void* h0 = nullptr;         // [N, HV, K, V] ([N, HV, V, K] if state_v_first), optional
   const void* cu_seqlens = nullptr; // [N + 1] int32 / int64, optional
   void* o = nullptr;                // [T_total, HV, V], io type

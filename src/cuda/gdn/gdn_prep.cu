@@ -6,10 +6,8 @@
 //   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
 // all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
-// contiguous entries of a row of L and P (P stored with 16-byte writes); 64 threads invert the
-// 16x16 diagonal blocks by right-looking forward substitution (15 dependent steps); the
-// off-diagonal blocks are merged by distance, X_ab = -X_aa sum_m L_am X_mb, one warp per block on
-// TF32 tensor cores (FLA's precision for these merges); Ab rows are written with 16-byte stores.
+// contiguous entries of a row of L and P (P stored with 16-byte writes); (I + L) is inverted by
+// invert_unit_lower (gdn_prep_common.cuh, shared with KDA); Ab rows are written with 16-byte stores.
 // Rows past the chunk end are zero-filled, never written back; upper triangles are exact zeros.
 // Shared memory: the bf16 q/k tiles are dead after K K^T and Q K^T and hold L and X afterwards.
 // 256 threads = 8 warps; K = 128.
@@ -19,6 +17,7 @@
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
+#include "cuda/gdn/gdn_prep_common.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -80,84 +79,6 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT>& s, int warp, int 
       }
     }
   }
-}
-
-// acc (16x16 as two m16n8 tiles) += A[16 rows a0.., 16 cols ka..] * B[16 rows kb.., 16 cols nb..].
-template <int LDA, int LDB>
-__device__ __forceinline__ void mma16x16_tf32(float (&acc)[2][4], const float (*A)[LDA], int a0, int ka,
-                                              const float (*B)[LDB], int kb, int nb, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int ks = 0; ks < 2; ++ks) {
-    uint32_t fa[4];
-    fa[0] = to_tf32(A[a0 + g][ka + 8 * ks + t]);
-    fa[1] = to_tf32(A[a0 + g + 8][ka + 8 * ks + t]);
-    fa[2] = to_tf32(A[a0 + g][ka + 8 * ks + t + 4]);
-    fa[3] = to_tf32(A[a0 + g + 8][ka + 8 * ks + t + 4]);
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-      mma1688_tf32(acc[nt], fa, to_tf32(B[kb + 8 * ks + t][nb + 8 * nt + g]),
-                   to_tf32(B[kb + 8 * ks + t + 4][nb + 8 * nt + g]));
-  }
-}
-
-// X = (I + L)^-1 for the strictly lower L in s.u.sv.L (upper blocks of X already zeroed).
-template <class T, int BT>
-__device__ __forceinline__ void invert_unit_lower(PrepSmem<T, BT>& s, int tid) {
-  constexpr int NB = BT / 16, LD = PrepSmem<T, BT>::kLd;
-  auto& L = s.u.sv.L;
-  auto& X = s.u.sv.X;
-  if (tid < BT) {  // diagonal blocks, one column per thread, right-looking
-    const int o = 16 * (tid / 16), col = tid % 16;
-    float x[16];
-#pragma unroll
-    for (int r = 0; r < 16; ++r) x[r] = r == col ? 1.f : 0.f;
-#pragma unroll
-    for (int c = 0; c < 15; ++c)
-#pragma unroll
-      for (int r = c + 1; r < 16; ++r) x[r] -= L[o + r][o + c] * x[c];
-#pragma unroll
-    for (int r = 0; r < 16; ++r) X[o + r][o + col] = x[r];
-  }
-  __syncthreads();
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int d = 1; d < NB; ++d) {
-    if (warp < NB - d) {
-      const int b = warp, a = warp + d;
-      float acc[2][4] = {};
-      for (int m = b; m < a; ++m) mma16x16_tf32<LD, LD>(acc, L, 16 * a, 16 * m, X, 16 * m, 16 * b, lane);
-      float (*tw)[20] = s.tscr[warp];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        tw[g][8 * nt + 2 * t] = acc[nt][0];
-        tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
-        tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
-        tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
-      }
-      __syncwarp();
-      float res[2][4] = {};
-      mma16x16_tf32<LD, 20>(res, X, 16 * a, 16 * a, tw, 0, 0, lane);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int c = 16 * b + 8 * nt + 2 * t;
-        X[16 * a + g][c] = -res[nt][0];
-        X[16 * a + g][c + 1] = -res[nt][1];
-        X[16 * a + g + 8][c] = -res[nt][2];
-        X[16 * a + g + 8][c + 1] = -res[nt][3];
-      }
-    }
-    __syncthreads();
-  }
-}
-
-template <class T>
-__device__ __forceinline__ void store16(T* dst, const float (&v)[16]) {
-  uint32_t w[8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) w[e] = MmaType<T>::pack(v[2 * e], v[2 * e + 1]);
-  reinterpret_cast<uint4*>(dst)[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
 template <class T, int BT>
@@ -274,7 +195,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
       if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
     }
     __syncthreads();
-    invert_unit_lower<T, BT>(s, tid);
+    invert_unit_lower<BT, Smem::kLd>(s.u.sv.L, s.u.sv.X, s.tscr, tid);
     for (int item = tid; item < BT * kSegs; item += kThreads) {
       const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
       if (i >= len) continue;

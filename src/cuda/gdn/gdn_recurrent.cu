@@ -1,10 +1,12 @@
-// Token-by-token GDN forward (ALGORITHMS.md section 2) on CUDA: the general fallback for every
-// shape the chunked kernels do not take (any K <= 256, any V, fp32 inputs, unaligned pointers)
-// and a second, independent implementation the chunked path is tested against.
+// Token-by-token GDN / KDA forward (ALGORITHMS.md section 2) on CUDA: the general fallback for
+// every shape the chunked kernels do not take (any K <= 256, any V, fp32 inputs, unaligned
+// pointers) and a second, independent implementation the chunked path is tested against.
+// Gate policy: GDN decays the whole state by one scalar per token, KDA decays key row kk by its
+// own factor exp(g[t, j, kk]) (staged per token in shared memory next to q and k).
 // Mapping: one warp per (value-column tile of 32, value head j, sequence n); lane c owns column
 // v0 + c of the fp32 state, kept in shared memory as S[K][32] (conflict-free: lanes read
 // consecutive words). Per token the warp stages q and k (l2-normalised if asked) in shared memory,
-// then each lane runs e = v - decay * S^T k, S = decay * S + beta * k e, o = scale * S^T q.
+// then each lane runs e = v - (D S)^T k, S = D S + beta * k e, o = scale * S^T q (D = decay).
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -46,6 +48,7 @@ __global__ void __launch_bounds__(32) gdn_recurrent_kernel(GdnFwdParams p) {
   float* S = smem;                       // [K][kCols]
   float* qs = S + p.K * kCols;           // [K]
   float* ks = qs + p.K;                  // [K]
+  float* dec = ks + p.K;                 // [K] KDA per-channel decay of the current token
   const int lane = threadIdx.x;
   const int v0 = blockIdx.x * kCols, j = blockIdx.y;
   const int64_t n = blockIdx.z;
@@ -62,13 +65,24 @@ __global__ void __launch_bounds__(32) gdn_recurrent_kernel(GdnFwdParams p) {
     __syncwarp();
     stage_row(p, p.q, t * p.H + h, qs, lane);
     stage_row(p, p.k, t * p.H + h, ks, lane);
-    const float decay = expf(gdn_gate(p, t, j));
+    const float decay = p.kda ? 1.f : expf(gdn_gate(p, t, j));
+    if (p.kda)
+      for (int kk = lane; kk < p.K; kk += 32) dec[kk] = expf(kda_gate(p, t, j, kk));
     const float beta = gdn_beta(p, t, j);
     __syncwarp();
     if (active) {
       float dot = 0.f;
-      for (int kk = 0; kk < p.K; ++kk) dot += S[kk * kCols + lane] * ks[kk];
-      const float e = load_elem(p.v, p.io, (t * p.HV + j) * p.V + col) - decay * dot;
+      if (p.kda) {
+        for (int kk = 0; kk < p.K; ++kk) {
+          const float s = dec[kk] * S[kk * kCols + lane];
+          S[kk * kCols + lane] = s;
+          dot += s * ks[kk];
+        }
+      } else {
+        for (int kk = 0; kk < p.K; ++kk) dot += S[kk * kCols + lane] * ks[kk];
+        dot *= decay;
+      }
+      const float e = load_elem(p.v, p.io, (t * p.HV + j) * p.V + col) - dot;
       const float be = beta * e;
       float o = 0.f;
       for (int kk = 0; kk < p.K; ++kk) {
@@ -86,7 +100,7 @@ __global__ void __launch_bounds__(32) gdn_recurrent_kernel(GdnFwdParams p) {
 }  // namespace
 
 void launch_gdn_recurrent(const GdnFwdParams& p, cudaStream_t stream) {
-  const size_t smem = (size_t(p.K) * kCols + 2 * size_t(p.K)) * sizeof(float);
+  const size_t smem = (size_t(p.K) * kCols + 3 * size_t(p.K)) * sizeof(float);
   launch(gdn_recurrent_kernel, dim3((p.V + kCols - 1) / kCols, p.HV, p.N), dim3(32), smem, stream, p);
 }
 

@@ -1,0 +1,100 @@
+// Device helpers shared by the chunk-parallel prep kernels of GDN (gdn_prep.cu) and KDA
+// (kda/kda_fwd_prep.cu): a 16x16x16 TF32 tensor-core product on fp32 shared-memory tiles, the
+// inversion of the unit lower-triangular (I + L) of one chunk, and 16-element packed stores.
+// invert_unit_lower: 64 threads invert the 16x16 diagonal blocks by right-looking forward
+// substitution (15 dependent steps, one column per thread); the off-diagonal blocks are merged
+// by distance, X_ab = -X_aa sum_m L_am X_mb, one warp per block on TF32 tensor cores (FLA's
+// precision for these merges). Needs >= BT threads and >= BT/16 - 1 warps; tscr: per-warp scratch.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/common/mma.cuh"
+
+namespace linattn::cuda {
+
+// acc (16x16 as two m16n8 tiles) += A[16 rows a0.., 16 cols ka..] * B[16 rows kb.., 16 cols nb..].
+template <int LDA, int LDB>
+__device__ __forceinline__ void mma16x16_tf32(float (&acc)[2][4], const float (*A)[LDA], int a0, int ka,
+                                              const float (*B)[LDB], int kb, int nb, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    uint32_t fa[4];
+    fa[0] = to_tf32(A[a0 + g][ka + 8 * ks + t]);
+    fa[1] = to_tf32(A[a0 + g + 8][ka + 8 * ks + t]);
+    fa[2] = to_tf32(A[a0 + g][ka + 8 * ks + t + 4]);
+    fa[3] = to_tf32(A[a0 + g + 8][ka + 8 * ks + t + 4]);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+      mma1688_tf32(acc[nt], fa, to_tf32(B[kb + 8 * ks + t][nb + 8 * nt + g]),
+                   to_tf32(B[kb + 8 * ks + t + 4][nb + 8 * nt + g]));
+  }
+}
+
+// X = (I + L)^-1 for the strictly lower L (upper blocks of X already zeroed by the caller).
+template <int BT, int LD>
+__device__ __forceinline__ void invert_unit_lower(const float (*L)[LD], float (*X)[LD], float (*tscr)[16][20],
+                                                  int tid) {
+  constexpr int NB = BT / 16;
+  if (tid < BT) {  // diagonal blocks, one column per thread, right-looking
+    const int o = 16 * (tid / 16), col = tid % 16;
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) x[r] = r == col ? 1.f : 0.f;
+#pragma unroll
+    for (int c = 0; c < 15; ++c)
+#pragma unroll
+      for (int r = c + 1; r < 16; ++r) x[r] -= L[o + r][o + c] * x[c];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) X[o + r][o + col] = x[r];
+  }
+  __syncthreads();
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int d = 1; d < NB; ++d) {
+    if (warp < NB - d) {
+      const int b = warp, a = warp + d;
+      float acc[2][4] = {};
+      for (int m = b; m < a; ++m) mma16x16_tf32<LD, LD>(acc, L, 16 * a, 16 * m, X, 16 * m, 16 * b, lane);
+      float (*tw)[20] = tscr[warp];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        tw[g][8 * nt + 2 * t] = acc[nt][0];
+        tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+        tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+        tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+      }
+      __syncwarp();
+      float res[2][4] = {};
+      mma16x16_tf32<LD, 20>(res, X, 16 * a, 16 * a, tw, 0, 0, lane);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int c = 16 * b + 8 * nt + 2 * t;
+        X[16 * a + g][c] = -res[nt][0];
+        X[16 * a + g][c + 1] = -res[nt][1];
+        X[16 * a + g + 8][c] = -res[nt][2];
+        X[16 * a + g + 8][c + 1] = -res[nt][3];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void store16(T* dst, const float (&v)[16]) {
+  uint32_t w[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) w[e] = MmaType<T>::pack(v[2 * e], v[2 * e + 1]);
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+template <class T>
+__device__ __forceinline__ void store8(T* dst, const float (&v)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) w[e] = MmaType<T>::pack(v[2 * e], v[2 * e + 1]);
+  *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,263 @@
+// Chunk-parallel prep of the chunked KDA forward (ALGORITHMS.md 3.1, per-channel gate), one CTA per
+// (chunk, value head j): the per-channel gate varies per value head, so nothing is shared over GVA.
+//   gam  [BT][K] chunk-local cumsum of the per-channel log-decay (gate in kernel applied), log2
+//   Ab   (I + L)^-1 diag(beta), L_ij = beta_i sum_d k_id k_jd 2^(gam_id - gam_jd)      (i > j)
+//   P    scale sum_d q_id k_jd 2^(gam_id - gam_jd)                                   (i >= j)
+//   qg = q (.) 2^gam, kg = k (.) 2^gam, kgl = k (.) 2^(gam_L - gam), gl = 2^gam_L (fused operands)
+// (q, k l2-normalised when asked.) Stable intra-chunk step: 16-row sub-chunks. Row block a (rows
+// n..n+15, n = 16a) uses the reference row n: A_i = x_i 2^(gam_i - gam_n) (exponent <= 0) and
+// B_j = k_j 2^(gam_n - gam_j), <= 0 for every column j < n and in [0, span_a] inside block a,
+// span_a = max_d (gam_n,d - gam_n+15,d). One TF32 tensor-core product [A_q; A_k] B^T per row block
+// gives P and L rows exactly (no e^{+gam} over a whole chunk). When span_a > 120 (log2; e.g. gates
+// at -1000) the diagonal block is recomputed per element, 2^(gam_i - gam_j) directly (exponents <= 0),
+// so no term overflows and nothing is NaN at any gate value. 256 threads = 8 warps; K = 128.
+#include <cuda_runtime.h>
+
+#include "cuda/common/launch.h"
+#include "cuda/common/mma.cuh"
+#include "cuda/gdn/gdn_common.cuh"
+#include "cuda/gdn/gdn_kernels.h"
+#include "cuda/gdn/gdn_prep_common.cuh"
+
+namespace linattn::cuda {
+namespace {
+
+constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8, kLdG = kK + 4;
+constexpr float kSpanMax = 120.f;  // log2 units: B_j <= 2^120 |k_j| stays finite in TF32
+
+template <class T, int BT>
+struct KdaPrepSmem {
+  static constexpr int kLd = BT + 4;
+  T q[BT][kLdK];
+  T k[BT][kLdK];
+  float gam[BT][kLdG];
+  union {
+    struct { float a[32][kLdG]; float b[BT][kLdG]; } op;  // Gram operands of one row block
+    struct { float L[BT][kLd]; float X[BT][kLd]; } sv;    // then L and X = (I + L)^-1
+  } u;
+  float kk[BT][kLd];  // sum_d k_id k_jd 2^(gam_id - gam_jd) rk_i rk_j (lower blocks)
+  float qk[BT][kLd];  // sum_d q_id k_jd 2^(gam_id - gam_jd) rq_i rk_j
+  float tscr[kWarps][16][20];
+  float beta[BT], rq[BT], rk[BT];
+  int wide[BT / 16];
+};
+
+// acc (16x16) += A[16 rows a0.., k0..k0+16) * B[16 rows n0.., k0..k0+16)^T; both fp32 [row][k].
+__device__ __forceinline__ void mma16x16_nt_tf32(float (&acc)[2][4], const float (*A)[kLdG], int a0,
+                                                 const float (*B)[kLdG], int n0, int k0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    const int kc = k0 + 8 * ks + t;
+    uint32_t fa[4];
+    fa[0] = to_tf32(A[a0 + g][kc]);
+    fa[1] = to_tf32(A[a0 + g + 8][kc]);
+    fa[2] = to_tf32(A[a0 + g][kc + 4]);
+    fa[3] = to_tf32(A[a0 + g + 8][kc + 4]);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+      mma1688_tf32(acc[nt], fa, to_tf32(B[n0 + 8 * nt + g][kc]), to_tf32(B[n0 + 8 * nt + g][kc + 4]));
+  }
+}
+
+template <class T, int BT>
+__global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                            const int32_t* chunk_indices, int nts) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using Smem = KdaPrepSmem<T, BT>;
+  using M = MmaType<T>;
+  constexpr int NB = BT / 16, RH = BT / 2;
+  auto& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t r = blockIdx.x;
+  const int j = blockIdx.y, h = j / (p.HV / p.H);
+  int64_t n, c;
+  if (chunk_indices) {
+    n = chunk_indices[2 * r];
+    c = chunk_indices[2 * r + 1];
+    if (n < 0) return;  // sentinel row: touch nothing
+  } else {
+    n = r / nts;
+    c = r % nts;
+  }
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int64_t t0 = bos + c * BT;
+  const int len = static_cast<int>(min(int64_t(BT), eos - t0));
+  if (len <= 0) return;
+
+  const T* qsrc = static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
+  const T* ksrc = static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
+  for (int idx = tid; idx < BT * (kK / 8); idx += kThreads) {
+    const int row = idx / (kK / 8), ch = idx % (kK / 8);
+    const bool valid = row < len;
+    const int off = valid ? row * p.H * kK + ch * 8 : 0;
+    cp_async16(&s.q[row][ch * 8], qsrc + off, valid);
+    cp_async16(&s.k[row][ch * 8], ksrc + off, valid);
+  }
+  cp_async_commit();
+
+  // Per-channel cumsum while the copies fly: thread (half, channel) scans rows [half RH, +RH);
+  // rows past the chunk end add nothing (their gates are never read: they may be garbage).
+  const int ch = tid & (kK - 1), half = tid >> 7;
+  {
+    float acc = 0.f;
+#pragma unroll 4
+    for (int i = half * RH; i < half * RH + RH; ++i) {
+      if (i < len) acc += kda_gate(p, t0 + i, j, ch);
+      s.gam[i][ch] = acc;
+    }
+  }
+  if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(p, t0 + tid, j) : 0.f;
+  __syncthreads();
+  {
+    const float base = half ? s.gam[RH - 1][ch] : 0.f;
+    __syncthreads();
+    for (int i = half * RH; i < half * RH + RH; ++i) s.gam[i][ch] = (s.gam[i][ch] + base) * kLog2e;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  for (int i = warp; i < 2 * BT; i += kWarps) {
+    const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < kK / 32; ++e) {
+      const float x = M::to_float(row[lane * (kK / 32) + e]);
+      ss += x * x;
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, d);
+    if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+  }
+  if (warp < NB) {  // span of each diagonal block (rows past the end repeat the last gam)
+    const int n0 = 16 * warp;
+    float m = 0.f;
+    for (int cc = lane; cc < kK; cc += 32) m = fmaxf(m, s.gam[n0][cc] - s.gam[n0 + 15][cc]);
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+    if (lane == 0) s.wide[warp] = !(m <= kSpanMax);
+  }
+  __syncthreads();
+
+  for (int a = 0; a < NB; ++a) {
+    const int n0 = 16 * a, ncol = 16 * (a + 1);
+    for (int idx = tid; idx < 32 * kK; idx += kThreads) {
+      const int row = idx / kK, cc = idx % kK, i = n0 + (row & 15);
+      const float x = row < 16 ? M::to_float(s.q[i][cc]) * s.rq[i] : M::to_float(s.k[i][cc]) * s.rk[i];
+      s.u.op.a[row][cc] = x * exp2f(s.gam[i][cc] - s.gam[n0][cc]);
+    }
+    for (int idx = tid; idx < ncol * kK; idx += kThreads) {
+      const int jr = idx / kK, cc = idx % kK;
+      const float e = fminf(s.gam[n0][cc] - s.gam[jr][cc], 126.f);  // clamp: wide blocks are redone
+      s.u.op.b[jr][cc] = M::to_float(s.k[jr][cc]) * s.rk[jr] * exp2f(e);
+    }
+    __syncthreads();
+    if (warp < 2 * (a + 1)) {
+      const int mt = warp & 1, nb = warp >> 1, g = lane >> 2, t = lane & 3;
+      float acc[2][4] = {};
+#pragma unroll
+      for (int kt = 0; kt < kK / 16; ++kt) mma16x16_nt_tf32(acc, s.u.op.a, 16 * mt, s.u.op.b, 16 * nb, 16 * kt, lane);
+      float (*dst)[Smem::kLd] = mt == 0 ? s.qk : s.kk;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          dst[n0 + g + 8 * (e >> 1)][16 * nb + 8 * nt + 2 * t + (e & 1)] = acc[nt][e];
+    }
+    __syncthreads();
+  }
+  for (int a = 0; a < NB; ++a) {  // exact diagonal blocks where the sub-chunk decays too much
+    if (!s.wide[a]) continue;
+    const int i = 16 * a + (tid >> 4), jc = 16 * a + (tid & 15);
+    if (jc <= i) {
+      float aq = 0.f, ak = 0.f;
+      for (int cc = 0; cc < kK; ++cc) {
+        const float e = exp2f(s.gam[i][cc] - s.gam[jc][cc]) * M::to_float(s.k[jc][cc]);
+        aq += M::to_float(s.q[i][cc]) * e;
+        ak += M::to_float(s.k[i][cc]) * e;
+      }
+      s.qk[i][jc] = aq * s.rq[i] * s.rk[jc];
+      s.kk[i][jc] = ak * s.rk[i] * s.rk[jc];
+    }
+  }
+  __syncthreads();
+
+  constexpr int kSeg = 16, kSegs = BT / kSeg;
+  T* Ab = static_cast<T*>(ws.Ab);
+  T* P = static_cast<T*>(ws.P);
+  for (int item = tid; item < BT * kSegs; item += kThreads) {
+    const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+    const float bi = s.beta[i];
+    float pv[kSeg];
+#pragma unroll
+    for (int e = 0; e < kSeg; ++e) {
+      const int jc = c0 + e;
+      s.u.sv.L[i][jc] = (jc < i && i < len) ? bi * s.kk[i][jc] : 0.f;
+      pv[e] = (jc <= i && i < len) ? p.scale * s.qk[i][jc] : 0.f;
+      if ((i >> 4) < (c0 >> 4)) s.u.sv.X[i][jc] = 0.f;
+    }
+    if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+  }
+  __syncthreads();
+  invert_unit_lower<BT, Smem::kLd>(s.u.sv.L, s.u.sv.X, s.tscr, tid);
+  for (int item = tid; item < BT * kSegs; item += kThreads) {
+    const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+    if (i >= len) continue;
+    float av[kSeg];
+#pragma unroll
+    for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e] * s.beta[c0 + e];
+    store16<T>(Ab + (j * ws.T_cap + t0 + i) * BT + c0, av);
+  }
+
+  // Gated operands of the fused kernel; every exponent is <= 0.
+  const int lr = len - 1;
+  for (int item = tid; item < BT * (kK / 8); item += kThreads) {
+    const int i = item / (kK / 8), c0 = (item % (kK / 8)) * 8;
+    if (i >= len) continue;
+    float vq[8], vk[8], vl[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float gi = s.gam[i][c0 + e], eg = exp2f(gi), el = exp2f(s.gam[lr][c0 + e] - gi);
+      const float kx = M::to_float(s.k[i][c0 + e]) * s.rk[i];
+      vq[e] = M::to_float(s.q[i][c0 + e]) * s.rq[i] * eg;
+      vk[e] = kx * eg;
+      vl[e] = kx * el;
+    }
+    const int64_t off = (int64_t(j) * ws.T_cap + t0 + i) * kK + c0;
+    store8<T>(static_cast<T*>(ws.qg) + off, vq);
+    store8<T>(static_cast<T*>(ws.kg) + off, vk);
+    store8<T>(static_cast<T*>(ws.kgl) + off, vl);
+  }
+  if (tid < kK) ws.gl[(r * p.HV + j) * kK + tid] = exp2f(s.gam[lr][tid]);
+}
+
+template <class T, int BT>
+void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+              cudaStream_t stream) {
+  const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
+  launch(kda_prep_kernel<T, BT>, dim3(static_cast<unsigned>(nt_cap), p.HV), dim3(kThreads),
+         sizeof(KdaPrepSmem<T, BT>), stream, p, ws, ci, nts);
+}
+
+}  // namespace
+
+void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
+                     int64_t nt_cap, cudaStream_t stream) {
+  LINATTN_CHECK(p.kda && p.K == kK, "kda prep: K must be ", kK, ", got ", p.K);
+  LINATTN_CHECK(nt_cap < (int64_t(1) << 31), "kda prep: too many chunks: ", nt_cap);
+  LINATTN_CHECK(ws.qg && ws.kg && ws.kgl && ws.gl && ws.Ab && ws.P, "kda prep: workspace not carved");
+  const bool bf = p.io == ElemType::kBF16;
+  LINATTN_CHECK(bf || p.io == ElemType::kF16, "kda prep: io dtype must be bf16 or fp16");
+  if (p.BT == 64) {
+    bf ? launch_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
+       : launch_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);
+  } else if (p.BT == 32) {
+    bf ? launch_t<__nv_bfloat16, 32>(p, ws, chunk_indices, nt_cap, stream)
+       : launch_t<__half, 32>(p, ws, chunk_indices, nt_cap, stream);
+  } else {
+    LINATTN_UNSUPPORTED("kda prep: chunk_size ", p.BT, " (supported: 32, 64)");
+  }
+}
+
+}  // namespace linattn::cuda

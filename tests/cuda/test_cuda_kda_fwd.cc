@@ -1,0 +1,151 @@
+// CUDA KDA forward against the fp64 reference (src/ref), on seeded inputs, for both CUDA paths
+// (token-by-token kernel and chunked KDA prep + the shared fused kernel) and every KDA V-slice:
+// every option (GVA 1/2/3, scale, h0 / ht in both layouts, varlen with edge lengths 0, 1, BT-1,
+// BT, BT+1, 2BT+3 and padding rows, in-kernel l2norm / beta sigmoid / neg eigenvalues, the three
+// in-kernel gate forms: A_log softplus, lower_bound sigmoid with and without A_log, dt_bias flat
+// and [HV, K], safe_gate with and without the gate in kernel), strong, mixed and no decay, gates
+// at -1000 (5%, 30%, all), lower_bound = -5 (the strongest safe decay: every step -5), bf16 and
+// fp16 (fp32 on the token kernel), BT 64 and 32. Outputs are NaN-prefilled: unwritten or
+// non-finite elements fail; padding rows of o must stay untouched (NaN).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cuda_fwd_util.h"
+#include "linattn/error.h"
+
+namespace linattn::test {
+namespace {
+
+ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt, ChunkOp::kKda); }
+
+std::vector<FwdCase> cases(DType dt, int bt) {
+  std::vector<FwdCase> r;
+  r.push_back({"layer_options_dense_gva2", layer_options_spec(dt, bt, ChunkOp::kKda)});
+  r.push_back({"varlen_edges_mixed_decay", varlen_edges_spec(dt, bt, ChunkOp::kKda)});
+  r.push_back({"varlen_strong_extreme5_no_h0_gva3", varlen_strong_spec(dt, bt, ChunkOp::kKda)});
+  {  // lower_bound = -5 gate form without A_log, [HV, K] dt_bias, safe_gate
+    ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -5.0;
+    s.opt.safe_gate = true;
+    s.has_A_log = false;
+    s.dt_bias_2d = true;
+    s.opt.state_v_first = false;
+    s.seqlens = {1, 200, 63};
+    r.push_back({"lower_bound_m5_sigmoid_safe_gate_dtbias2d", s});
+  }
+  {  // lower_bound with A_log, not safe_gate, neg eigenvalues, no dt_bias, bf16 raw gates
+    ChunkAttnSpec s = base(dt, bt);
+    s.opt.use_gate_in_kernel = true;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -3.0;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.allow_neg_eigval = true;
+    s.has_dt_bias = false;
+    s.gate_dtype = DType::kBF16;
+    s.T = 97;
+    r.push_back({"lower_bound_alog_neg_eigval_bf16_gates", s});
+  }
+  {  // safe_gate with precomputed gates clamped to [-5, 0]: strong decays become -5 every step
+    ChunkAttnSpec s = base(dt, bt);
+    s.opt.safe_gate = true;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -5.0;
+    s.gate = GateDist::kStrong;
+    s.H = s.HV = 2;
+    s.T = 260;
+    r.push_back({"safe_gate_precomputed_all_minus5", s});
+  }
+  {  // 30% of the gates at -1000: most diagonal sub-chunks take the exact per-element form
+    ChunkAttnSpec s = base(dt, bt);
+    s.extreme_gate_frac = 0.3;
+    s.seqlens = {bt + 1, 3 * bt - 1, 17};
+    s.pad_tokens = 5;
+    r.push_back({"extreme30_varlen", s});
+  }
+  {  // every gate at -1000: the state is forgotten at every token
+    ChunkAttnSpec s = base(dt, bt);
+    s.extreme_gate_frac = 1.0;
+    s.T = 70;
+    s.B = 1;
+    r.push_back({"all_gates_minus1000", s});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.gate = GateDist::kNoDecay;
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.V = 64;
+    s.T = 257;
+    s.B = 1;
+    r.push_back({"no_decay_v64", s});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.V = 256;
+    s.H = 1;
+    s.HV = 1;
+    s.B = 1;
+    s.T = 1000;
+    s.opt.output_final_state = false;
+    r.push_back({"long_v256_no_ht", s});
+  }
+  return r;
+}
+
+class CudaKdaFwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaKdaFwd, TokenKernelMatchesReference) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) run_fwd_case(c, api::CudaGdnPath::kRecurrent, 0);
+}
+
+TEST_P(CudaKdaFwd, ChunkedKernelsMatchReference) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+}
+
+TEST_P(CudaKdaFwd, ChunkedEveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  const FwdCase c = cases(dt, bt)[1];
+  for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(CudaKdaFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kF32, 64);
+  s.K = 60;
+  s.V = 100;
+  s.seqlens = {17, 0, 90};
+  s.extreme_gate_frac = 0.1;
+  s.opt.use_qk_l2norm_in_kernel = true;
+  const ChunkAttnData d = make_chunk_attn(s);
+  const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kAuto);
+  EXPECT_TRUE(fwd_close(d, ref_forward(d), got, DType::kF32));
+  EXPECT_TRUE(all_finite(d, got));
+}
+
+TEST(CudaKdaFwdFallback, ChunkedPathRejectsUnsupportedShapes) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.K = 64;
+  EXPECT_THROW(run_cuda_fwd(make_chunk_attn(s), api::CudaGdnPath::kChunked), Error);
+  s.K = 128;  // KDA's fused kernel takes V-slices of 32 and 64 only
+  EXPECT_THROW(run_cuda_fwd(make_chunk_attn(s), api::CudaGdnPath::kChunked, 128), Error);
+}
+
+}  // namespace
+}  // namespace linattn::test
