@@ -49,22 +49,19 @@ __device__ __forceinline__ float gdn_gate(const GdnFwdParams& p, int64_t t, int 
   return g;
 }
 
-// Natural-log decay of token t, value head j, key channel c (KDA; ALGORITHMS.md section 1):
-// -exp(A_log) softplus(x), or lower_bound sigmoid(exp(A_log) x) (sigmoid(x) without A_log) when
-// lower_bound is set, with x = g_raw + dt_bias[j, c].
+// KDA gate of one raw value with x = raw + dtb (ALGORITHMS.md section 1): -ea softplus(x), or
+// lower_bound sigmoid(ea x) when lower_bound is set; ea = exp(A_log[j]) (1 without A_log).
+__device__ __forceinline__ float kda_gate_value(const GdnFwdParams& p, float raw, float dtb, float ea) {
+  const float x = raw + dtb;
+  if (p.has_lower_bound) return p.lower_bound / (1.f + expf(-ea * x));
+  return -ea * (x > 20.f ? x : log1pf(expf(x)));
+}
+
+// Natural-log decay of token t, value head j, key channel c (KDA).
 __device__ __forceinline__ float kda_gate(const GdnFwdParams& p, int64_t t, int j, int c) {
-  float g = load_elem(p.g, p.g_type, (t * p.HV + j) * p.K + c);
-  if (p.gate_in_kernel) {
-    const float x = g + (p.dt_bias ? p.dt_bias[j * p.K + c] : 0.f);
-    if (p.has_lower_bound) {
-      const float a = p.A_log ? expf(p.A_log[j]) : 1.f;
-      g = p.lower_bound / (1.f + expf(-a * x));
-    } else {
-      const float sp = x > 20.f ? x : log1pf(expf(x));
-      g = -expf(p.A_log[j]) * sp;
-    }
-  }
-  return g;
+  const float g = load_elem(p.g, p.g_type, (t * p.HV + j) * p.K + c);
+  if (!p.gate_in_kernel) return g;
+  return kda_gate_value(p, g, p.dt_bias ? p.dt_bias[j * p.K + c] : 0.f, p.A_log ? expf(p.A_log[j]) : 1.f);
 }
 
 __device__ __forceinline__ float gdn_beta(const GdnFwdParams& p, int64_t t, int j) {

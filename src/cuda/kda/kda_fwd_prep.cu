@@ -4,13 +4,13 @@
 //   Ab   (I + L)^-1 diag(beta), L_ij = beta_i sum_d k_id k_jd 2^(gam_id - gam_jd)      (i > j)
 //   P    scale sum_d q_id k_jd 2^(gam_id - gam_jd)                                   (i >= j)
 //   qg = q (.) 2^gam, kg = k (.) 2^gam, kgl = k (.) 2^(gam_L - gam), gl = 2^gam_L (fused operands)
-// (q, k l2-normalised when asked.) Stable intra-chunk step: 16-row sub-chunks. Row block a (rows
-// n..n+15, n = 16a) uses the reference row n: A_i = x_i 2^(gam_i - gam_n) (exponent <= 0) and
-// B_j = k_j 2^(gam_n - gam_j), <= 0 for every column j < n and in [0, span_a] inside block a,
-// span_a = max_d (gam_n,d - gam_n+15,d). One TF32 tensor-core product [A_q; A_k] B^T per row block
-// gives P and L rows exactly (no e^{+gam} over a whole chunk). When span_a > 120 (log2; e.g. gates
-// at -1000) the diagonal block is recomputed per element, 2^(gam_i - gam_j) directly (exponents <= 0),
-// so no term overflows and nothing is NaN at any gate value. 256 threads = 8 warps; K = 128.
+// (q, k l2-normalised when asked.) Stable intra-chunk step, 16-row sub-chunks: off-diagonal block
+// (row block a > column block b) uses the reference row n = 16a: A_i = x_i 2^(gam_i - gam_n) and
+// B_j = k_j 2^(gam_n - gam_j), both exponents <= 0 (gam decreases), one TF32 tensor-core product
+// [A_q; A_k] B^T per row block. The diagonal 16x16 blocks are summed per element with
+// 2^(gam_i - gam_j), j <= i (diagonal_blocks_exact): no factor e^{+gam} is ever formed, so no term
+// overflows and nothing is NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no
+// other path. 512 threads = 16 warps; K = 128.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -22,8 +22,7 @@
 namespace linattn::cuda {
 namespace {
 
-constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8, kLdG = kK + 4;
-constexpr float kSpanMax = 120.f;  // log2 units: B_j <= 2^120 |k_j| stays finite in TF32
+constexpr int kK = 128, kThreads = 512, kWarps = kThreads / 32, kLdK = kK + 8, kLdG = kK + 4;
 
 template <class T, int BT>
 struct KdaPrepSmem {
@@ -37,9 +36,8 @@ struct KdaPrepSmem {
   } u;
   float kk[BT][kLd];  // sum_d k_id k_jd 2^(gam_id - gam_jd) rk_i rk_j (lower blocks)
   float qk[BT][kLd];  // sum_d q_id k_jd 2^(gam_id - gam_jd) rq_i rk_j
-  float tscr[kWarps][16][20];
+  float tscr[4][16][20];  // merge scratch of invert_unit_lower (<= BT/16 - 1 warps)
   float beta[BT], rq[BT], rk[BT];
-  int wide[BT / 16];
 };
 
 // acc (16x16) += A[16 rows a0.., k0..k0+16) * B[16 rows n0.., k0..k0+16)^T; both fp32 [row][k].
@@ -60,13 +58,79 @@ __device__ __forceinline__ void mma16x16_nt_tf32(float (&acc)[2][4], const float
   }
 }
 
+// The 16x16 diagonal blocks, per element: qk_ij and kk_ij (j <= i in one sub-chunk) as
+// sum_d x_id k_jd 2^(gam_id - gam_jd), every exponent <= 0 at any gate value. Thread (block a,
+// row pair (p, 15 - p), channel slice cs) sums its 2 x 4 channels {64 q + 4 cs ..} over the 17
+// pairs (p+1 of row p, 16-p of row 15-p: every thread does the same work); the 16 slices of a row
+// pair are adjacent lanes and reduce by shuffles. 128 threads per diagonal block.
+template <class T, int BT>
+__device__ __forceinline__ void diagonal_blocks_exact(KdaPrepSmem<T, BT>& s, int tid) {
+  using M = MmaType<T>;
+  static_assert(BT / 16 * 128 <= kThreads, "128 threads per diagonal block");
+  if (tid >= BT / 16 * 128) return;
+  const int a = tid >> 7, pp = (tid >> 4) & 7, cs = tid & 15;
+  const int iA = 16 * a + pp, iB = 16 * a + 15 - pp;
+  float aq[17] = {}, ak[17] = {};
+  auto load4 = [](const T* x, float (&v)[4]) {
+    const uint2 w = *reinterpret_cast<const uint2*>(x);
+    const T* h = reinterpret_cast<const T*>(&w);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = M::to_float(h[e]);
+  };
+#pragma unroll
+  for (int cq = 0; cq < kK / 64; ++cq) {
+    const int cc = 64 * cq + 4 * cs;
+    const float4 gA = *reinterpret_cast<const float4*>(&s.gam[iA][cc]);
+    const float4 gB = *reinterpret_cast<const float4*>(&s.gam[iB][cc]);
+    float qA[4], kA[4], qB[4], kB[4];
+    load4(&s.q[iA][cc], qA);
+    load4(&s.k[iA][cc], kA);
+    load4(&s.q[iB][cc], qB);
+    load4(&s.k[iB][cc], kB);
+#pragma unroll
+    for (int idx = 0; idx < 17; ++idx) {
+      const bool ra = idx <= pp;
+      const int jr = 16 * a + (ra ? idx : idx - pp - 1);
+      const float4 gj = *reinterpret_cast<const float4*>(&s.gam[jr][cc]);
+      float kj[4];
+      load4(&s.k[jr][cc], kj);
+      const float gi[4] = {ra ? gA.x : gB.x, ra ? gA.y : gB.y, ra ? gA.z : gB.z, ra ? gA.w : gB.w};
+      const float gjv[4] = {gj.x, gj.y, gj.z, gj.w};
+      float sq = 0.f, sk = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float ex = exp2f(gi[e] - gjv[e]) * kj[e];
+        sq += (ra ? qA[e] : qB[e]) * ex;
+        sk += (ra ? kA[e] : kB[e]) * ex;
+      }
+      aq[idx] += sq;
+      ak[idx] += sk;
+    }
+  }
+#pragma unroll
+  for (int idx = 0; idx < 17; ++idx)
+#pragma unroll
+    for (int m = 1; m < 16; m <<= 1) {
+      aq[idx] += __shfl_xor_sync(0xffffffffu, aq[idx], m);
+      ak[idx] += __shfl_xor_sync(0xffffffffu, ak[idx], m);
+    }
+#pragma unroll
+  for (int idx = 0; idx < 17; ++idx) {
+    if ((idx & 15) != cs) continue;
+    const bool ra = idx <= pp;
+    const int i = ra ? iA : iB, jr = 16 * a + (ra ? idx : idx - pp - 1);
+    s.qk[i][jr] = aq[idx] * s.rq[i] * s.rk[jr];
+    s.kk[i][jr] = ak[idx] * s.rk[i] * s.rk[jr];
+  }
+}
+
 template <class T, int BT>
 __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                             const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   using Smem = KdaPrepSmem<T, BT>;
   using M = MmaType<T>;
-  constexpr int NB = BT / 16, RH = BT / 2;
+  constexpr int NB = BT / 16, RQ = BT / 4;
   auto& s = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t r = blockIdx.x;
@@ -97,23 +161,39 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
   }
   cp_async_commit();
 
-  // Per-channel cumsum while the copies fly: thread (half, channel) scans rows [half RH, +RH);
-  // rows past the chunk end add nothing (their gates are never read: they may be garbage).
-  const int ch = tid & (kK - 1), half = tid >> 7;
+  // Per-channel cumsum while the copies fly: thread (quarter, channel) scans rows [qr RQ, +RQ);
+  // all its gate loads are issued first. Rows past the chunk end add nothing (their gates are
+  // never read: they may be garbage).
+  const int ch = tid & (kK - 1), qr = tid >> 7;
   {
+    float gv[RQ];
+    const int64_t gbase = (t0 * p.HV + j) * kK + ch, gstride = int64_t(p.HV) * kK;
+    if (p.g_type == ElemType::kF32) {
+      const float* g = static_cast<const float*>(p.g) + gbase;
+#pragma unroll
+      for (int e = 0; e < RQ; ++e) gv[e] = qr * RQ + e < len ? g[(qr * RQ + e) * gstride] : 0.f;
+    } else {
+#pragma unroll
+      for (int e = 0; e < RQ; ++e)
+        gv[e] = qr * RQ + e < len ? load_elem(p.g, p.g_type, gbase + (qr * RQ + e) * gstride) : 0.f;
+    }
+    const float dtb = p.gate_in_kernel && p.dt_bias ? p.dt_bias[j * kK + ch] : 0.f;
+    const float ea = p.gate_in_kernel && p.A_log ? expf(p.A_log[j]) : 1.f;
     float acc = 0.f;
-#pragma unroll 4
-    for (int i = half * RH; i < half * RH + RH; ++i) {
-      if (i < len) acc += kda_gate(p, t0 + i, j, ch);
+#pragma unroll
+    for (int e = 0; e < RQ; ++e) {
+      const int i = qr * RQ + e;
+      if (i < len) acc += p.gate_in_kernel ? kda_gate_value(p, gv[e], dtb, ea) : gv[e];
       s.gam[i][ch] = acc;
     }
   }
   if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(p, t0 + tid, j) : 0.f;
   __syncthreads();
   {
-    const float base = half ? s.gam[RH - 1][ch] : 0.f;
+    float base = 0.f;
+    for (int q2 = 0; q2 < qr; ++q2) base += s.gam[q2 * RQ + RQ - 1][ch];
     __syncthreads();
-    for (int i = half * RH; i < half * RH + RH; ++i) s.gam[i][ch] = (s.gam[i][ch] + base) * kLog2e;
+    for (int i = qr * RQ; i < qr * RQ + RQ; ++i) s.gam[i][ch] = (s.gam[i][ch] + base) * kLog2e;
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -130,30 +210,23 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
     for (int d = 16; d > 0; d >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, d);
     if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
   }
-  if (warp < NB) {  // span of each diagonal block (rows past the end repeat the last gam)
-    const int n0 = 16 * warp;
-    float m = 0.f;
-    for (int cc = lane; cc < kK; cc += 32) m = fmaxf(m, s.gam[n0][cc] - s.gam[n0 + 15][cc]);
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-    if (lane == 0) s.wide[warp] = !(m <= kSpanMax);
-  }
   __syncthreads();
 
-  for (int a = 0; a < NB; ++a) {
-    const int n0 = 16 * a, ncol = 16 * (a + 1);
+  // Off-diagonal blocks of row block a >= 1 (columns j < n = 16a): A_i = x_i 2^(gam_i - gam_n),
+  // B_j = k_j 2^(gam_n - gam_j), both exponents <= 0; one TF32 product [A_q; A_k] B^T per block.
+  for (int a = 1; a < NB; ++a) {
+    const int n0 = 16 * a;
     for (int idx = tid; idx < 32 * kK; idx += kThreads) {
       const int row = idx / kK, cc = idx % kK, i = n0 + (row & 15);
       const float x = row < 16 ? M::to_float(s.q[i][cc]) * s.rq[i] : M::to_float(s.k[i][cc]) * s.rk[i];
       s.u.op.a[row][cc] = x * exp2f(s.gam[i][cc] - s.gam[n0][cc]);
     }
-    for (int idx = tid; idx < ncol * kK; idx += kThreads) {
+    for (int idx = tid; idx < n0 * kK; idx += kThreads) {
       const int jr = idx / kK, cc = idx % kK;
-      const float e = fminf(s.gam[n0][cc] - s.gam[jr][cc], 126.f);  // clamp: wide blocks are redone
-      s.u.op.b[jr][cc] = M::to_float(s.k[jr][cc]) * s.rk[jr] * exp2f(e);
+      s.u.op.b[jr][cc] = M::to_float(s.k[jr][cc]) * s.rk[jr] * exp2f(s.gam[n0][cc] - s.gam[jr][cc]);
     }
     __syncthreads();
-    if (warp < 2 * (a + 1)) {
+    if (warp < 2 * a) {
       const int mt = warp & 1, nb = warp >> 1, g = lane >> 2, t = lane & 3;
       float acc[2][4] = {};
 #pragma unroll
@@ -167,20 +240,7 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
     }
     __syncthreads();
   }
-  for (int a = 0; a < NB; ++a) {  // exact diagonal blocks where the sub-chunk decays too much
-    if (!s.wide[a]) continue;
-    const int i = 16 * a + (tid >> 4), jc = 16 * a + (tid & 15);
-    if (jc <= i) {
-      float aq = 0.f, ak = 0.f;
-      for (int cc = 0; cc < kK; ++cc) {
-        const float e = exp2f(s.gam[i][cc] - s.gam[jc][cc]) * M::to_float(s.k[jc][cc]);
-        aq += M::to_float(s.q[i][cc]) * e;
-        ak += M::to_float(s.k[i][cc]) * e;
-      }
-      s.qk[i][jc] = aq * s.rq[i] * s.rk[jc];
-      s.kk[i][jc] = ak * s.rk[i] * s.rk[jc];
-    }
-  }
+  diagonal_blocks_exact<T, BT>(s, tid);
   __syncthreads();
 
   constexpr int kSeg = 16, kSegs = BT / kSeg;
