@@ -7,6 +7,7 @@ graph ms, speedups (FLA / linattn, eager vs eager and graph vs graph), TFLOP/s a
 bf16 matmul ceiling, workspace vs FLA's peak extra memory, and the PERFORMANCE.md target if any.
 """
 import json
+import os
 import sys
 
 TARGETS = {("gdn", 16, 64, "1x32768"): 1.2, ("gdn", 16, 64, "4096x8"): 0.75, ("gdn", 16, 64, "1x2048"): 0.08,
@@ -29,7 +30,7 @@ def load(path):
 
 def main():
     lenv, lin = load(sys.argv[1])
-    fenv, fla = load(sys.argv[2]) if len(sys.argv) > 2 else ({}, {})
+    fenv, fla = load(sys.argv[2]) if len(sys.argv) > 2 and os.path.exists(sys.argv[2]) else ({}, {})
     peak = fenv.get("peak_tflops") or 790.0
     print(f"linattn commit {lenv.get('commit', '?')} on {lenv.get('device', '?')}; FLA {fenv.get('fla', '-')} "
           f"(dispatch disabled={fenv.get('dispatch_disabled', '-')}); measured bf16 matmul {peak} TFLOP/s, "
