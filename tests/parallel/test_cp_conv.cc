@@ -62,9 +62,10 @@ TEST_P(CpConv, EqualsSingleDevice) {
   conv_bwd(inputs(one, one.x, one.res), one.dy, one.dht, {one.dx, one.dw, one.db, one.dres, one.dh0}, opt);
   const int64_t T = one.x.shape()[1];
   auto rows = [&](const Tensor& t) { return narrow(t.view(), 1, 0, one.valid); };
-  for (int world : {2, 4, 8}) {
-    SCOPED_TRACE("world " + std::to_string(world));
-    const std::vector<int64_t> off = rank_layout(world, T);
+  for (const std::vector<int64_t>& off : {rank_layout(2, T), rank_layout(4, T), rank_layout(8, T),
+                                          std::vector<int64_t>{0, 0, 50, T}, std::vector<int64_t>{0, 45, T, T}}) {
+    const int world = static_cast<int>(off.size()) - 1;
+    SCOPED_TRACE("world " + std::to_string(world) + ", rank 1 starts at row " + std::to_string(off[1]));
     const Tensor offs = offsets_tensor(off);
     Conv got = make(has_h0, 3);
     std::vector<Tensor> dh0(static_cast<size_t>(world));
