@@ -39,9 +39,9 @@ struct ChunkAttnOptions {
   bool output_final_state = false;
   // Tier 3, exact in-sequence splitting (ALGORITHMS.md; docs/perf-notes.md "Sequence
   // parallelism"): 0 = the planner decides (splits only when sequences x heads x V-splits leave
-  // the threads idle and its cost model says it pays), 1 = never split, s > 1 = split every
-  // sequence into up to s chunk-aligned segments (local states and K x K transitions combined in
-  // order, then each segment finished). Results change only by reduction-order rounding.
+  // the threads idle and its cost model says it pays), 1 = never split, s in [2, 4096] = split
+  // every sequence into up to s chunk-aligned segments (local states and K x K transitions
+  // combined in order, then each segment finished). Results change only by rounding.
   int segments = 0;
   // Graph contract (fixed capacity).
   bool use_graph = false;

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "core/check.h"
 #include "core/util.h"
 #include "meta/cost.h"
 
@@ -13,6 +14,7 @@ namespace linattn::plan {
 namespace {
 
 constexpr int64_t kMinTile = 16;  // columns: one AVX-512 vector
+constexpr int kMaxSegments = 4096;  // per sequence (scratch is N x segments states)
 
 // Longest-first greedy makespan of `costs` on `threads` workers.
 double lpt_makespan(std::vector<double> costs, int threads) {
@@ -63,6 +65,8 @@ std::string ChunkPlan::to_string() const {
 
 ChunkPlan plan_chunk_fwd(const meta::ChunkAttnDesc& d, const std::vector<int64_t>& lengths,
                          int num_threads, int segments_request) {
+  LINATTN_CHECK(segments_request >= 0 && segments_request <= kMaxSegments, "segments: expected in [0, ",
+                kMaxSegments, "] (0 = planner, 1 = off), got ", segments_request);
   ChunkPlan p;
   p.caller_BT = d.BT;
   p.BT = d.BT > 32 ? 32 : d.BT;

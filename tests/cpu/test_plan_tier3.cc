@@ -4,6 +4,7 @@
 // forbids it; fixed-capacity plans (lengths unknown) follow the same model.
 #include <gtest/gtest.h>
 
+#include "linattn/error.h"
 #include "meta/chunk_attn_desc.h"
 #include "plan/chunk_plan.h"
 
@@ -49,6 +50,8 @@ TEST(ChunkPlanTier3, RequestForcesOrForbids) {
   const plan::ChunkPlan never = plan::plan_chunk_fwd(desc(1, 8, 32768), {32768}, 132, 1);
   EXPECT_NE(never.tier, 3);
   EXPECT_EQ(never.segments, 1);
+  EXPECT_THROW(plan::plan_chunk_fwd(desc(1, 8, 32768), {32768}, 2, -1), Error);
+  EXPECT_THROW(plan::plan_chunk_fwd(desc(1, 8, 32768), {32768}, 2, 1 << 20), Error);
 }
 
 }  // namespace
