@@ -236,30 +236,10 @@ cuda::GradOut grad_out(const TensorView& t, const char* name) {
   return {t.data, elem_type(t.dtype, name)};
 }
 
-// Forward inputs of the backward. KDA shares every field with GDN except the gate (per key
-// channel: g [.., HV, K], dt_bias [HV, K], the lower-bound form), which travels in GdnBwdParams::
-// gate; the backward kernels read the gate from there, so the common fields come from the
-// forward's builder through a GDN view of the same descriptor.
-cuda::GdnFwdParams build_bwd_inputs(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in) {
-  if (!d.kda()) return build_params(d, in, nullptr);
-  meta::ChunkAttnDesc gd = d;
-  gd.op = ChunkOp::kGdn;
-  return build_params(gd, in, nullptr);
-}
-
-cuda::BwdGate bwd_gate(const meta::ChunkAttnDesc& d) {
-  cuda::BwdGate g;
-  g.width = static_cast<int>(d.gate_width());
-  g.lower_bound_form = d.kda() && d.gate_in_kernel && d.has_lower_bound;
-  g.lower_bound = static_cast<float>(d.lower_bound);
-  return g;
-}
-
 cuda::GdnBwdParams build_bwd_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
                                     const TensorView& d_o, const TensorView& dht, const ChunkAttnGrads& g) {
   cuda::GdnBwdParams p;
-  p.f = build_bwd_inputs(d, in);
-  p.gate = bwd_gate(d);
+  p.f = build_params(d, in, nullptr);  // KDA included: the gate policy travels in p.f (kda, lower_bound)
   p.d_o = d_o.data;
   p.do_type = elem_type(d_o.dtype, "d_o");
   if (dht.defined()) {
@@ -282,9 +262,8 @@ cuda::GdnBwdParams build_bwd_params(const meta::ChunkAttnDesc& d, const ChunkAtt
 size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
                                            const ChunkAttnOptions&) {
   DeviceGuard guard(d.device.index);
-  const cuda::GdnFwdParams p = build_bwd_inputs(d, in);
-  const cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p, cuda::device_info(d.device.index).sm_count, true,
-                                                   static_cast<int>(d.gate_width()));
+  const cuda::GdnFwdParams p = build_params(d, in, nullptr);
+  const cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p, cuda::device_info(d.device.index).sm_count, true);
   return cuda::gdn_bwd_workspace_bytes(p, plan, d.graph_chunk_tables);
 }
 
@@ -309,8 +288,7 @@ void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
                        "active; pass use_graph = true with a workspace");
   }
   const cuda::GdnBwdParams p = build_bwd_params(d, in, d_o, d_final_state, grads);
-  cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p.f, cuda::device_info(d.device.index).sm_count, aligned16(p.f),
-                                             p.gate.width);
+  cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p.f, cuda::device_info(d.device.index).sm_count, aligned16(p.f));
   if (path == CudaGdnPath::kRecurrent) {
     plan.chunked = false;
     plan.reason = "forced token-by-token";

@@ -1,7 +1,6 @@
-// GRAPH_CONTRACT.md section 8 for the CUDA GDN / KDA backward: static buffers for one capacity,
-// eager warm-up, ONE stream capture (GDN: chunk_attn_fwd then chunk_attn_bwd; KDA: chunk_attn_bwd
-// alone until the CUDA KDA forward exists; use_graph = true, caller workspaces, caller chunk
-// tables), then seven layouts (dense batch, varlen with a zero-length sequence, zero-length tails,
+// GRAPH_CONTRACT.md section 8 for the CUDA GDN / KDA forward + backward: static buffers for one
+// capacity, eager warm-up, ONE stream capture of chunk_attn_fwd then chunk_attn_bwd (use_graph =
+// true, caller workspaces, caller chunk tables), then seven layouts (dense batch, varlen with a zero-length sequence, zero-length tails,
 // actual T << T_max, one sequence filling the bucket, another split, the first again to catch
 // stale metadata) copied into the same buffers with NaN garbage in every padding row of every
 // token input and of d_o, and NaN in every output and gradient before each replay. Each replay
@@ -40,7 +39,6 @@ struct GraphCase {
   bool h0, gate_in_kernel;
   DType grad_dtype;
   bool lower_bound = false;  // KDA: gate in kernel in the lower_bound = -5 form
-  bool with_fwd() const { return op == ChunkOp::kGdn; }
 };
 
 // Device tensors of one capacity, with the host tensor each is filled from on every layout.
@@ -91,7 +89,7 @@ void fill(Static& s, const ChunkAttnData& d, const ChunkAttnCotangents& c, DType
     const int64_t nt = (kTmax + d.spec.opt.chunk_size - 1) / d.spec.opt.chunk_size + kNmax - 1;
     s.in.chunk_indices = s.arena.alloc(DType::kI32, {nt, 2});
     s.in.chunk_offsets = s.arena.alloc(DType::kI32, {kNmax + 1});
-    const size_t fb = d.kda() ? 0 : chunk_attn_fwd_workspace_bytes(s.in, d.opt());
+    const size_t fb = chunk_attn_fwd_workspace_bytes(s.in, d.opt());
     const size_t bb = chunk_attn_bwd_workspace_bytes(s.in, d.opt());
     s.ws_fwd = s.arena.alloc(DType::kI32, {static_cast<int64_t>(fb / 4 + 1)});
     s.ws_bwd = s.arena.alloc(DType::kI32, {static_cast<int64_t>(bb / 4 + 1)});
@@ -99,8 +97,8 @@ void fill(Static& s, const ChunkAttnData& d, const ChunkAttnCotangents& c, DType
   ASSERT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), cudaSuccess);
 }
 
-void run_ops(const Static& s, const ChunkAttnOptions& opt, bool with_fwd, void* stream) {
-  if (with_fwd) chunk_attn_fwd(s.in, s.out, opt, ExecContext{stream, s.ws_fwd.data, s.ws_fwd.nbytes()});
+void run_ops(const Static& s, const ChunkAttnOptions& opt, void* stream) {
+  chunk_attn_fwd(s.in, s.out, opt, ExecContext{stream, s.ws_fwd.data, s.ws_fwd.nbytes()});
   chunk_attn_bwd(s.in, s.d_o, s.dht, s.g, opt, ExecContext{stream, s.ws_bwd.data, s.ws_bwd.nbytes()});
 }
 
@@ -173,14 +171,14 @@ void run_sequence(const GraphCase& gc, const std::vector<std::vector<int64_t>>& 
     SCOPED_TRACE("layout " + std::to_string(idx));
     auto [d, c] = layout_data(spec, lens[idx], seed0 + static_cast<int>(idx));
     const ChunkAttnGradTensors ref = ref_backward(d, c);
-    const ChunkAttnOutTensors ref_o = gc.with_fwd() ? ref_forward(d) : ChunkAttnOutTensors{};
+    const ChunkAttnOutTensors ref_o = ref_forward(d);
     poison_padding(d, c);
     if (idx == 0) {
       fill(st, d, c, gc.grad_dtype, true, stream);
       fill(eager, d, c, gc.grad_dtype, true, stream);
-      run_ops(st, d.opt(), gc.with_fwd(), stream);  // eager warm-up
+      run_ops(st, d.opt(), stream);  // eager warm-up
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      capture([&] { run_ops(st, d.opt(), gc.with_fwd(), stream); });
+      capture([&] { run_ops(st, d.opt(), stream); });
     }
     for (int rep = 0; rep < reps; ++rep) {
       SCOPED_TRACE("replay " + std::to_string(rep));
@@ -189,11 +187,10 @@ void run_sequence(const GraphCase& gc, const std::vector<std::vector<int64_t>>& 
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       const ChunkAttnGradTensors gg = grads_to_host(st.g);
       fill(eager, d, c, gc.grad_dtype, false, stream);
-      run_ops(eager, d.opt(), gc.with_fwd(), stream);
+      run_ops(eager, d.opt(), stream);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       EXPECT_TRUE(grads_bitwise(gg, grads_to_host(eager.g))) << "graph replay gradients differ from eager fixed";
       check_results(d, c, ref, gg, gc.dt);
-      if (!gc.with_fwd()) continue;
       ChunkAttnOutTensors got_o;
       got_o.o = download(st.out.o);
       got_o.final_state = download(st.out.final_state);
@@ -218,7 +215,7 @@ void run_cuda_graph_case(const GraphCase& gc) {
           graph.begin();
           fn();
           graph.end();
-          EXPECT_GE(graph.num_nodes(), gc.with_fwd() ? 7u : 4u);
+          EXPECT_GE(graph.num_nodes(), 7u);
         },
         [&] { graph.replay(); });
   }
@@ -255,7 +252,7 @@ TEST(CudaGraphGdnFwdBwd, PublicGraphApi) {
   run_public_graph_case({ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16});
 }
 
-TEST(CudaGraphKdaBwd, SevenLayoutsReplayEqualsEagerFixed) {
+TEST(CudaGraphKdaFwdBwd, SevenLayoutsReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   std::vector<GraphCase> gcs = {{ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true},
                                 {ChunkOp::kKda, DType::kF16, 32, false, false, DType::kF16},
@@ -264,7 +261,7 @@ TEST(CudaGraphKdaBwd, SevenLayoutsReplayEqualsEagerFixed) {
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc);
 }
 
-TEST(CudaGraphKdaBwd, PublicGraphApi) {
+TEST(CudaGraphKdaFwdBwd, PublicGraphApi) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   run_public_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kBF16, true});
 }

@@ -91,7 +91,8 @@ std::string GdnBwdPlan::str() const {
   return os.str();
 }
 
-GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16, int gate_width) {
+GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16) {
+  const int gate_width = bwd_gate_width(f);
   GdnBwdPlan plan;
   plan.BT = f.BT;
   plan.gate_width = gate_width;
@@ -135,8 +136,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
              void* workspace, size_t workspace_bytes, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   const GdnFwdParams& f = p.f;
-  LINATTN_CHECK(p.gate.width == plan.gate_width && (p.gate.width == 1 || p.gate.width == f.K),
-                "gdn bwd: gate width ", p.gate.width, " does not match the plan's ", plan.gate_width);
+  LINATTN_CHECK(bwd_gate_width(f) == plan.gate_width, "gdn bwd: gate width ", bwd_gate_width(f),
+                " does not match the plan's ", plan.gate_width);
   const bool supplied = chunk_indices != nullptr;
   const size_t need = gdn_bwd_workspace_bytes(f, plan, supplied);
   LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr), ErrorCode::kInvalidArgument,

@@ -20,16 +20,16 @@ struct GdnBwdPlan {
   bool chunked = false;  // prep + sweeps + chunk kernel; false: token-by-token backward
   int BT = 64;
   int vs = 0;            // V columns per sweep CTA
-  int gate_width = 1;    // 1 (GDN) or K (KDA, token path only)
+  int gate_width = 1;    // bwd_gate_width: 1 (GDN) or K (KDA, token path only)
   int64_t nt_cap = 0;    // chunk capacity (rows of chunk_indices, checkpoints, per-chunk states)
   bool tables = false;   // varlen: chunk_indices / chunk_offsets built on the device
   std::string reason;
   std::string str() const;
 };
 
-// `aligned16`: q, k, v are 16-byte aligned (the chunked path's vector copies). gate_width: 1 for
-// GDN, K for KDA (GdnBwdParams::gate.width).
-GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16, int gate_width = 1);
+// `aligned16`: q, k, v are 16-byte aligned (the chunked path's vector copies). KDA (f.kda) always
+// plans the token path.
+GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16);
 
 // Workspace for `plan`; `tables_supplied`: the caller passes chunk_indices / chunk_offsets.
 // Depends on shapes, options and the plan only (never on d_o, gradients or cu_seqlens data).

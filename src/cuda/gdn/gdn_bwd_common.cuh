@@ -35,17 +35,18 @@ __device__ __forceinline__ GateDeriv gdn_gate_deriv(const GdnFwdParams& p, int64
   return {g, -ea * sg, g};
 }
 
-// The same for gate channel c (0 <= c < p.gate.width) under the backward's gate policy: scalar
-// GDN gates (width 1) or KDA per-channel gates with the default or the lower-bound in-kernel form
-// (x = raw + dt_bias[j, c]; lower bound: g = lb sigmoid(a x), a = exp(A_log) or 1 without A_log,
-// dg/draw = lb s (1 - s) a, dg/dA_log = dg/draw * x). Finite for any finite raw input.
+// The same for gate channel c (0 <= c < bwd_gate_width) under the gate policy of f: scalar GDN
+// gates (width 1) or KDA per-channel gates (f.kda) with the default or the lower-bound in-kernel
+// form (x = raw + dt_bias[j, c]; lower bound: g = lb sigmoid(a x), a = exp(A_log) or 1 without
+// A_log, dg/draw = lb s (1 - s) a, dg/dA_log = dg/draw * x), the same forms as kda_gate_value.
+// Finite for any finite raw input.
 __device__ __forceinline__ GateDeriv bwd_gate_deriv(const GdnBwdParams& p, int64_t t, int j, int c) {
   const GdnFwdParams& f = p.f;
-  const int W = p.gate.width;
+  const int W = bwd_gate_width(f);
   const float raw = load_elem(f.g, f.g_type, (t * f.HV + j) * W + c);
   if (!f.gate_in_kernel) return {raw, 1.f, 0.f};
   const float x = raw + (f.dt_bias ? f.dt_bias[j * W + c] : 0.f);
-  if (!p.gate.lower_bound_form) {
+  if (!f.has_lower_bound) {
     const float ea = expf(f.A_log[j]);
     const float sp = x > 20.f ? x : log1pf(expf(x));
     const float sg = 1.f / (1.f + expf(-x));
@@ -54,8 +55,8 @@ __device__ __forceinline__ GateDeriv bwd_gate_deriv(const GdnBwdParams& p, int64
   }
   const float a = f.A_log ? expf(f.A_log[j]) : 1.f;
   const float s = 1.f / (1.f + expf(-a * x));
-  const float ds = p.gate.lower_bound * s * (1.f - s);
-  return {p.gate.lower_bound * s, ds * a, f.A_log ? ds * a * x : 0.f};
+  const float ds = f.lower_bound * s * (1.f - s);
+  return {f.lower_bound * s, ds * a, f.A_log ? ds * a * x : 0.f};
 }
 
 // d beta / d(beta input): s * sigmoid * (1 - sigmoid) with the in-kernel sigmoid, else 1.

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(256) zero_padding_kernel(GdnBwdParams p) {
   zero_rows(p.dq, end, f.T_total, int64_t(f.H) * f.K, i0, stride);
   zero_rows(p.dk, end, f.T_total, int64_t(f.H) * f.K, i0, stride);
   zero_rows(p.dv, end, f.T_total, int64_t(f.HV) * f.V, i0, stride);
-  zero_rows(p.dg, end, f.T_total, int64_t(f.HV) * p.gate.width, i0, stride);
+  zero_rows(p.dg, end, f.T_total, int64_t(f.HV) * bwd_gate_width(f), i0, stride);
   zero_rows(p.dbeta, end, f.T_total, f.HV, i0, stride);
 }
 

@@ -3,8 +3,9 @@
 // gradients are dense row-major device buffers, each with its own float type (any of fp32 /
 // fp16 / bf16, as the public API allows). A gradient with a null pointer is not wanted.
 // Per-token gradients of padding rows (>= cu_seqlens[N], varlen only) are written as zeros.
-// KDA (gate.width = K) reuses the same struct: f.g is then [T_total, HV, K], f.dt_bias [HV, K],
-// dg [T_total, HV, K] and ddt_bias [HV, K]; f.A_log may be null in the lower-bound form.
+// KDA (f.kda: the per-key-channel gate policy, gate width K) reuses the same struct: f.g is then
+// [T_total, HV, K], f.dt_bias [HV, K], dg [T_total, HV, K] and ddt_bias [HV, K]; f.A_log may be null
+// in the lower-bound form.
 #pragma once
 #include "cuda/gdn/gdn_params.h"
 
@@ -15,13 +16,12 @@ struct GradOut {
   ElemType t = ElemType::kF32;
 };
 
-// Gate policy of the backward: scalar (GDN, width 1) or per key channel (KDA, width K), and the
-// KDA in-kernel gate form (ALGORITHMS.md section 1). The GDN in-kernel gate is the default form.
-struct BwdGate {
-  int width = 1;                  // gate values per (token, value head)
-  bool lower_bound_form = false;  // KDA: g = lower_bound * sigmoid(a * x), a = exp(A_log) or 1
-  float lower_bound = 0.f;
-};
+// Gate values per (token, value head): 1 (GDN, scalar gate) or K (KDA, per key channel). Host and
+// device (this header is also read by src/api, without CUDA).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int bwd_gate_width(const GdnFwdParams& f) { return f.kda ? f.K : 1; }
 
 struct GdnBwdParams {
   GdnFwdParams f;                       // inputs and options
@@ -34,7 +34,6 @@ struct GdnBwdParams {
   GradOut dg, dbeta;                    // [T_total, HV(, K)] (w.r.t. the raw gate / logit when in kernel)
   GradOut dA_log, ddt_bias;             // [HV], [HV(, K)]
   GradOut dh0;                          // like h0
-  BwdGate gate;
 };
 
 }  // namespace linattn::cuda

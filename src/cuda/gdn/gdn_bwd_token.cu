@@ -1,6 +1,6 @@
 // Token-by-token GDN / KDA backward (ALGORITHMS.md section 2 recurrence, differentiated per
 // token), fp32 throughout: the fallback of every shape the chunked GDN backward does not take and
-// the KDA backward. The gate policy (BwdGate) is the only difference: a scalar decay per token
+// the KDA backward. The gate policy (f.kda, bwd_gate_width) is the only difference: a scalar decay per token
 // (GDN, width 1) or one per key channel (KDA, width K); the kernel always works with a per-row
 // decay a[kk] = e^g[kk] (the scalar repeated), so both share every line.
 // CTA (value head j, V-slice sl, sequence n), 256 threads = 8 row groups x 32 columns: thread
@@ -65,7 +65,7 @@ __device__ __forceinline__ void stage_token(const GdnBwdParams& p, TokBuf& b, in
       for (int i = lane; i < f.K; i += 32) dst[i] *= r;
     }
   } else if (warp == 2) {
-    if (p.gate.width == 1) {
+    if (!p.f.kda) {
       const float a = expf(bwd_gate_deriv(p, t, j, 0).g);
       for (int i = lane; i < f.K; i += 32) b.a[i] = a;
     } else {
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(256) gdn_bwd_token_finish_kernel(GdnBwdParams 
 __global__ void __launch_bounds__(256) gdn_bwd_token_gate_kernel(GdnBwdParams p, GdnBwdTokenWs w) {
   __shared__ float red[256];
   const GdnFwdParams& f = p.f;
-  const int W = p.gate.width, K = f.K, ns = w.ns, j = blockIdx.y, tid = threadIdx.x;
+  const int W = bwd_gate_width(f), K = f.K, ns = w.ns, j = blockIdx.y, tid = threadIdx.x;
   int64_t end = f.T_total;
   if (f.cu_seqlens) end = min(max(load_cu(f.cu_seqlens, f.cu_i64, f.N), int64_t(0)), f.T_total);
   const int64_t tb = blockIdx.x, t0 = tb * 64, t1 = min(end, t0 + 64);
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(256) gdn_bwd_token_gate_kernel(GdnBwdParams p,
 __global__ void __launch_bounds__(256) gdn_bwd_token_gate_reduce_kernel(GdnBwdParams p, GdnBwdTokenWs w,
                                                                         int64_t blocks) {
   __shared__ double red[256];
-  const int W = p.gate.width, j = blockIdx.x, tid = threadIdx.x;
+  const int W = bwd_gate_width(p.f), j = blockIdx.x, tid = threadIdx.x;
   double a = 0.0, b = 0.0;
   if (tid < W) {
     for (int64_t tb = 0; tb < blocks; ++tb) {
@@ -363,7 +363,7 @@ void launch_gdn_bwd_token(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStr
 void launch_gdn_bwd_token_finish(const GdnBwdParams& p, const GdnBwdTokenWs& w, cudaStream_t stream) {
   if (p.dq.p || p.dk.p) launch(gdn_bwd_token_finish_kernel, dim3(264), dim3(256), 0, stream, p, w);
   const int64_t blocks = (p.f.T_total + 63) / 64;
-  LINATTN_CHECK(p.gate.width <= 256, "gdn bwd token: gate width ", p.gate.width, " (supported: <= 256)");
+  LINATTN_CHECK(bwd_gate_width(p.f) <= 256, "gdn bwd token: gate width ", bwd_gate_width(p.f), " (supported: <= 256)");
   launch(gdn_bwd_token_gate_kernel, dim3(static_cast<unsigned>(blocks), p.f.HV), dim3(256), 0, stream, p, w);
   if (p.dA_log.p || p.ddt_bias.p)
     launch(gdn_bwd_token_gate_reduce_kernel, dim3(p.f.HV), dim3(256), 0, stream, p, w, blocks);
