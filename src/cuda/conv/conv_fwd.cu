@@ -24,7 +24,10 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64
   const int H = W - 1;
   const int rows_x = kRowTile + H;
   E* const sm = reinterpret_cast<E*>(smem_raw);
-  const int stage = (rows_x + kRowTile) * CB;  // elements per buffer: x rows, then residual rows
+  const bool has_res = p.residual.data != nullptr;
+  // Elements per buffer: x rows, then residual rows when there is a residual (without one the
+  // block needs half the shared memory, so more blocks fit on an SM).
+  const int stage = (rows_x + (has_res ? kRowTile : 0)) * CB;
 
   const int64_t rows = p.B * p.T;
   const int64_t ntiles = (rows + kRowTile - 1) / kRowTile;
@@ -32,7 +35,6 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64
   const int64_t c = th.c;
   const int64_t t_begin = blockIdx.y * tiles_per_group;
   const int64_t t_end = t_begin + tiles_per_group < ntiles ? t_begin + tiles_per_group : ntiles;
-  const bool has_res = p.residual.data != nullptr;
 
   Taps<kCap> taps[kC];
   float bias[kC];
@@ -108,8 +110,8 @@ __global__ void final_state_kernel(const ConvParams p) {
 }
 
 template <class E>
-size_t smem_bytes(int64_t W) {
-  return static_cast<size_t>(2 * (2 * kRowTile + W - 1) * tile_channels<E>()) * sizeof(E);
+size_t smem_bytes(int64_t W, bool residual) {
+  return static_cast<size_t>(2 * ((residual ? 2 : 1) * kRowTile + W - 1) * tile_channels<E>()) * sizeof(E);
 }
 
 template <class E, bool kVec, int kW>
@@ -117,9 +119,9 @@ void launch_kernel(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t 
   static std::once_flag once;  // opt in to > 48 KiB of dynamic shared memory, once per kernel
   std::call_once(once, [] {
     LINATTN_CONV_CUDA_OK(cudaFuncSetAttribute(fwd_kernel<E, kVec, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(smem_bytes<E>(kConvMaxW))));
+                                              static_cast<int>(smem_bytes<E>(kConvMaxW, true))));
   });
-  fwd_kernel<E, kVec, kW><<<grid, kThreads, smem_bytes<E>(p.W), stream>>>(p, tpg);
+  fwd_kernel<E, kVec, kW><<<grid, kThreads, smem_bytes<E>(p.W, p.residual.data != nullptr), stream>>>(p, tpg);
 }
 
 template <class E>
