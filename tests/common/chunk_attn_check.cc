@@ -67,7 +67,8 @@ void check_one(::testing::AssertionResult& res, bool& ok, const std::string& nam
   check_one(res, ok, "dg", rows(ref.dg), rows(got.dg), tolerance(input, Qty::kDg));
   check_one(res, ok, "dbeta", rows(ref.dbeta), rows(got.dbeta), tolerance(input, Qty::kDbeta));
   check_one(res, ok, "dA_log", ref.dA_log, got.dA_log, tolerance(input, Qty::kDA_log));
-  check_one(res, ok, "ddt_bias", ref.ddt_bias, got.ddt_bias, tolerance(input, Qty::kDdt_bias));
+  check_one(res, ok, "ddt_bias", ref.ddt_bias, got.ddt_bias,
+            tolerance(input, d.kda() ? Qty::kDdt_bias : Qty::kDdt_bias_head));
   check_one(res, ok, "dinitial_state", ref.dinitial_state, got.dinitial_state,
             tolerance(input, Qty::kDh0));
   return ok ? ::testing::AssertionSuccess() : res;

@@ -153,7 +153,7 @@ TEST(Tolerances, FloorsAndOrdering) {
     EXPECT_LE(tolerance(half, Qty::kFinalState).rel_rms, 0.005);
     for (Qty q : {Qty::kDq, Qty::kDk, Qty::kDv, Qty::kDh0, Qty::kDdt_bias})
       EXPECT_LE(tolerance(half, q).rel_rms, 0.008) << qty_name(q);
-    for (Qty q : {Qty::kDg, Qty::kDbeta, Qty::kDA_log}) EXPECT_LE(tolerance(half, q).rel_rms, 0.02);
+    for (Qty q : {Qty::kDg, Qty::kDbeta, Qty::kDA_log, Qty::kDdt_bias_head}) EXPECT_LE(tolerance(half, q).rel_rms, 0.02);
     EXPECT_LE(tolerance(half, Qty::kConvY).rel_rms, 1e-3);
   }
   for (int q = 0; q <= static_cast<int>(Qty::kConvDh0); ++q) {

@@ -14,6 +14,7 @@ namespace linattn::test {
 enum class Qty : uint8_t {
   // chunked GDN / KDA
   kO, kFinalState, kDq, kDk, kDv, kDg, kDbeta, kDh0, kDA_log, kDdt_bias,
+  kDdt_bias_head,  // GDN's dt_bias gradient: one per-head sum of dg terms over every token, like dA_log
   // short causal conv
   kConvY, kConvFinalState, kConvDx, kConvDw, kConvDb, kConvDresidual, kConvDh0,
 };
@@ -35,6 +36,7 @@ constexpr const char* qty_name(Qty q) {
     case Qty::kDh0: return "dh0";
     case Qty::kDA_log: return "dA_log";
     case Qty::kDdt_bias: return "ddt_bias";
+    case Qty::kDdt_bias_head: return "ddt_bias (per head)";
     case Qty::kConvY: return "conv_y";
     case Qty::kConvFinalState: return "conv_final_state";
     case Qty::kConvDx: return "conv_dx";
@@ -55,7 +57,7 @@ constexpr Tolerance tolerance(DType input, Qty q) {
       switch (q) {
         case Qty::kO: case Qty::kFinalState: return {2e-4, 1e-6};
         case Qty::kDq: case Qty::kDk: case Qty::kDv: case Qty::kDh0: return {3e-4, 1e-6};
-        case Qty::kDg: case Qty::kDbeta: case Qty::kDA_log: case Qty::kDdt_bias:
+        case Qty::kDg: case Qty::kDbeta: case Qty::kDA_log: case Qty::kDdt_bias: case Qty::kDdt_bias_head:
           return {5e-4, 1e-6};
         default: return {1e-4, 1e-6};  // conv
       }
@@ -64,7 +66,11 @@ constexpr Tolerance tolerance(DType input, Qty q) {
       switch (q) {
         case Qty::kO: case Qty::kFinalState: return {0.005, 1e-6};
         case Qty::kDq: case Qty::kDk: case Qty::kDv: case Qty::kDh0: return {0.008, 1e-6};
-        case Qty::kDg: case Qty::kDbeta: case Qty::kDA_log: return {0.02, 1e-6};
+        // A scalar-gate (GDN) head's dA_log / ddt_bias is one sum over all of its tokens of the dg
+        // terms, which cancel: bf16 storage of the chunk operands leaves an absolute error of
+        // ~0.4% of the summands' scale (fp64 emulation, bench/emu/gdn_bwd_gate_precision.py, 16
+        // seeds), so they take dg's bar. KDA's per-channel dt_bias keeps FLA's 0.008.
+        case Qty::kDg: case Qty::kDbeta: case Qty::kDA_log: case Qty::kDdt_bias_head: return {0.02, 1e-6};
         case Qty::kDdt_bias: return {0.008, 1e-6};
         default: return {1e-3, 1e-6};  // conv
       }
