@@ -6,6 +6,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <ios>
+
 #include "linattn/error.h"
 #include "linattn/ops.h"
 #include "tensor_cast.h"
@@ -121,6 +123,10 @@ void bind_workspace_sizes(nb::module_& m) {
 }
 
 }  // namespace
+
+// Initializes the C++ streams of whichever libstdc++ this module runs on before any binding
+// formats a message (GCC 13 no longer emits this object per translation unit).
+static const std::ios_base::Init linattn_ios_init;
 
 NB_MODULE(_C, m) {
   linattn::py::register_error_translator();
