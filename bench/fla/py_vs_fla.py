@@ -69,7 +69,8 @@ def run(cfg, iters, nvml, fla_gdn, la_gdn):
     cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), device="cuda", dtype=torch.long)
     kw = dict(use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, use_gate_in_kernel=True, A_log=A_log,
               dt_bias=dt_bias, cu_seqlens=cu)
-    with torch.inference_mode():
+    with torch.no_grad():  # not inference_mode: FLA caches chunk tables per cu_seqlens, and the
+        # autograd pass below must not meet inference tensors from that cache
         o_f, _ = fla_gdn(q, k, v, graw, beta, **kw)
         o_l, _ = la_gdn(q, k, v, graw, beta, **kw)
         mx, rr = diff(o_l, o_f)
