@@ -62,6 +62,10 @@ TimeStats time_calls(const std::function<void()>& fn, int min_iters, double min_
 
 Machine measure_machine(int threads);
 std::string env_json(const Machine& m);  // {"kind":"env",...,"commit":...,"date":...}
+// The commit of the source tree this binary was built from (.commit of a copied tree, else its
+// own git, +dirty when modified; "unknown"), and the first line a shell command prints.
+std::string source_commit();
+std::string shell_line(const std::string& cmd);
 
 // A JSON object built field by field: Json().add("op","gdn").add("p50_ms",1.2).str().
 class Json {

@@ -103,15 +103,6 @@ std::string cpu_model() {
   return "unknown cpu";
 }
 
-std::string shell_line(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
-  char buf[256] = {0};
-  std::string out = fgets(buf, sizeof(buf), p) ? std::string(buf) : std::string();
-  pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
 
 std::string escape(const std::string& s) {
   std::string r;
@@ -124,6 +115,16 @@ std::string escape(const std::string& s) {
 }
 
 }  // namespace
+
+std::string shell_line(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "";
+  char buf[256] = {0};
+  std::string out = fgets(buf, sizeof(buf), p) ? std::string(buf) : std::string();
+  pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
 
 double process_cpu_ms() {
   timespec t;
@@ -196,16 +197,21 @@ Machine measure_machine(int threads) {
   return m;
 }
 
-std::string env_json(const Machine& m) {
+std::string source_commit() {
   // A copy of the tree sent to another machine carries its commit in .commit (it may sit inside
   // an unrelated checkout whose git would answer); otherwise git, only if it is this tree's own.
   std::string commit = shell_line("cat " LINATTN_SOURCE_DIR "/.commit 2>/dev/null");
   const bool own_git = shell_line("git -C " LINATTN_SOURCE_DIR " rev-parse --show-toplevel 2>/dev/null") ==
                        shell_line("cd " LINATTN_SOURCE_DIR " && pwd -P");
   if (commit.empty() && own_git) commit = shell_line("git -C " LINATTN_SOURCE_DIR " rev-parse --short=12 HEAD 2>/dev/null");
-  if (commit.empty()) commit = "unknown";
-  else if (own_git && !shell_line("git -C " LINATTN_SOURCE_DIR " status --porcelain --untracked-files=no 2>/dev/null").empty())
+  if (commit.empty()) return "unknown";
+  if (own_git && !shell_line("git -C " LINATTN_SOURCE_DIR " status --porcelain --untracked-files=no 2>/dev/null").empty())
     commit += "+dirty";
+  return commit;
+}
+
+std::string env_json(const Machine& m) {
+  const std::string commit = source_commit();
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));

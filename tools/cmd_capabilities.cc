@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "bench.h"
 #include "capabilities.h"
 #include "cli.h"
 #include "core/thread_pool.h"
@@ -32,23 +33,11 @@ std::vector<std::string> split(const std::string& s) {
   return r;
 }
 
-std::string shell_line(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
-  char buf[256] = {0};
-  std::string out = fgets(buf, sizeof(buf), p) ? std::string(buf) : std::string();
-  pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
 
 std::string env_line() {
-  std::string commit = shell_line("git -C " LINATTN_SOURCE_DIR " rev-parse --short=12 HEAD 2>/dev/null");
-  if (commit.empty()) commit = "unknown";
-  else if (!shell_line("git -C " LINATTN_SOURCE_DIR " status --porcelain --untracked-files=no 2>/dev/null").empty())
-    commit += "+dirty";
-  std::string cpu = shell_line("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'");
-  std::string gpu = shell_line("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null");
+  const std::string commit = bench::source_commit();
+  std::string cpu = bench::shell_line("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'");
+  std::string gpu = bench::shell_line("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null");
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
