@@ -146,11 +146,15 @@ def build(args, impl, dtype, device, use_graph):
         la = GatedDeltaNet(**cfg, dtype=dtype, device=device, seed=100 + i, use_graph=use_graph)
         gdns.append(la)
         mixers.append(LinattnGDN(la) if impl == "linattn" else FlaGDN(la, cfg, dtype, device))
-    with torch.no_grad():  # the same dense weights for both implementations
+    # The same dense weights for both implementations: re-initialize the stack's own matrices in
+    # one order that skips the GDN layers' parameters (the linattn stack holds them, the FLA stack
+    # holds copies), so both draw the same random stream and keep the same GDN weights.
+    gdn_params = {id(p) for la in gdns for p in la.parameters()}
+    with torch.no_grad():
         torch.manual_seed(1)
         stack = Stack(mixers, args, dtype, device)
         for p in stack.parameters():
-            if p.dim() == 2:
+            if p.dim() == 2 and id(p) not in gdn_params:
                 p.normal_(0, p.shape[1] ** -0.5)
     return stack, gdns
 
