@@ -117,6 +117,78 @@ void prep_rows(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int6
   }
 }
 
+void state_read(const ChunkWork& w, int n, int K, int ncols, const float* kq, bool stacked) {
+  if (w.bf16) {  // operands rounded for the product only
+    pack_bf16_rows(n, K, kq, w.ldk, w.KQ2, w.ldk2);
+    pack_bf16_rows(n, K, kq + w.BT * w.ldk, w.ldk, w.KQ2 + w.BT * w.ldk2, w.ldk2);
+    pack_bf16_row_pairs(K, ncols, w.S, w.ldv, w.S2, w.ldv);
+    GemmBf16Args b;
+    b.M = n;
+    b.N = ncols;
+    b.Kp = (K + 1) / 2;
+    b.A = w.KQ2;
+    b.a_rs = w.ldk2;
+    b.B = w.S2;
+    b.ldb = w.ldv;
+    b.C = w.KS;
+    b.ldc = w.ldv;
+    if (stacked) gemm_bf16_stacked(b, n, w.BT, w.BT * w.ldk2, w.BT * w.ldv);
+    else gemm_bf16(b);
+  } else {
+    GemmArgs g;
+    g.M = n;
+    g.N = ncols;
+    g.Kd = K;
+    g.A = kq;
+    g.a_rs = w.ldk;
+    g.B = w.S;
+    g.ldb = w.ldv;
+    g.C = w.KS;
+    g.ldc = w.ldv;
+    if (stacked) gemm_stacked(g, n, w.BT, w.BT * w.ldk, w.BT * w.ldv);
+    else gemm(g);
+  }
+}
+
+void state_update(const ChunkWork& w, int n, int K, int ncols, const float* ku, float c_scale,
+                  const float* c_rows) {
+  if (w.bf16) {
+    pack_bf16_row_pairs(n, K, ku, w.ldk, w.U2, w.ldk);
+    pack_bf16_row_pairs(n, ncols, w.X, w.ldv, w.X2, w.ldv);
+    GemmBf16Args b;
+    b.M = K;
+    b.N = ncols;
+    b.Kp = (n + 1) / 2;
+    b.A = w.U2;
+    b.a_rs = 1;
+    b.a_ks = w.ldk;
+    b.B = w.X2;
+    b.ldb = w.ldv;
+    b.C = w.S;
+    b.ldc = w.ldv;
+    b.accumulate = true;
+    b.c_scale = c_scale;
+    b.c_row_scale = c_rows;
+    gemm_bf16(b);
+  } else {
+    GemmArgs g;
+    g.M = K;
+    g.N = ncols;
+    g.Kd = n;
+    g.A = ku;
+    g.a_rs = 1;
+    g.a_ks = w.ldk;
+    g.B = w.X;
+    g.ldb = w.ldv;
+    g.C = w.S;
+    g.ldc = w.ldv;
+    g.accumulate = true;
+    g.c_scale = c_scale;
+    g.c_row_scale = c_rows;
+    gemm(g);
+  }
+}
+
 namespace {
 
 // Software prefetch of the next chunk's input rows. A value head's rows are H*K (or HV*V)
@@ -163,33 +235,7 @@ void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int
   const int vt = static_cast<int>(w.vt), K = static_cast<int>(p.K);
   if (p.kda) kda_intra(w, n, p.scale);
   // GEMM-first: (gated) K S and Q S read the state before it is overwritten.
-  const float* kq = p.kda ? w.Kg : w.Kc;
-  if (w.bf16) {
-    pack_bf16_rows(n, K, kq, w.ldk, w.KQ2, w.ldk2);
-    pack_bf16_rows(n, K, kq + w.BT * w.ldk, w.ldk, w.KQ2 + w.BT * w.ldk2, w.ldk2);
-    pack_bf16_row_pairs(K, vt, w.S, w.ldv, w.S2, w.ldv);
-    GemmBf16Args b;
-    b.N = vt;
-    b.Kp = (K + 1) / 2;
-    b.A = w.KQ2;
-    b.a_rs = w.ldk2;
-    b.B = w.S2;
-    b.ldb = w.ldv;
-    b.C = w.KS;
-    b.ldc = w.ldv;
-    gemm_bf16_stacked(b, n, w.BT, w.BT * w.ldk2, w.BT * w.ldv);
-  } else {
-    GemmArgs g;
-    g.N = vt;
-    g.Kd = K;
-    g.A = kq;
-    g.a_rs = w.ldk;
-    g.B = w.S;
-    g.ldb = w.ldv;
-    g.C = w.KS;
-    g.ldc = w.ldv;
-    gemm_stacked(g, n, w.BT, w.BT * w.ldk, w.BT * w.ldv);
-  }
+  state_read(w, n, K, vt, p.kda ? w.Kg : w.Kc, true);
   pf.issue_slice();
   if (!p.kda) gdn_intra(w, n, p.scale);
   // X = beta (V - e^gamma K S)   (KDA: the decay is already in Kg)
@@ -234,44 +280,8 @@ void chunk_step(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int
       const VF r = set1(w.rd[i]);
       for (int c = 0; c < nv; ++c) store(x + c * kW, mul(r, load(x + c * kW)));
     }
-  const float* ku = p.kda ? w.Kd : w.Kc;
-  const float c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
-  const float* c_rows = p.kda ? w.el : nullptr;
-  if (w.bf16) {
-    pack_bf16_row_pairs(n, K, ku, w.ldk, w.U2, w.ldk);
-    pack_bf16_row_pairs(n, vt, w.X, w.ldv, w.X2, w.ldv);
-    GemmBf16Args b;
-    b.M = K;
-    b.N = vt;
-    b.Kp = (n + 1) / 2;
-    b.A = w.U2;
-    b.a_rs = 1;
-    b.a_ks = w.ldk;
-    b.B = w.X2;
-    b.ldb = w.ldv;
-    b.C = w.S;
-    b.ldc = w.ldv;
-    b.accumulate = true;
-    b.c_scale = c_scale;
-    b.c_row_scale = c_rows;
-    gemm_bf16(b);
-  } else {
-    g = GemmArgs{};
-    g.M = K;
-    g.N = vt;
-    g.Kd = n;
-    g.A = ku;
-    g.a_rs = 1;
-    g.a_ks = w.ldk;
-    g.B = w.X;
-    g.ldb = w.ldv;
-    g.C = w.S;
-    g.ldc = w.ldv;
-    g.accumulate = true;
-    g.c_scale = c_scale;
-    g.c_row_scale = c_rows;
-    gemm(g);
-  }
+  state_update(w, n, K, vt, p.kda ? w.Kd : w.Kc, p.kda ? 1.0f : std::exp(w.gam[n - 1]),
+               p.kda ? w.el : nullptr);
 }
 
 void run_task(const ChunkParams& p, int64_t vtile, ChunkWork w, int64_t task, int64_t splits) {

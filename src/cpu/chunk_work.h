@@ -91,6 +91,16 @@ inline bool use_bf16_dot(const ChunkParams& p, const ChunkSchedule& s) {
 // Qc, Kc, X, beta and the gate (GDN: gam, rs, rd; KDA: Ag = e^g) of value head j.
 void prep_rows(const ChunkParams& p, const ChunkWork& w, int64_t t0, int n, int64_t j, int64_t v0);
 
+// KS[n, ncols] = kq S over state columns [0, ncols) (kq [n, ldk]: K, or the gated Kg for KDA);
+// `stacked` also forms QS from the query rows BT * ldk past kq. Reads S before the update.
+// bf16 mode packs both row blocks into KQ2 and the state into S2 (operands rounded for the
+// product only).
+void state_read(const ChunkWork& w, int n, int K, int ncols, const float* kq, bool stacked);
+// S[K, ncols] <- c_scale S (c_rows: row r times c_rows[r] instead) + ku^T X, ku [n, ldk];
+// bf16 mode packs into U2 / X2.
+void state_update(const ChunkWork& w, int n, int K, int ncols, const float* ku, float c_scale,
+                  const float* c_rows);
+
 // Intra-chunk matrices Ln and P for n valid rows (chunk_intra.cc); rows/cols >= n untouched,
 // entries above the diagonal of the first n rows zero.
 // bf16 mode: the K K^T / Q K^T products use KQ2 / KT2 (packed here).

@@ -55,35 +55,8 @@ void state_task(const ChunkParams& p, ChunkWork w, int64_t bos, int64_t eos, int
     prep_rows(p, wv, t0, n, j, 0);
     for (int i = 0; i < n; ++i) std::fill(w.X + i * w.ldv + V, w.X + (i + 1) * w.ldv, 0.0f);
     if (p.kda) kda_intra(w, n, p.scale);
-    const float* kq = p.kda ? w.Kg : w.Kc;
-    if (w.bf16) {  // as the forward's bf16 mode: operands rounded for the product only
-      pack_bf16_rows(n, static_cast<int>(K), kq, w.ldk, w.KQ2, w.ldk2);
-      pack_bf16_rows(n, static_cast<int>(K), kq + w.BT * w.ldk, w.ldk, w.KQ2 + w.BT * w.ldk2, w.ldk2);
-      pack_bf16_row_pairs(static_cast<int>(K), static_cast<int>(A), w.S, w.ldv, w.S2, w.ldv);
-      GemmBf16Args b;
-      b.M = n;
-      b.N = static_cast<int>(A);
-      b.Kp = static_cast<int>((K + 1) / 2);
-      b.A = w.KQ2;
-      b.a_rs = w.ldk2;
-      b.B = w.S2;
-      b.ldb = w.ldv;
-      b.C = w.KS;
-      b.ldc = w.ldv;
-      gemm_bf16(b);
-    } else {
-      GemmArgs g;
-      g.M = n;
-      g.N = static_cast<int>(A);
-      g.Kd = static_cast<int>(K);
-      g.A = kq;
-      g.a_rs = w.ldk;
-      g.B = w.S;
-      g.ldb = w.ldv;
-      g.C = w.KS;
-      g.ldc = w.ldv;
-      gemm(g);
-    }
+    // as the forward: bf16 mode rounds the operands for the product only
+    state_read(w, n, static_cast<int>(K), static_cast<int>(A), p.kda ? w.Kg : w.Kc, false);
     if (!p.kda) gdn_intra(w, n, p.scale);
     for (int i = 0; i < n; ++i) {
       const float b = w.beta[i], r = p.kda ? 1.0f : w.rs[i];
@@ -95,43 +68,8 @@ void state_task(const ChunkParams& p, ChunkWork w, int64_t bos, int64_t eos, int
     if (!p.kda)
       for (int i = 0; i < n; ++i)
         for (int64_t c = 0; c < A; ++c) w.X[i * w.ldv + c] *= w.rd[i];
-    const float* ku = p.kda ? w.Kd : w.Kc;
-    const float c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
-    if (w.bf16) {
-      pack_bf16_row_pairs(n, static_cast<int>(K), ku, w.ldk, w.U2, w.ldk);
-      pack_bf16_row_pairs(n, static_cast<int>(A), w.X, w.ldv, w.X2, w.ldv);
-      GemmBf16Args b;
-      b.M = static_cast<int>(K);
-      b.N = static_cast<int>(A);
-      b.Kp = (n + 1) / 2;
-      b.A = w.U2;
-      b.a_rs = 1;
-      b.a_ks = w.ldk;
-      b.B = w.X2;
-      b.ldb = w.ldv;
-      b.C = w.S;
-      b.ldc = w.ldv;
-      b.accumulate = true;
-      b.c_scale = c_scale;
-      b.c_row_scale = p.kda ? w.el : nullptr;
-      gemm_bf16(b);
-    } else {
-      GemmArgs g;
-      g.M = static_cast<int>(K);
-      g.N = static_cast<int>(A);
-      g.Kd = n;
-      g.A = ku;
-      g.a_rs = 1;
-      g.a_ks = w.ldk;
-      g.B = w.X;
-      g.ldb = w.ldv;
-      g.C = w.S;
-      g.ldc = w.ldv;
-      g.accumulate = true;
-      g.c_scale = c_scale;
-      g.c_row_scale = p.kda ? w.el : nullptr;
-      gemm(g);
-    }
+    state_update(w, n, static_cast<int>(K), static_cast<int>(A), p.kda ? w.Kd : w.Kc,
+                 p.kda ? 1.0f : std::exp(w.gam[n - 1]), p.kda ? w.el : nullptr);
   }
   for (int64_t d = 0; d < K; ++d) {
     if (S_loc) std::memcpy(S_loc + d * V, w.S + d * w.ldv, sizeof(float) * V);
