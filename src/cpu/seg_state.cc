@@ -17,6 +17,7 @@
 
 #include "core/thread_pool.h"
 #include "core/util.h"
+#include "cpu/bwd_blas.h"
 #include "cpu/chunk_work.h"
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
@@ -93,25 +94,9 @@ void dstate_task(const ChunkParams& p, const BwdBuf& d_o, ChunkWork w, float* E,
     intra(p, w, n);
     for (int i = 0; i < n; ++i) load_row(d_o.data, d_o.dtype, ((t0 + i) * p.HV + j) * V, V, D + i * w.ldv);
     // Y = (e^{gamma_last - gamma} K) dS + P^T dO, into X.
-    GemmArgs g;
-    g.M = n;
-    g.N = static_cast<int>(V);
-    g.Kd = static_cast<int>(K);
-    g.A = p.kda ? w.Kd : w.Kc;
-    g.a_rs = w.ldk;
-    g.B = w.S;
-    g.ldb = w.ldv;
-    g.C = w.X;
-    g.ldc = w.ldv;
-    gemm(g);
-    g.Kd = n;
-    g.A = w.P;
-    g.a_rs = 1;
-    g.a_ks = BT;
-    g.B = D;
-    g.accumulate = true;
-    g.c_row_scale = p.kda ? nullptr : w.rd;
-    gemm(g);
+    bwd::mm(n, static_cast<int>(V), static_cast<int>(K), p.kda ? w.Kd : w.Kc, w.ldk, 1, w.S, w.ldv, w.X, w.ldv,
+            false);
+    bwd::mm(n, static_cast<int>(V), n, w.P, 1, BT, D, w.ldv, w.X, w.ldv, true, 1.0f, p.kda ? nullptr : w.rd);
     // Z = (I + L)^-T Y: Z_i = Y_i + sum_{r > i} Ln[r, i] Z_r (Ln = -L).
     for (int i = n - 2; i >= 0; --i) {
       float* zi = w.X + i * w.ldv;
@@ -131,26 +116,9 @@ void dstate_task(const ChunkParams& p, const BwdBuf& d_o, ChunkWork w, float* E,
         E2[i * w.ldk + d] = -w.beta[i] * r * k[d];
       }
     }
-    g = GemmArgs{};
-    g.M = static_cast<int>(K);
-    g.N = static_cast<int>(V);
-    g.Kd = n;
-    g.A = E;
-    g.a_rs = 1;
-    g.a_ks = w.ldk;
-    g.B = D;
-    g.ldb = w.ldv;
-    g.C = w.S;
-    g.ldc = w.ldv;
-    g.accumulate = true;
-    g.c_scale = p.kda ? 1.0f : std::exp(w.gam[n - 1]);
-    g.c_row_scale = p.kda ? w.el : nullptr;
-    gemm(g);
-    g.A = E2;
-    g.B = w.X;
-    g.c_scale = 1.0f;
-    g.c_row_scale = nullptr;
-    gemm(g);
+    bwd::mm(static_cast<int>(K), static_cast<int>(V), n, E, 1, w.ldk, D, w.ldv, w.S, w.ldv, true,
+            p.kda ? 1.0f : std::exp(w.gam[n - 1]), p.kda ? w.el : nullptr);
+    bwd::mm(static_cast<int>(K), static_cast<int>(V), n, E2, 1, w.ldk, w.X, w.ldv, w.S, w.ldv, true);
   }
   for (int64_t d = 0; d < K; ++d) std::memcpy(dS_loc + d * V, w.S + d * w.ldv, sizeof(float) * V);
 }
@@ -206,19 +174,8 @@ void seg_dstate_pass(const ChunkParams& p, const BwdBuf& d_o, const SegList& seg
 void affine_state(int64_t K, int64_t V, const float* A, bool transpose_a, const float* X, const float* B,
                   float* Y) {
   if (Y != B) std::memcpy(Y, B, sizeof(float) * K * V);
-  GemmArgs g;
-  g.M = static_cast<int>(K);
-  g.N = static_cast<int>(V);
-  g.Kd = static_cast<int>(K);
-  g.A = A;
-  g.a_rs = transpose_a ? 1 : K;
-  g.a_ks = transpose_a ? K : 1;
-  g.B = X;
-  g.ldb = V;
-  g.C = Y;
-  g.ldc = V;
-  g.accumulate = true;
-  gemm(g);
+  bwd::mm(static_cast<int>(K), static_cast<int>(V), static_cast<int>(K), A, transpose_a ? 1 : K, transpose_a ? K : 1,
+          X, V, Y, V, true);
 }
 
 }  // namespace linattn::cpu
