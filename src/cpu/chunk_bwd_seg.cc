@@ -66,28 +66,6 @@ BwdBufs carve(const ChunkBwdParams& p, int threads, int64_t max_seq_len, void* w
 
 int worker_count(int num_threads) { return num_threads > 0 ? num_threads : ThreadPool::global().num_threads(); }
 
-// The segments of sequences with more than one segment, with `skip_first` / `skip_last`.
-SegList multi_segments(const SegTable& t, int64_t N, int64_t* mem, bool skip_first, bool skip_last) {
-  int64_t* lb = mem;
-  int64_t* le = lb + t.num;
-  int64_t* ls = le + t.num;
-  SegList list;
-  for (int64_t n = 0; n < N; ++n) {
-    const int64_t f = t.first[n], l = t.first[n + 1];
-    if (l - f < 2) continue;
-    for (int64_t i = f + (skip_first ? 1 : 0); i < l - (skip_last ? 1 : 0); ++i) {
-      lb[list.num] = t.bos[i];
-      le[list.num] = t.eos[i];
-      ls[list.num] = i;
-      ++list.num;
-    }
-  }
-  list.bos = lb;
-  list.eos = le;
-  list.slot = ls;
-  return list;
-}
-
 }  // namespace
 
 size_t chunk_bwd_segmented_workspace_bytes(const ChunkBwdParams& p, int num_threads, int64_t max_seq_len) {
@@ -128,11 +106,7 @@ void chunk_bwd_segmented(const ChunkBwdParams& p, void* ws, size_t ws_bytes, int
         for (int64_t task = lo; task < hi; ++task) {
           const int64_t n = task / f.HV, j = task % f.HV;
           const int64_t first = t.first[n], last = t.first[n + 1] - 1;
-          load_state(f, n, j, 0, f.V, b.h0 + (first * f.HV + j) * KV, f.V);
-          for (int64_t i = first; i < last; ++i) {
-            const int64_t o = i * f.HV + j;
-            affine_state(f.K, f.V, b.M + o * KK, false, b.h0 + o * KV, b.S_loc + o * KV, b.h0 + (o + f.HV) * KV);
-          }
+          segment_initial_states(f, t, n, j, b.M, b.S_loc, b.h0);
           load_state(gp, n, j, 0, f.V, b.dht + (last * f.HV + j) * KV, f.V);
           for (int64_t i = last; i > first; --i) {
             const int64_t o = i * f.HV + j;

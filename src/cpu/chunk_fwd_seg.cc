@@ -84,35 +84,16 @@ void chunk_fwd_segmented(const ChunkParams& params, const ChunkSchedule& s, void
   void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws) + 63) & ~uintptr_t{63});
   const FwdBufs b = carve(p, s, aligned);
   const SegTable& t = b.table;
-  const int64_t KV = p.K * p.V, KK = p.K * p.K;
+  const int64_t KV = p.K * p.V;
   // (1) local states and transitions of every segment but each sequence's last.
-  int64_t* lb = b.list;
-  int64_t* le = lb + t.num;
-  int64_t* ls = le + t.num;
-  SegList list;
-  for (int64_t n = 0; n < p.N; ++n)
-    for (int64_t i = t.first[n]; i + 1 < t.first[n + 1]; ++i) {
-      lb[list.num] = t.bos[i];
-      le[list.num] = t.eos[i];
-      ls[list.num] = i;
-      ++list.num;
-    }
-  list.bos = lb;
-  list.eos = le;
-  list.slot = ls;
+  const SegList list = multi_segments(t, p.N, b.list, false, true);
   seg_state_pass(p, list, b.S_loc, b.M, s.num_threads, b.scratch, s.bf16_dot);
   // (2) true initial state of every segment, in order.
   parallel_for(
       p.N * p.HV,
       [&](int64_t lo, int64_t hi, int) {
         for (int64_t task = lo; task < hi; ++task) {
-          const int64_t n = task / p.HV, j = task % p.HV;
-          const int64_t f = t.first[n], l = t.first[n + 1];
-          load_state(p, n, j, 0, p.V, b.h0 + (f * p.HV + j) * KV, p.V);
-          for (int64_t i = f; i + 1 < l; ++i) {
-            const int64_t o = i * p.HV + j;
-            affine_state(p.K, p.V, b.M + o * KK, false, b.h0 + o * KV, b.S_loc + o * KV, b.h0 + (o + p.HV) * KV);
-          }
+          segment_initial_states(p, t, task / p.HV, task % p.HV, b.M, b.S_loc, b.h0);
         }
       },
       s.num_threads);

@@ -56,6 +56,14 @@ int64_t max_segment_len(int64_t max_len, int segments, int64_t min_segment, int 
 size_t seg_table_bytes(const ChunkParams& p, int segments);
 SegTable build_seg_table(const ChunkParams& p, int segments, int64_t min_segment, int bt, void* mem);
 
+// The segments of sequences with more than one segment (less the first / last of each with
+// skip_first / skip_last), slot = table index; mem holds [3 * t.num] entries.
+SegList multi_segments(const SegTable& t, int64_t N, int64_t* mem, bool skip_first, bool skip_last);
+// Fills h0[i, j] (fp32 K-major [max, HV, K, V]) for every segment i of sequence n, value head j:
+// the sequence's initial state (p.h0, or zero), then S(bos_{i+1}) = M_i S(bos_i) + S_loc_i.
+void segment_initial_states(const ChunkParams& p, const SegTable& t, int64_t n, int64_t j, const float* M,
+                            const float* S_loc, float* h0);
+
 // Bump allocator over a caller's workspace (count with base == nullptr, then carve).
 struct Carver {
   char* base = nullptr;

@@ -6,6 +6,7 @@
 
 #include "core/util.h"
 #include "cpu/seg_pass.h"
+#include "cpu/state_io.h"
 
 namespace linattn::cpu {
 
@@ -58,6 +59,38 @@ SegTable build_seg_table(const ChunkParams& p, int segments, int64_t min_segment
   t.num = k;
   t.cu[k] = k > 0 ? t.eos[k - 1] : 0;
   return t;
+}
+
+SegList multi_segments(const SegTable& t, int64_t N, int64_t* mem, bool skip_first, bool skip_last) {
+  int64_t* lb = mem;
+  int64_t* le = lb + t.num;
+  int64_t* ls = le + t.num;
+  SegList list;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t f = t.first[n], l = t.first[n + 1];
+    if (l - f < 2) continue;
+    for (int64_t i = f + (skip_first ? 1 : 0); i < l - (skip_last ? 1 : 0); ++i) {
+      lb[list.num] = t.bos[i];
+      le[list.num] = t.eos[i];
+      ls[list.num] = i;
+      ++list.num;
+    }
+  }
+  list.bos = lb;
+  list.eos = le;
+  list.slot = ls;
+  return list;
+}
+
+void segment_initial_states(const ChunkParams& p, const SegTable& t, int64_t n, int64_t j, const float* M,
+                            const float* S_loc, float* h0) {
+  const int64_t KV = p.K * p.V, KK = p.K * p.K;
+  const int64_t first = t.first[n], last = t.first[n + 1] - 1;
+  load_state(p, n, j, 0, p.V, h0 + (first * p.HV + j) * KV, p.V);
+  for (int64_t i = first; i < last; ++i) {
+    const int64_t o = i * p.HV + j;
+    affine_state(p.K, p.V, M + o * KK, false, h0 + o * KV, S_loc + o * KV, h0 + (o + p.HV) * KV);
+  }
 }
 
 }  // namespace linattn::cpu
