@@ -14,8 +14,7 @@
 #include "cpu/convert.h"
 #include "cpu/seg_pass.h"
 #include "meta/chunk_attn_desc.h"
-#include "parallel/cp_ops.h"
-#include "parallel/cp_shard.h"
+#include "parallel/cp_common.h"
 #include "plan/chunk_plan.h"
 
 namespace linattn::parallel {
@@ -74,19 +73,14 @@ struct Local {
 Local prepare(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt, const ExecContext& ctx) {
   LINATTN_CHECK(cp.comm != nullptr, "cp.comm: expected a Communicator, got null");
   LINATTN_CHECK(in.q.defined() && in.v.defined(), "q, v: expected tensors, got none");
-  if (in.q.device.type != DeviceType::kCPU || cp.comm->device_buffers())
-    LINATTN_UNSUPPORTED("context-parallel chunk_attn on ", device_name(in.q.device),
-                        ": needs the CUDA segment-transition kernels (not written yet); CPU tensors with a host communicator only");
-  LINATTN_CHECK(!opt.use_graph, "use_graph: context-parallel calls are eager only, got true");
   Local l;
-  l.shard = make_shard(in.cu_seqlens, cp.rank_offsets, cp.comm->rank(), cp.comm->world_size());
-  LINATTN_CHECK(in.q.ndim == 4 && in.q.shape[0] == 1 && in.q.shape[1] == l.shard.rows(), "q: expected [1, ",
-                l.shard.rows(), ", H, K] (this rank's rows), got batch ", in.q.shape[0], " x ", in.q.shape[1], " rows");
+  l.shard = open_cp_call(cp, "chunk_attn",
+                         ": needs the CUDA segment-transition kernels (not written yet); CPU tensors with a host "
+                         "communicator only",
+                         opt.use_graph, in.cu_seqlens, in.q, "q", 4, ", H, K]");
   l.m = Dims{in.v.shape[2], in.q.shape[3], in.v.shape[3], opt.state_v_first};
-  const std::vector<int64_t> vcu = l.shard.virtual_cu();
   const int64_t nv = static_cast<int64_t>(l.shard.seqs.size());
-  l.cu = Tensor(DType::kI64, {nv + 1});
-  std::memcpy(l.cu.data<int64_t>(), vcu.data(), sizeof(int64_t) * vcu.size());
+  l.cu = virtual_cu_tensor(l.shard);
   l.h0 = Tensor(DType::kF32, l.m.state_shape(nv));
   l.ht = Tensor(DType::kF32, l.m.state_shape(nv));
   std::vector<float> buf(static_cast<size_t>(l.m.HV * l.m.kv()));
@@ -111,12 +105,6 @@ Local prepare(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOpt
   return l;
 }
 
-std::vector<float> all_gather(const CpContext& cp, const std::vector<float>& rec, const ExecContext& ctx) {
-  std::vector<float> all(rec.size() * static_cast<size_t>(cp.comm->world_size()));
-  cp.comm->all_gather(rec.data(), all.data(), rec.size() * sizeof(float), ctx.stream);
-  return all;
-}
-
 // Forward exchange: fills the head's initial state in l.h0 (slot 0).
 void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, const ExecContext& ctx) {
   const Dims& m = l.m;
@@ -130,7 +118,7 @@ void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, c
     rec[2] = t.starts_here ? 1.0f : 0.0f;
     cpu::seg_state_pass(l.p, l.one(t), rec.data() + 4 + MK, rec.data() + 4, l.threads, l.ws.data());
   }
-  const std::vector<float> all = all_gather(cp, rec, ctx);
+  const std::vector<float> all = gather_records(cp, rec, ctx);
   if (!l.shard.has_head()) return;
   const int64_t n = l.shard.seqs.front().n;
   std::vector<int> chain;  // ranks before this one holding earlier parts of sequence n
@@ -151,22 +139,6 @@ void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, c
     S.swap(next);
   }
   write_state(m, S.data(), l.h0, 0);
-}
-
-// Sums a float partial over ranks in rank order (every rank gets the same sum).
-void reduce_into(const CpContext& cp, const Tensor& part, const TensorView& dst, const ExecContext& ctx) {
-  const int64_t n = part.numel();
-  std::vector<float> rec(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) rec[i] = static_cast<float>(part.get(i));
-  std::vector<float> all = rec;
-  if (cp.reduce_param_grads) all = all_gather(cp, rec, ctx);
-  const int parts = cp.reduce_param_grads ? cp.comm->world_size() : 1;
-  for (int64_t i = 0; i < n; ++i) {
-    double s = 0.0;
-    for (int r = 0; r < parts; ++r) s += all[r * n + i];
-    const float f = static_cast<float>(s);
-    cpu::store_row(&f, 1, dst.dtype, dst.data, i);
-  }
 }
 
 }  // namespace
@@ -204,7 +176,7 @@ void cp_chunk_attn_bwd(const CpContext& cp, const ChunkAttnInputs& in, const Ten
     cpu::seg_state_pass(l.p, l.one(h), nullptr, rec.data() + 4, l.threads, l.ws.data());
     cpu::seg_dstate_pass(l.p, cpu::BwdBuf{d_o.data, d_o.dtype}, l.one(h), rec.data() + 4 + MK, l.threads, l.ws.data());
   }
-  const std::vector<float> all = all_gather(cp, rec, ctx);
+  const std::vector<float> all = gather_records(cp, rec, ctx);
   const int64_t nv = static_cast<int64_t>(l.shard.seqs.size());
   Tensor dht(DType::kF32, m.state_shape(nv));
   std::vector<float> dS(static_cast<size_t>(m.HV * m.kv())), next(dS.size());
@@ -245,8 +217,8 @@ void cp_chunk_attn_bwd(const CpContext& cp, const ChunkAttnInputs& in, const Ten
     if (dA_log.defined()) std::memset(dA_log.data<float>(), 0, sizeof(float) * dA_log.numel());
     if (ddt_bias.defined()) std::memset(ddt_bias.data<float>(), 0, sizeof(float) * ddt_bias.numel());
   }
-  if (dA_log.defined()) reduce_into(cp, dA_log, grads.dA_log, ctx);
-  if (ddt_bias.defined()) reduce_into(cp, ddt_bias, grads.ddt_bias, ctx);
+  if (dA_log.defined()) reduce_param_grad(cp, dA_log, grads.dA_log, ctx);
+  if (ddt_bias.defined()) reduce_param_grad(cp, ddt_bias, grads.ddt_bias, ctx);
   if (grads.dinitial_state.defined()) {
     std::vector<float> zero(static_cast<size_t>(m.HV * m.kv()), 0.0f), buf(zero.size());
     for (int64_t n = 0; n < l.shard.num_seqs(); ++n) write_state(m, zero.data(), grads.dinitial_state, n);

@@ -12,8 +12,7 @@
 
 #include "core/check.h"
 #include "cpu/convert.h"
-#include "parallel/cp_ops.h"
-#include "parallel/cp_shard.h"
+#include "parallel/cp_common.h"
 
 namespace linattn::parallel {
 namespace {
@@ -31,23 +30,12 @@ float x_at(const TensorView& x, int64_t row, int64_t d) {
   return cpu::load_one(x.data, x.dtype, row * x.strides[1] + d * x.strides[2]);
 }
 
-std::vector<float> gather(const CpContext& cp, const std::vector<float>& rec, const ExecContext& ctx) {
-  std::vector<float> all(rec.size() * static_cast<size_t>(cp.comm->world_size()));
-  cp.comm->all_gather(rec.data(), all.data(), rec.size() * sizeof(float), ctx.stream);
-  return all;
-}
-
 ConvLocal prepare(const CpContext& cp, const ConvInputs& in, const ConvOptions& opt, const ExecContext& ctx) {
   LINATTN_CHECK(cp.comm != nullptr, "cp.comm: expected a Communicator, got null");
   LINATTN_CHECK(in.x.defined() && in.weight.defined(), "x, weight: expected tensors, got none");
-  if (in.x.device.type != DeviceType::kCPU || cp.comm->device_buffers())
-    LINATTN_UNSUPPORTED("context-parallel conv on ", device_name(in.x.device),
-                        ": CPU tensors with a host communicator only in this build");
-  LINATTN_CHECK(!opt.use_graph, "use_graph: context-parallel calls are eager only, got true");
   ConvLocal l;
-  l.shard = make_shard(in.cu_seqlens, cp.rank_offsets, cp.comm->rank(), cp.comm->world_size());
-  LINATTN_CHECK(in.x.ndim == 3 && in.x.shape[0] == 1 && in.x.shape[1] == l.shard.rows(), "x: expected [1, ",
-                l.shard.rows(), ", D] (this rank's rows), got batch ", in.x.shape[0], " x ", in.x.shape[1], " rows");
+  l.shard = open_cp_call(cp, "conv", ": CPU tensors with a host communicator only in this build", opt.use_graph,
+                         in.cu_seqlens, in.x, "x", 3, ", D]");
   l.D = in.x.shape[2];
   l.W = in.weight.shape[1];
   const int64_t D = l.D, W = l.W, R0 = l.shard.row_begin(), rows = l.shard.rows();
@@ -59,12 +47,10 @@ ConvLocal prepare(const CpContext& cp, const ConvInputs& in, const ConvOptions& 
     if (row >= 0)
       for (int64_t d = 0; d < D; ++d) rec[1 + k * D + d] = x_at(in.x, row, d);
   }
-  const std::vector<float> all = gather(cp, rec, ctx);
+  const std::vector<float> all = gather_records(cp, rec, ctx);
   const int64_t nv = static_cast<int64_t>(l.shard.seqs.size());
   const DType sdt = in.initial_state.defined() ? in.initial_state.dtype : in.x.dtype;
-  const std::vector<int64_t> vcu = l.shard.virtual_cu();
-  l.cu = Tensor(DType::kI64, {nv + 1});
-  std::memcpy(l.cu.data<int64_t>(), vcu.data(), sizeof(int64_t) * vcu.size());
+  l.cu = virtual_cu_tensor(l.shard);
   l.h0 = Tensor(sdt, {nv, D, W});
   l.ht = Tensor(in.x.dtype, {nv, D, W});
   auto h0_slot = [&](int64_t n, int64_t d, int64_t s) {
@@ -93,20 +79,6 @@ ConvLocal prepare(const CpContext& cp, const ConvInputs& in, const ConvOptions& 
   l.vopt = opt;
   l.vopt.max_num_seqs = 0;
   return l;
-}
-
-void reduce_param(const CpContext& cp, const Tensor& part, const TensorView& dst, const ExecContext& ctx) {
-  const int64_t n = part.numel();
-  std::vector<float> rec(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) rec[i] = static_cast<float>(part.get(i));
-  const std::vector<float> all = cp.reduce_param_grads ? gather(cp, rec, ctx) : rec;
-  const int parts = cp.reduce_param_grads ? cp.comm->world_size() : 1;
-  for (int64_t i = 0; i < n; ++i) {
-    double s = 0.0;
-    for (int r = 0; r < parts; ++r) s += all[r * n + i];
-    const float f = static_cast<float>(s);
-    cpu::store_row(&f, 1, dst.dtype, dst.data, i);
-  }
 }
 
 Tensor like_f32(const TensorView& t) { return Tensor(DType::kF32, std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.ndim)); }
@@ -149,7 +121,7 @@ void cp_conv_bwd(const CpContext& cp, const ConvInputs& in, const TensorView& dy
   rec[0] = l.shard.has_head() ? static_cast<float>(l.shard.seqs.front().n) : -1.0f;
   if (l.shard.has_head())
     for (int64_t e = 0; e < DW; ++e) rec[1 + e] = static_cast<float>(dh0.get(e));
-  const std::vector<float> all = gather(cp, rec, ctx);
+  const std::vector<float> all = gather_records(cp, rec, ctx);
   const int64_t R0 = l.shard.row_begin(), R1 = R0 + l.shard.rows();
   std::vector<float> own(static_cast<size_t>(l.shard.num_seqs() * DW), 0.0f);  // dh0 of sequences starting here
   for (int64_t i = 0; i < nv; ++i)
@@ -179,11 +151,11 @@ void cp_conv_bwd(const CpContext& cp, const ConvInputs& in, const TensorView& dy
       cpu::store_row(&own[e], 1, grads.dinitial_state.dtype, grads.dinitial_state.data, e);
   if (dw.defined()) {
     if (!l.active()) std::memset(dw.data<float>(), 0, sizeof(float) * dw.numel());
-    reduce_param(cp, dw, grads.dweight, ctx);
+    reduce_param_grad(cp, dw, grads.dweight, ctx);
   }
   if (db.defined()) {
     if (!l.active()) std::memset(db.data<float>(), 0, sizeof(float) * db.numel());
-    reduce_param(cp, db, grads.dbias, ctx);
+    reduce_param_grad(cp, db, grads.dbias, ctx);
   }
 }
 
