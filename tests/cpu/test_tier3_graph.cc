@@ -19,17 +19,6 @@ namespace {
 
 constexpr int64_t kTmax = 170, kNmax = 3;
 
-void copy_into(Tensor& dst, const Tensor& src) {
-  ASSERT_EQ(dst.view().nbytes(), src.view().nbytes());
-  if (src.view().nbytes()) std::memcpy(dst.view().data, src.view().data, src.view().nbytes());
-}
-
-void poison_rows(Tensor& t, int64_t r0) {
-  if (!t.defined()) return;
-  const int64_t T = t.shape()[1], inner = t.numel() / T;
-  for (int64_t i = r0 * inner; i < T * inner; ++i) t.set(i, std::numeric_limits<double>::quiet_NaN());
-}
-
 ChunkAttnSpec spec_for(ChunkOp op, const std::vector<int64_t>& lens, uint64_t seed) {
   ChunkAttnSpec s;
   s.opt.op = op;
@@ -50,20 +39,6 @@ ChunkAttnSpec spec_for(ChunkOp op, const std::vector<int64_t>& lens, uint64_t se
   s.gate = GateDist::kMixedHeads;
   s.seed = seed;
   return s;
-}
-
-struct OpRun {
-  ChunkAttnOutTensors out;
-  ChunkAttnGradTensors grads;
-};
-
-OpRun alloc_run(const ChunkAttnData& d) {
-  return {alloc_outputs(d, d.spec.dtype, DType::kF32), alloc_grads(d, d.spec.dtype, DType::kF32)};
-}
-
-void fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& c, const ChunkAttnOptions& opt, OpRun& r) {
-  chunk_attn_fwd(d.inputs(), r.out.views(), opt);
-  chunk_attn_bwd(d.inputs(), c.d_o.view(), c.d_final_state.view(), r.grads.views(), opt);
 }
 
 class Tier3Graph : public ::testing::TestWithParam<ChunkOp> {};

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "common/chunk_attn_check.h"
@@ -53,6 +54,37 @@ inline ::testing::AssertionResult rows_zero(const char* name, const Tensor& t, i
     if (t.get(i) != 0.0)
       return ::testing::AssertionFailure() << name << ": padding element " << i << " = " << t.get(i);
   return ::testing::AssertionSuccess();
+}
+
+// ---- Fixed-capacity graph tests (GRAPH_CONTRACT.md section 8): content copied into static
+// buffers with NaN garbage in the padding rows, forward + backward run as one unit.
+
+// dst <- src byte for byte (same size).
+inline void copy_into(Tensor& dst, const Tensor& src) {
+  ASSERT_EQ(dst.view().nbytes(), src.view().nbytes());
+  if (src.view().nbytes()) std::memcpy(dst.view().data, src.view().data, src.view().nbytes());
+}
+
+// NaN in rows [r0, T) of a [1, T, ...] float tensor.
+inline void poison_rows(Tensor& t, int64_t r0) {
+  if (!t.defined()) return;
+  const int64_t T = t.shape()[1], inner = t.numel() / T;
+  for (int64_t i = r0 * inner; i < T * inner; ++i) t.set(i, std::numeric_limits<double>::quiet_NaN());
+}
+
+// Outputs (input dtype, fp32 final state) and gradients (input dtype, fp32 dA_log / ddt_bias / dh0).
+struct OpRun {
+  ChunkAttnOutTensors out;
+  ChunkAttnGradTensors grads;
+};
+
+inline OpRun alloc_run(const ChunkAttnData& d) {
+  return {alloc_outputs(d, d.spec.dtype, DType::kF32), alloc_grads(d, d.spec.dtype, DType::kF32)};
+}
+
+inline void fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& c, const ChunkAttnOptions& opt, OpRun& r) {
+  chunk_attn_fwd(d.inputs(), r.out.views(), opt);
+  chunk_attn_bwd(d.inputs(), c.d_o.view(), c.d_final_state.view(), r.grads.views(), opt);
 }
 
 }  // namespace linattn::test

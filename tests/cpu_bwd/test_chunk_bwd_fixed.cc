@@ -22,18 +22,6 @@ namespace {
 
 constexpr int64_t kTmax = 150, kNmax = 4;
 
-void copy_into(Tensor& dst, const Tensor& src) {
-  ASSERT_EQ(dst.view().nbytes(), src.view().nbytes());
-  if (src.view().nbytes()) std::memcpy(dst.view().data, src.view().data, src.view().nbytes());
-}
-
-// NaN in rows [r0, T) of a [1, T, ...] float tensor.
-void poison_rows(Tensor& t, int64_t r0) {
-  if (!t.defined()) return;
-  const int64_t T = t.shape()[1], inner = t.numel() / T;
-  for (int64_t i = r0 * inner; i < T * inner; ++i) t.set(i, std::numeric_limits<double>::quiet_NaN());
-}
-
 struct Layout {
   const char* name;
   std::vector<int64_t> lens;  // kNmax entries
@@ -79,20 +67,6 @@ ChunkAttnSpec spec_for(const Config& c, const Layout& l, uint64_t seed) {
   s.has_h0 = c.h0;
   s.seed = seed;
   return s;
-}
-
-struct OpRun {
-  ChunkAttnOutTensors out;
-  ChunkAttnGradTensors grads;
-};
-
-OpRun alloc_run(const ChunkAttnData& d) {
-  return {alloc_outputs(d, d.spec.dtype, DType::kF32), alloc_grads(d, d.spec.dtype, DType::kF32)};
-}
-
-void fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& c, const ChunkAttnOptions& opt, OpRun& r) {
-  chunk_attn_fwd(d.inputs(), r.out.views(), opt);
-  chunk_attn_bwd(d.inputs(), c.d_o.view(), c.d_final_state.view(), r.grads.views(), opt);
 }
 
 class GraphFwdBwd : public ::testing::TestWithParam<Config> {};
