@@ -34,27 +34,10 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 ChunkAttnData make(const Case& c, uint64_t seed) {
   ChunkAttnSpec s;
-  s.opt.op = c.op;
-  s.opt.chunk_size = c.BT;
-  s.opt.use_qk_l2norm_in_kernel = c.l2norm;
-  s.opt.use_gate_in_kernel = c.gate;
-  s.opt.use_beta_sigmoid_in_kernel = c.sigmoid || c.neg;
-  s.opt.allow_neg_eigval = c.neg;
-  s.opt.state_v_first = c.vfirst;
-  s.opt.has_lower_bound = c.lb;
-  s.opt.lower_bound = c.lb ? -5.0 : 0.0;
-  s.opt.output_final_state = c.ht;
+  set_case_spec(s, c, c.lb, c.ht);
   s.has_h0 = c.h0;
-  s.H = c.H;
-  s.HV = c.HV;
-  s.K = c.K;
-  s.V = c.V;
   s.seqlens = c.seqlens;
   s.pad_tokens = 3;
-  s.dtype = c.dtype;
-  s.gate_dtype = c.dtype == DType::kF32 ? DType::kF32 : c.dtype;
-  s.gate = c.dist;
-  s.extreme_gate_frac = c.extreme;
   s.seed = seed;
   ChunkAttnData d = make_chunk_attn(s);
   // Weak in-kernel decay (-exp(A_log) softplus(.) ~ -0.003 per token), so that a segment's

@@ -25,6 +25,32 @@ inline ChunkAttnGradTensors cpu_backward(const ChunkAttnData& d, const ChunkAttn
   return g;
 }
 
+// The spec fields every CPU chunk test case sets the same way, from a test's Case struct (fields
+// op, BT, dtype, H, HV, K, V, l2norm, gate, sigmoid, neg, vfirst, dist, extreme): neg takes the
+// in-kernel beta sigmoid (it requires it); a lower bound is -5; bf16 / fp16 cases keep g in
+// their dtype.
+template <class Case>
+void set_case_spec(ChunkAttnSpec& s, const Case& c, bool lower_bound, bool output_final_state) {
+  s.opt.op = c.op;
+  s.opt.chunk_size = c.BT;
+  s.opt.use_qk_l2norm_in_kernel = c.l2norm;
+  s.opt.use_gate_in_kernel = c.gate;
+  s.opt.use_beta_sigmoid_in_kernel = c.sigmoid || c.neg;
+  s.opt.allow_neg_eigval = c.neg;
+  s.opt.state_v_first = c.vfirst;
+  s.opt.has_lower_bound = lower_bound;
+  s.opt.lower_bound = lower_bound ? -5.0 : 0.0;
+  s.opt.output_final_state = output_final_state;
+  s.H = c.H;
+  s.HV = c.HV;
+  s.K = c.K;
+  s.V = c.V;
+  s.dtype = c.dtype;
+  s.gate_dtype = c.dtype == DType::kF32 ? DType::kF32 : c.dtype;
+  s.gate = c.dist;
+  s.extreme_gate_frac = c.extreme;
+}
+
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.defined() != b.defined()) return false;
   if (!a.defined()) return true;

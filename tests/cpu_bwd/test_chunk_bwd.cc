@@ -34,20 +34,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 ChunkAttnData make(const Case& c, uint64_t seed, int64_t pad = 3) {
   ChunkAttnSpec s;
-  s.opt.op = c.op;
-  s.opt.chunk_size = c.BT;
-  s.opt.use_qk_l2norm_in_kernel = c.l2norm;
-  s.opt.use_gate_in_kernel = c.gate;
-  s.opt.use_beta_sigmoid_in_kernel = c.sigmoid || c.neg;
-  s.opt.allow_neg_eigval = c.neg;
-  s.opt.state_v_first = c.vfirst;
-  s.opt.has_lower_bound = c.lower_bound;
-  s.opt.lower_bound = c.lower_bound ? -5.0 : 0.0;
-  s.opt.output_final_state = c.dht;
-  s.H = c.H;
-  s.HV = c.HV;
-  s.K = c.K;
-  s.V = c.V;
+  set_case_spec(s, c, c.lower_bound, c.dht);
   if (c.seqlens.empty()) {
     s.B = 2;
     s.T = 45;
@@ -55,10 +42,6 @@ ChunkAttnData make(const Case& c, uint64_t seed, int64_t pad = 3) {
     s.seqlens = c.seqlens;
     s.pad_tokens = pad;
   }
-  s.dtype = c.dtype;
-  s.gate_dtype = c.dtype == DType::kF32 ? DType::kF32 : c.dtype;
-  s.gate = c.dist;
-  s.extreme_gate_frac = c.extreme;
   s.has_h0 = c.h0;
   s.has_A_log = c.A_log;
   s.seed = seed;
