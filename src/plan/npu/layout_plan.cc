@@ -232,19 +232,19 @@ LayoutPlan plan_layouts_dp(const Dataflow& df, const LayoutCostModel& m) {
   return p;
 }
 
-LayoutPlan plan_layouts_brute_chains(const Dataflow& df, const LayoutCostModel& m) {
-  std::vector<std::vector<int>> all;
-  for (int c = 0; c < df.num_chunks; ++c)
-    for (auto& ch : vector_chains(df, c)) all.push_back(ch);
-  LINATTN_CHECK(all.size() <= kMaxBruteBits, "brute force over chains: ", all.size(), " chains (limit ", kMaxBruteBits,
-                ")");
+namespace {
+
+// Every dense / blocked assignment of the groups (bit j of the mask: group j dense), the
+// cheapest kept (the first of equal costs); ops outside every group stay dense.
+LayoutPlan brute_force(const Dataflow& df, const LayoutCostModel& m, const char* how,
+                       const std::vector<std::vector<int>>& groups) {
   LayoutPlan p;
-  p.how = "brute-chains";
+  p.how = how;
   std::vector<Layout> L(df.ops.size(), Layout::kDense);
   double best = std::numeric_limits<double>::infinity();
-  for (uint32_t mask = 0; mask < (1u << all.size()); ++mask) {
-    for (size_t j = 0; j < all.size(); ++j)
-      for (int id : all[j]) L[id] = (mask >> j) & 1u ? Layout::kDense : Layout::kBlocked;
+  for (uint32_t mask = 0; mask < (1u << groups.size()); ++mask) {
+    for (size_t j = 0; j < groups.size(); ++j)
+      for (int id : groups[j]) L[id] = (mask >> j) & 1u ? Layout::kDense : Layout::kBlocked;
     const double cost = layout_cost_us(df, L, m);
     ++p.states_evaluated;
     if (cost < best) {
@@ -256,27 +256,24 @@ LayoutPlan plan_layouts_brute_chains(const Dataflow& df, const LayoutCostModel& 
   return p;
 }
 
+}  // namespace
+
+LayoutPlan plan_layouts_brute_chains(const Dataflow& df, const LayoutCostModel& m) {
+  std::vector<std::vector<int>> all;
+  for (int c = 0; c < df.num_chunks; ++c)
+    for (auto& ch : vector_chains(df, c)) all.push_back(ch);
+  LINATTN_CHECK(all.size() <= kMaxBruteBits, "brute force over chains: ", all.size(), " chains (limit ", kMaxBruteBits,
+                ")");
+  return brute_force(df, m, "brute-chains", all);
+}
+
 LayoutPlan plan_layouts_brute_ops(const Dataflow& df, const LayoutCostModel& m) {
-  std::vector<int> ids;
+  std::vector<std::vector<int>> ids;  // one op per group
   for (int i = 0; i < static_cast<int>(df.ops.size()); ++i)
-    if (df.ops[i].unit == Unit::kVector) ids.push_back(i);
+    if (df.ops[i].unit == Unit::kVector) ids.push_back({i});
   LINATTN_CHECK(ids.size() <= kMaxBruteBits, "brute force over ops: ", ids.size(), " vector ops (limit ",
                 kMaxBruteBits, ")");
-  LayoutPlan p;
-  p.how = "brute-ops";
-  std::vector<Layout> L(df.ops.size(), Layout::kDense);
-  double best = std::numeric_limits<double>::infinity();
-  for (uint32_t mask = 0; mask < (1u << ids.size()); ++mask) {
-    for (size_t j = 0; j < ids.size(); ++j) L[ids[j]] = (mask >> j) & 1u ? Layout::kDense : Layout::kBlocked;
-    const double cost = layout_cost_us(df, L, m);
-    ++p.states_evaluated;
-    if (cost < best) {
-      best = cost;
-      p.op_layout = L;
-    }
-  }
-  describe(df, p, m);
-  return p;
+  return brute_force(df, m, "brute-ops", ids);
 }
 
 LayoutPlan uniform_layouts(const Dataflow& df, Layout l, const LayoutCostModel& m) {
