@@ -39,35 +39,26 @@ class Lru {
 
 }  // namespace
 
+// The additive fields: summed by +=, scaled by scaled() (peaks and evictions apart).
+constexpr double TaskStats::*kAdditive[] = {
+    &TaskStats::time_us,           &TaskStats::matrix_us,        &TaskStats::vector_us,
+    &TaskStats::transform_us,      &TaskStats::dma_us,           &TaskStats::move_us,
+    &TaskStats::overhead_us,       &TaskStats::gm_load_bytes,    &TaskStats::gm_store_bytes,
+    &TaskStats::spill_store_bytes, &TaskStats::spill_load_bytes, &TaskStats::layout_gm_bytes,
+    &TaskStats::l1_l0_bytes,       &TaskStats::matrix_flops,     &TaskStats::vector_flops};
+
 TaskStats& TaskStats::operator+=(const TaskStats& o) {
-  time_us += o.time_us;
-  matrix_us += o.matrix_us;
-  vector_us += o.vector_us;
-  transform_us += o.transform_us;
-  dma_us += o.dma_us;
-  move_us += o.move_us;
-  overhead_us += o.overhead_us;
-  gm_load_bytes += o.gm_load_bytes;
-  gm_store_bytes += o.gm_store_bytes;
-  spill_store_bytes += o.spill_store_bytes;
-  spill_load_bytes += o.spill_load_bytes;
-  layout_gm_bytes += o.layout_gm_bytes;
-  l1_l0_bytes += o.l1_l0_bytes;
+  for (double TaskStats::*field : kAdditive) this->*field += o.*field;
   if (o.peak_bytes > peak_bytes) peak_at = o.peak_at;
   peak_bytes = std::max(peak_bytes, o.peak_bytes);
   peak_state_bytes = std::max(peak_state_bytes, o.peak_state_bytes);
   evictions += o.evictions;
-  matrix_flops += o.matrix_flops;
-  vector_flops += o.vector_flops;
   return *this;
 }
 
 TaskStats TaskStats::scaled(double f) const {
   TaskStats s = *this;
-  for (double* v : {&s.time_us, &s.overhead_us, &s.matrix_us, &s.vector_us, &s.transform_us, &s.dma_us, &s.move_us, &s.gm_load_bytes,
-                    &s.gm_store_bytes, &s.spill_store_bytes, &s.spill_load_bytes, &s.layout_gm_bytes, &s.l1_l0_bytes,
-                    &s.matrix_flops, &s.vector_flops})
-    *v *= f;
+  for (double TaskStats::*field : kAdditive) s.*field *= f;
   s.evictions = static_cast<int64_t>(static_cast<double>(evictions) * f);
   return s;
 }
