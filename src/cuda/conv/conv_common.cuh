@@ -268,12 +268,6 @@ struct ThreadTile {
   int cl, chunk;
   int64_t c0, c;
 
-  // This thread's rows [*r0, *r1) of the tile starting at row tr0 (of rows in all); empty past the end.
-  __device__ __forceinline__ void row_range(int64_t tr0, int64_t rows, int64_t* r0, int64_t* r1) const {
-    *r0 = tr0 + chunk * kRows;
-    *r1 = *r0 + kRows < rows ? *r0 + kRows : rows;
-  }
-
   __device__ __forceinline__ ThreadTile() {
     cl = static_cast<int>(threadIdx.x) % kLanes;
     chunk = static_cast<int>(threadIdx.x) / kLanes;
@@ -281,19 +275,6 @@ struct ThreadTile {
     c = c0 + cl * kC;
   }
 };
-
-// f(n, bos, eos, a, b) for every sequence n (tokens [bos, eos)) that overlaps rows [r0, r1), in
-// order, with [a, b) the overlap.
-template <class F>
-__device__ __forceinline__ void for_each_seq_in(const ConvParams& p, int64_t r0, int64_t r1, F&& f) {
-  for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
-    int64_t bos, eos;
-    seq_bounds(p, n, &bos, &eos);
-    if (bos >= r1) break;
-    const int64_t a = r0 > bos ? r0 : bos, b = r1 < eos ? r1 : eos;
-    if (a < b) f(n, bos, eos, a, b);
-  }
-}
 
 // The double-buffered tile loop shared by both passes: issue(tile, stage) starts the cp.async
 // copies of a tile (and commits them); body(tile, stage) computes it once they have landed.

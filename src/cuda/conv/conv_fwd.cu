@@ -55,12 +55,17 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64
   };
   auto body = [&](int64_t tile, int s) {
     const int64_t tr0 = tile * kRowTile;
-    int64_t r0, r1;
-    th.row_range(tr0, rows, &r0, &r1);
+    const int64_t r0 = tr0 + th.chunk * TT::kRows;
+    const int64_t r1 = r0 + TT::kRows < rows ? r0 + TT::kRows : rows;
     if (c >= p.D || r0 >= r1) return;
     const E* xs = sm + s * stage + th.cl * kC;  // row u at (u - (tr0 - H)) * CB
     const E* rs = xs + rows_x * CB;             // row u at (u - tr0) * CB
-    for_each_seq_in(p, r0, r1, [&](int64_t n, int64_t bos, int64_t eos, int64_t a, int64_t b) {
+    for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
+      int64_t bos, eos;
+      seq_bounds(p, n, &bos, &eos);
+      if (bos >= r1) break;
+      const int64_t a = r0 > bos ? r0 : bos, b = r1 < eos ? r1 : eos;
+      if (a >= b) continue;
       const int off = static_cast<int>(a - tr0);
       Window<kCap> win[kC];  // xbar[u - W + 1 + k], k < W - 1
       init_windows<E, kCap, kC, CB>(win, xs + off * CB, p, a, bos, n, c, W);
@@ -81,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64
         }
         store_lanes<E, kC>(yp, out);
       }
-    });
+    }
   };
   tile_pipeline(t_begin, t_end, issue, body);
 }
