@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "api/backend_cuda.h"
+#include "bench_cuda_util.h"
 #include "core/half.h"
 #include "cuda/common/cuda_graph.h"
 #include "cuda/common/random_fill.h"
@@ -33,80 +34,12 @@
 namespace linattn::cli {
 namespace {
 
-#define BENCH_CUDA(call)                                                                     \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(e_)); \
-  } while (0)
+using namespace cuda_bench;
 
 struct Config {
   int hqk, hv;
   std::string lengths;
 };
-
-std::vector<int64_t> parse_lengths(const std::string& s) {
-  std::vector<int64_t> r;
-  const auto x = s.find('x');
-  if (x != std::string::npos) {
-    const int64_t a = std::stoll(s.substr(0, x)), b = std::stoll(s.substr(x + 1));
-    if (a == 1) r.push_back(b);
-    else r.assign(static_cast<size_t>(b), a);
-    return r;
-  }
-  std::stringstream ss(s);
-  for (std::string tok; std::getline(ss, tok, ',');) r.push_back(std::stoll(tok));
-  return r;
-}
-
-std::string json_num(double x) {  // JSON has no NaN: unmeasured values are null
-  if (std::isnan(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", x);
-  return buf;
-}
-
-struct Stats {
-  double p50 = 0, p95 = 0, host = 0;
-};
-
-template <class F>
-Stats time_it(F&& fn, cudaStream_t st, int iters) {
-  for (int i = 0; i < 3; ++i) fn();
-  BENCH_CUDA(cudaStreamSynchronize(st));
-  std::vector<cudaEvent_t> ev(2 * iters);
-  for (auto& e : ev) BENCH_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < iters; ++i) {
-    BENCH_CUDA(cudaEventRecord(ev[2 * i], st));
-    fn();
-    BENCH_CUDA(cudaEventRecord(ev[2 * i + 1], st));
-  }
-  BENCH_CUDA(cudaStreamSynchronize(st));
-  std::vector<double> ms(iters);
-  for (int i = 0; i < iters; ++i) {
-    float m = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&m, ev[2 * i], ev[2 * i + 1]));
-    ms[i] = m;
-  }
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(ms.begin(), ms.end());
-  Stats s;
-  s.p50 = ms[iters / 2];
-  s.p95 = ms[std::min(iters - 1, iters * 95 / 100)];
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  BENCH_CUDA(cudaStreamSynchronize(st));
-  s.host = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
-  return s;
-}
-
-std::vector<float> to_host_f32(const TensorView& t) {
-  const int64_t n = t.numel();
-  std::vector<uint16_t> raw(static_cast<size_t>(n));
-  BENCH_CUDA(cudaMemcpy(raw.data(), t.data, n * 2, cudaMemcpyDeviceToHost));
-  std::vector<float> r(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) r[i] = bf16_bits_to_float(raw[i]);
-  return r;
-}
 
 void run_config(const Config& c, int iters, bool check, FILE* json, const std::string& commit, bool kda) {
   const std::vector<int64_t> lens = parse_lengths(c.lengths);
@@ -115,7 +48,7 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   for (int64_t l : lens) T += l;
   const Device dev{DeviceType::kCUDA, 0};
   cudaStream_t st;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  LINATTN_BENCH_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   std::vector<Buffer> bufs;
   auto make = [&](DType dt, std::initializer_list<int64_t> shape) {
     int64_t n = 1;
@@ -147,9 +80,9 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   std::vector<int32_t> cu(N + 1, 0);
   for (int64_t i = 0; i < N; ++i) cu[i + 1] = cu[i] + static_cast<int32_t>(lens[i]);
   int32_t* cu_pinned = nullptr;
-  BENCH_CUDA(cudaMallocHost(&cu_pinned, (N + 1) * sizeof(int32_t)));
+  LINATTN_BENCH_CUDA(cudaMallocHost(&cu_pinned, (N + 1) * sizeof(int32_t)));
   std::copy(cu.begin(), cu.end(), cu_pinned);
-  BENCH_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
+  LINATTN_BENCH_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
 
   ChunkAttnOptions opt;
   opt.op = kda ? ChunkOp::kKda : ChunkOp::kGdn;
@@ -174,7 +107,7 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   std::vector<std::pair<TensorView, TensorView>> staged;
   for (const TensorView* t : {&in.q, &in.k, &in.v, &in.g, &in.beta}) {
     TensorView s = make(t->dtype, {t->numel()});
-    BENCH_CUDA(cudaMemcpyAsync(s.data, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, st));
+    LINATTN_BENCH_CUDA(cudaMemcpyAsync(s.data, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, st));
     staged.emplace_back(*t, s);
   }
 
@@ -199,8 +132,8 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
     ChunkAttnOutputs out_ref{make(DType::kBF16, {1, T, HV, V}), make(DType::kF32, {N, HV, V, K})};
     api::chunk_attn_fwd_cuda_forced(desc, in, out_ref, opt, ctx, api::CudaGdnPath::kRecurrent, 0);
     eager();
-    BENCH_CUDA(cudaStreamSynchronize(st));
-    const auto a = to_host_f32(out.o), b = to_host_f32(out_ref.o);
+    LINATTN_BENCH_CUDA(cudaStreamSynchronize(st));
+    const auto a = host_values(out.o), b = host_values(out_ref.o);
     double num = 0, den = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       num += double(a[i] - b[i]) * (a[i] - b[i]);
@@ -208,8 +141,8 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
     }
     rel = std::sqrt(num / std::max<double>(1.0, a.size())) / (std::sqrt(den / std::max<double>(1.0, a.size())) + 1e-8);
   }
-  emit("eager-live", time_it(eager, st, iters), NAN, rel);
-  emit("eager-fixed", time_it(fixed, st, iters), NAN, NAN);
+  emit("eager-live", time_events(eager, st, iters, 3), NAN, rel);
+  emit("eager-fixed", time_events(fixed, st, iters, 3), NAN, NAN);
   cuda::CudaGraph graph(st);
   graph.begin();
   fixed();
@@ -217,24 +150,24 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   auto diff_vs_fixed = [&] {
     if (!check) return double(NAN);
     const ChunkAttnOutputs saved{make(DType::kBF16, {1, T, HV, V}), TensorView{}};
-    BENCH_CUDA(cudaMemcpyAsync(saved.o.data, out_fixed.o.data, out_fixed.o.nbytes(), cudaMemcpyDeviceToDevice, st));
+    LINATTN_BENCH_CUDA(cudaMemcpyAsync(saved.o.data, out_fixed.o.data, out_fixed.o.nbytes(), cudaMemcpyDeviceToDevice, st));
     fixed();
-    BENCH_CUDA(cudaStreamSynchronize(st));
-    const auto a = to_host_f32(saved.o), b = to_host_f32(out_fixed.o);
+    LINATTN_BENCH_CUDA(cudaStreamSynchronize(st));
+    const auto a = host_values(saved.o), b = host_values(out_fixed.o);
     double m = 0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
     return m;
   };
   auto replay = [&] { graph.replay(); };
-  const Stats sr = time_it(replay, st, iters);
+  const Stats sr = time_events(replay, st, iters, 3);
   emit("graph-replay", sr, diff_vs_fixed(), NAN);
   auto update = [&] {
-    BENCH_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
+    LINATTN_BENCH_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
     for (auto& [dst, src] : staged)
-      BENCH_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, st));
+      LINATTN_BENCH_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, st));
     graph.replay();
   };
-  emit("graph-update-replay", time_it(update, st, iters), NAN, NAN);
+  emit("graph-update-replay", time_events(update, st, iters, 3), NAN, NAN);
   std::fprintf(stderr, "bench-cuda %s %d/%d %s: workspace %.1f MiB, graph nodes %zu\n", kda ? "kda" : "gdn",
                c.hqk, c.hv, c.lengths.c_str(), ws_bytes / 1048576.0, graph.num_nodes());
   cudaFreeHost(cu_pinned);
@@ -259,7 +192,7 @@ int cmd_bench_cuda(const Args& args) {
   const bool check = flag(args, "check", "1") != "0";
   const std::string commit = flag(args, "commit", "unknown");
   cudaDeviceProp prop{};
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  LINATTN_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\"}\n",
               prop.name, prop.multiProcessorCount, commit.c_str());
   for (const Config& c : configs) run_config(c, iters, check, stdout, commit, kda);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "api/backend_cuda.h"
+#include "bench_cuda_util.h"
 #include "core/half.h"
 #include "cuda/common/cuda_graph.h"
 #include "cuda/common/random_fill.h"
@@ -36,87 +37,15 @@
 namespace linattn::cli {
 namespace {
 
-#define BWD_CUDA(call)                                                                                 \
-  do {                                                                                                 \
-    cudaError_t e_ = (call);                                                                           \
-    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(e_)); \
-  } while (0)
+using namespace cuda_bench;
+
+constexpr int kWarmup = 2;  // warm-up calls before timing (the backward is long)
 
 struct Config {
   int hqk, hv;
   std::string lengths;
   bool kda = false;
 };
-
-std::vector<int64_t> lengths_of(const std::string& s) {
-  std::vector<int64_t> r;
-  const auto x = s.find('x');
-  if (x != std::string::npos) {
-    const int64_t a = std::stoll(s.substr(0, x)), b = std::stoll(s.substr(x + 1));
-    if (a == 1) r.push_back(b);
-    else r.assign(static_cast<size_t>(b), a);
-    return r;
-  }
-  std::stringstream ss(s);
-  for (std::string tok; std::getline(ss, tok, ',');) r.push_back(std::stoll(tok));
-  return r;
-}
-
-std::string num(double x) {
-  if (std::isnan(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", x);
-  return buf;
-}
-
-struct Stats {
-  double p50 = 0, p95 = 0, host = 0;
-};
-
-template <class F>
-Stats timed(F&& fn, cudaStream_t st, int iters) {
-  for (int i = 0; i < 2; ++i) fn();
-  BWD_CUDA(cudaStreamSynchronize(st));
-  std::vector<cudaEvent_t> ev(2 * iters);
-  for (auto& e : ev) BWD_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < iters; ++i) {
-    BWD_CUDA(cudaEventRecord(ev[2 * i], st));
-    fn();
-    BWD_CUDA(cudaEventRecord(ev[2 * i + 1], st));
-  }
-  BWD_CUDA(cudaStreamSynchronize(st));
-  std::vector<double> ms(iters);
-  for (int i = 0; i < iters; ++i) {
-    float m = 0;
-    BWD_CUDA(cudaEventElapsedTime(&m, ev[2 * i], ev[2 * i + 1]));
-    ms[i] = m;
-  }
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(ms.begin(), ms.end());
-  Stats s;
-  s.p50 = ms[iters / 2];
-  s.p95 = ms[std::min(iters - 1, iters * 95 / 100)];
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  BWD_CUDA(cudaStreamSynchronize(st));
-  s.host = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
-  return s;
-}
-
-std::vector<double> host_values(const TensorView& t) {
-  const int64_t n = t.numel();
-  std::vector<double> r(static_cast<size_t>(n));
-  if (t.dtype == DType::kBF16) {
-    std::vector<uint16_t> raw(static_cast<size_t>(n));
-    BWD_CUDA(cudaMemcpy(raw.data(), t.data, n * 2, cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < n; ++i) r[i] = bf16_bits_to_float(raw[i]);
-  } else {
-    std::vector<float> raw(static_cast<size_t>(n));
-    BWD_CUDA(cudaMemcpy(raw.data(), t.data, n * 4, cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < n; ++i) r[i] = raw[i];
-  }
-  return r;
-}
 
 // rel RMS of a vs b (b the reference) and max |a - b|, accumulated over several tensors.
 struct Err {
@@ -141,13 +70,13 @@ struct Grads {
 };
 
 void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json, const std::string& commit) {
-  const std::vector<int64_t> lens = lengths_of(c.lengths);
+  const std::vector<int64_t> lens = parse_lengths(c.lengths);
   const int64_t N = static_cast<int64_t>(lens.size()), H = c.hqk, HV = c.hv, K = 128, V = 128;
   int64_t T = 0;
   for (int64_t l : lens) T += l;
   const Device dev{DeviceType::kCUDA, 0};
   cudaStream_t st;
-  BWD_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  LINATTN_BENCH_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   std::vector<Buffer> bufs;
   auto make = [&](DType dt, std::initializer_list<int64_t> shape) {
     int64_t n = 1;
@@ -179,9 +108,9 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
   std::vector<int32_t> cu(N + 1, 0);
   for (int64_t i = 0; i < N; ++i) cu[i + 1] = cu[i] + static_cast<int32_t>(lens[i]);
   int32_t* cu_pinned = nullptr;
-  BWD_CUDA(cudaMallocHost(&cu_pinned, (N + 1) * sizeof(int32_t)));
+  LINATTN_BENCH_CUDA(cudaMallocHost(&cu_pinned, (N + 1) * sizeof(int32_t)));
   std::copy(cu.begin(), cu.end(), cu_pinned);
-  BWD_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
+  LINATTN_BENCH_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
 
   ChunkAttnOptions opt;
   opt.use_qk_l2norm_in_kernel = opt.use_gate_in_kernel = opt.use_beta_sigmoid_in_kernel = true;
@@ -261,8 +190,8 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
                  "\"p50_ms\":%.5f,\"p95_ms\":%.5f,\"host_ms\":%.5f,\"tflops\":%.2f,\"peak_extra_mib\":%.1f,"
                  "\"max_abs_err\":%s,\"rel_rms_err\":%s,\"commit\":\"%s\"}\n",
                  op_name, pass, mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
-                 (bwd_ws + (std::string(pass) == "fwdbwd" ? fwd_ws : 0)) / 1048576.0, num(max_abs).c_str(),
-                 num(rel).c_str(), commit.c_str());
+                 (bwd_ws + (std::string(pass) == "fwdbwd" ? fwd_ws : 0)) / 1048576.0, json_num(max_abs).c_str(),
+                 json_num(rel).c_str(), commit.c_str());
     std::fflush(json);
   };
 
@@ -273,7 +202,7 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     tok.dht = gr.dht;
     bwd();
     api::chunk_attn_bwd_cuda_forced(desc, in, tok.d_o, tok.dht, tok.g, opt, cb, api::CudaGdnPath::kRecurrent, 0);
-    BWD_CUDA(cudaStreamSynchronize(st));
+    LINATTN_BENCH_CUDA(cudaStreamSynchronize(st));
     Err e;
     e.add(gr.g.dq, tok.g.dq);
     e.add(gr.g.dk, tok.g.dk);
@@ -282,9 +211,9 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     rel = e.rel();
     mabs = e.max_abs;
   }
-  emit("bwd", "eager-live", timed(bwd, st, iters), bwd_flops, mabs, rel);
-  if (has_fwd) emit("fwdbwd", "eager-live", timed(fwdbwd, st, iters), bwd_flops + fwd_flops, NAN, NAN);
-  emit(gpass, "eager-fixed", timed(fwdbwd_fixed, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  emit("bwd", "eager-live", time_events(bwd, st, iters, kWarmup), bwd_flops, mabs, rel);
+  if (has_fwd) emit("fwdbwd", "eager-live", time_events(fwdbwd, st, iters, kWarmup), bwd_flops + fwd_flops, NAN, NAN);
+  emit(gpass, "eager-fixed", time_events(fwdbwd_fixed, st, iters, kWarmup), bwd_flops + fwd_flops, NAN, NAN);
   cuda::CudaGraph graph(st);
   graph.begin();
   fwdbwd_fixed();
@@ -296,7 +225,7 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     if (has_fwd) api::chunk_attn_fwd_cuda(gdesc, gin, out, gopt, cf);
     api::chunk_attn_bwd_cuda(gdesc, gin, ref.d_o, ref.dht, ref.g, gopt, cb);
     graph.replay();
-    BWD_CUDA(cudaStreamSynchronize(st));
+    LINATTN_BENCH_CUDA(cudaStreamSynchronize(st));
     Err e;
     e.add(gfix.g.dq, ref.g.dq);
     e.add(gfix.g.dk, ref.g.dk);
@@ -306,20 +235,20 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     return e.max_abs;
   };
   auto replay = [&] { graph.replay(); };
-  emit(gpass, "graph-replay", timed(replay, st, iters), bwd_flops + fwd_flops, graph_diff(), NAN);
+  emit(gpass, "graph-replay", time_events(replay, st, iters, kWarmup), bwd_flops + fwd_flops, graph_diff(), NAN);
   std::vector<std::pair<TensorView, TensorView>> staged;
   for (const TensorView* t : {&in.q, &in.k, &in.v, &in.g, &in.beta, &gfix.d_o}) {
     const TensorView s = make(t->dtype, {t->numel()});
-    BWD_CUDA(cudaMemcpyAsync(s.data, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, st));
+    LINATTN_BENCH_CUDA(cudaMemcpyAsync(s.data, t->data, t->nbytes(), cudaMemcpyDeviceToDevice, st));
     staged.emplace_back(*t, s);
   }
   auto update = [&] {
-    BWD_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
+    LINATTN_BENCH_CUDA(cudaMemcpyAsync(in.cu_seqlens.data, cu_pinned, (N + 1) * 4, cudaMemcpyHostToDevice, st));
     for (auto& [dst, src] : staged)
-      BWD_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, st));
+      LINATTN_BENCH_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, st));
     graph.replay();
   };
-  emit(gpass, "graph-update-replay", timed(update, st, iters), bwd_flops + fwd_flops, NAN, NAN);
+  emit(gpass, "graph-update-replay", time_events(update, st, iters, kWarmup), bwd_flops + fwd_flops, NAN, NAN);
   std::fprintf(stderr, "bench-cuda-bwd %d/%d %s: workspace fwd %.1f + bwd %.1f MiB, graph nodes %zu\n", c.hqk,
                c.hv, c.lengths.c_str(), fwd_ws / 1048576.0, bwd_ws / 1048576.0, graph.num_nodes());
   cudaFreeHost(cu_pinned);
@@ -341,7 +270,7 @@ int cmd_bench_cuda_bwd(const Args& args) {
   const int64_t check_max = std::stoll(flag(args, "check-max-tokens", "8192"));
   const std::string commit = flag(args, "commit", "unknown");
   cudaDeviceProp prop{};
-  BWD_CUDA(cudaGetDeviceProperties(&prop, 0));
+  LINATTN_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\"}\n",
               prop.name, prop.multiProcessorCount, commit.c_str());
   for (const Config& c : configs) run_config(c, iters, check_max, stdout, commit);
