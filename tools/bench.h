@@ -59,6 +59,12 @@ struct TimeStats {
 
 // Calls fn() once to warm up, then at least min_iters times and for at least min_time_s.
 TimeStats time_calls(const std::function<void()>& fn, int min_iters, double min_time_s);
+// Several functions timed in interleaved rounds (f0 f1 .. f0 f1 ..) so that a load change on a
+// shared machine hits all alike: each warmed up once, then >= min_iters rounds and >= min_time_s
+// per function. Wall time covers fn + sync; with a CUDA stream, CUDA events around fn give the
+// device span (device_p50_ms / device_p95_ms).
+std::vector<TimeStats> time_interleaved(const std::vector<std::function<void()>>& fns, const std::function<void()>& sync,
+                                        void* cuda_stream, int min_iters, double min_time_s);
 
 Machine measure_machine(int threads);
 std::string env_json(const Machine& m);  // {"kind":"env",...,"commit":...,"date":...}

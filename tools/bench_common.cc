@@ -132,26 +132,59 @@ double process_cpu_ms() {
   return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
 }
 
-TimeStats time_calls(const std::function<void()>& fn, int min_iters, double min_time_s) {
-  fn();  // warm-up: scratch, caches, page faults
-  std::vector<double> ms, cpu;
-  const Clock::time_point start = Clock::now();
-  while (static_cast<int>(ms.size()) < min_iters || (seconds_since(start) < min_time_s && ms.size() < 1000)) {
-    const double c0 = process_cpu_ms();
-    const Clock::time_point t0 = Clock::now();
-    fn();
-    ms.push_back(seconds_since(t0) * 1e3);
-    cpu.push_back(process_cpu_ms() - c0);
+namespace {
+double seconds_since_ms(Clock::time_point t0) { return seconds_since(t0) * 1e3; }
+// Median (upper middle for even counts) and 95th percentile of v (sorted in place).
+double p50_of(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double p95_of(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.95 * static_cast<double>(v.size()))) - 1)];
+}
+}  // namespace
+
+std::vector<TimeStats> time_interleaved(const std::vector<std::function<void()>>& fns, const std::function<void()>& sync,
+                                        void* cuda_stream, int min_iters, double min_time_s) {
+  const size_t k = fns.size();
+  std::vector<std::vector<double>> wall(k), cpu(k), dev(k);
+  EventTimer ev(cuda_stream);
+  for (const auto& f : fns) {  // warm-up
+    f();
+    sync();
   }
-  TimeStats s;
-  std::sort(cpu.begin(), cpu.end());
-  s.cpu_ms = cpu[cpu.size() / 2];
-  s.iters = static_cast<int>(ms.size());
-  for (double x : ms) s.mean_ms += x / static_cast<double>(ms.size());
-  std::sort(ms.begin(), ms.end());
-  s.p50_ms = ms[ms.size() / 2];
-  s.p95_ms = ms[std::min(ms.size() - 1, static_cast<size_t>(std::ceil(0.95 * static_cast<double>(ms.size()))) - 1)];
-  return s;
+  const Clock::time_point start = Clock::now();
+  const double budget_ms = min_time_s * 1e3 * static_cast<double>(k);
+  while (static_cast<int>(wall[0].size()) < min_iters || (seconds_since_ms(start) < budget_ms && wall[0].size() < 1000))
+    for (size_t i = 0; i < k; ++i) {
+      const double c0 = process_cpu_ms();
+      const Clock::time_point t0 = Clock::now();
+      ev.start();
+      fns[i]();
+      ev.stop();
+      sync();
+      wall[i].push_back(seconds_since_ms(t0));
+      cpu[i].push_back(process_cpu_ms() - c0);
+      if (ev.active()) dev[i].push_back(ev.read_ms());
+    }
+  std::vector<TimeStats> r(k);
+  for (size_t i = 0; i < k; ++i) {
+    for (double x : wall[i]) r[i].mean_ms += x / static_cast<double>(wall[i].size());
+    r[i].iters = static_cast<int>(wall[i].size());
+    r[i].p50_ms = p50_of(wall[i]);
+    r[i].p95_ms = p95_of(wall[i]);
+    r[i].cpu_ms = p50_of(cpu[i]);
+    if (!dev[i].empty()) {
+      r[i].device_p50_ms = p50_of(dev[i]);
+      r[i].device_p95_ms = p95_of(dev[i]);
+    }
+  }
+  return r;
+}
+
+TimeStats time_calls(const std::function<void()>& fn, int min_iters, double min_time_s) {
+  return time_interleaved({fn}, [] {}, nullptr, min_iters, min_time_s)[0];
 }
 
 Machine measure_machine(int threads) {

@@ -54,52 +54,6 @@ int64_t chunks_of(const std::vector<int64_t>& lens, int BT) {
 
 }  // namespace
 
-static double quantile(std::vector<double>& v, double q) {  // v sorted in place; q in (0, 1]
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1)];
-}
-
-// Times several functions in interleaved rounds (f0 f1 f2 .. f0 f1 f2 ..), so that a load change
-// on a shared machine hits every mode alike: at least min_iters rounds and min_time_s per function.
-// Wall time covers fn + sync (host-inclusive); on CUDA the events around fn give the device span.
-std::vector<TimeStats> time_interleaved(const std::vector<std::function<void()>>& fns, const std::function<void()>& sync,
-                                        void* cuda_stream, int min_iters, double min_time_s) {
-  const size_t k = fns.size();
-  std::vector<std::vector<double>> wall(k), cpu(k), dev(k);
-  EventTimer ev(cuda_stream);
-  for (const auto& f : fns) {  // warm-up
-    f();
-    sync();
-  }
-  const Clock::time_point start = Clock::now();
-  const double budget_ms = min_time_s * 1e3 * static_cast<double>(k);
-  while (static_cast<int>(wall[0].size()) < min_iters || (ms_since(start) < budget_ms && wall[0].size() < 1000))
-    for (size_t i = 0; i < k; ++i) {
-      const double c0 = process_cpu_ms();
-      const Clock::time_point t0 = Clock::now();
-      ev.start();
-      fns[i]();
-      ev.stop();
-      sync();
-      wall[i].push_back(ms_since(t0));
-      cpu[i].push_back(process_cpu_ms() - c0);
-      if (ev.active()) dev[i].push_back(ev.read_ms());
-    }
-  std::vector<TimeStats> r(k);
-  for (size_t i = 0; i < k; ++i) {
-    for (double x : wall[i]) r[i].mean_ms += x / static_cast<double>(wall[i].size());
-    r[i].iters = static_cast<int>(wall[i].size());
-    r[i].p50_ms = quantile(wall[i], 0.5);
-    r[i].p95_ms = quantile(wall[i], 0.95);
-    r[i].cpu_ms = quantile(cpu[i], 0.5);
-    if (!dev[i].empty()) {
-      r[i].device_p50_ms = quantile(dev[i], 0.5);
-      r[i].device_p95_ms = quantile(dev[i], 0.95);
-    }
-  }
-  return r;
-}
-
 // NVML energy per call of each function, each run alone for >= seconds and >= 10 calls (the
 // counter advances in steps: 0.25 s windows scattered by +-40% on the H200, hence ~1 s);
 // -1 when there is no counter.
