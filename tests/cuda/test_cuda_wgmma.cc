@@ -1,7 +1,8 @@
 // The wgmma wrappers (src/cuda/common/wgmma.cuh) through their self-test kernel: C = A B^T for
 // seeded random bf16 A [64, K], B [N, K], N 64 / 128, K 64 / 128 / 256 (one and several 64-wide
 // K panels), every majorness of A and B (K-major and MN-major, the 128-byte swizzle), against an
-// fp64 product of the same bf16 values. Also: an output filled with NaN beforehand is fully
+// fp64 product of the same bf16 values; the K-major case also with both operands loaded by TMA
+// (128-byte swizzle boxes behind an mbarrier). Also: an output filled with NaN beforehand is fully
 // overwritten, and bad N / K raise errors naming the argument.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@ namespace {
 struct Case {
   int N, K;
   bool a_mn, b_mn;
+  bool tma = false;  // both K-major, staged by TMA
 };
 
 void run_case(const Case& c, uint64_t seed) {
@@ -36,7 +38,8 @@ void run_case(const Case& c, uint64_t seed) {
   CUDA_OK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dc, 0xFF, size_t(64) * c.N * 4));  // NaN: every element must be written
-  cuda::wgmma_probe_gemm(da, db, dc, c.N, c.K, c.a_mn, c.b_mn, nullptr);
+  if (c.tma) cuda::wgmma_probe_gemm_tma(da, db, dc, c.N, c.K, nullptr);
+  else cuda::wgmma_probe_gemm(da, db, dc, c.N, c.K, c.a_mn, c.b_mn, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<float> got(size_t(64) * c.N);
   CUDA_OK(cudaMemcpy(got.data(), dc, got.size() * 4, cudaMemcpyDeviceToHost));
@@ -60,7 +63,7 @@ void run_case(const Case& c, uint64_t seed) {
     }
   // fp32 accumulation of K products of magnitude ~1: |error| well under 1e-3 * sqrt(K).
   EXPECT_LT(worst, 1e-3 * std::sqrt(double(c.K)))
-      << "N " << c.N << " K " << c.K << " a_mn " << c.a_mn << " b_mn " << c.b_mn << ": worst at (" << wi / c.N
+      << "N " << c.N << " K " << c.K << " a_mn " << c.a_mn << " b_mn " << c.b_mn << " tma " << c.tma << ": worst at (" << wi / c.N
       << ", " << wi % c.N << ") got " << got[wi] << " want " << want_at;
 }
 
@@ -71,6 +74,13 @@ TEST(CudaWgmma, AllMajornessAndShapes) {
     for (int K : {64, 128, 256})
       for (bool a_mn : {false, true})
         for (bool b_mn : {false, true}) run_case({N, K, a_mn, b_mn}, seed++);
+}
+
+TEST(CudaWgmma, TmaStagedOperands) {
+  ASSERT_TRUE(have_cuda_device());
+  uint64_t seed = 101;
+  for (int N : {64, 128})
+    for (int K : {64, 128, 256}) run_case({N, K, false, false, true}, seed++);
 }
 
 TEST(CudaWgmma, RejectsBadShapes) {

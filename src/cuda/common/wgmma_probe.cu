@@ -7,6 +7,8 @@
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/tma.cuh"
+#include "cuda/common/tma.h"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/common/wgmma_probe.h"
 
@@ -58,6 +60,47 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const __nv_bfloat16* _
   for (int r = 0; r < N / 2; ++r) C[acc_row(t, r) * N + acc_col(t, r)] = d[r];
 }
 
+// The same product with both K-major operands loaded by TMA (one box per 64-wide K panel) behind
+// one mbarrier phase: checks that TMA's 128-byte swizzle is the layout the descriptors assume.
+template <int N>
+__global__ void __launch_bounds__(128) wgmma_tma_probe_kernel(const __grid_constant__ CUtensorMap map_a,
+                                                              const __grid_constant__ CUtensorMap map_b,
+                                                              float* __restrict__ C, int K) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* sa = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* sb = sa + 64 * K * 2;
+  __shared__ __align__(8) uint64_t bar;
+  const int t = threadIdx.x;
+  if (t == 0) {
+    mbar_init(&bar, 1);
+    fence_barrier_init();
+  }
+  __syncthreads();
+  if (t == 0) {
+    mbar_arrive_expect_tx(&bar, uint32_t(64 + N) * uint32_t(K) * 2u);
+    for (int p = 0; p < K / 64; ++p) {
+      tma_load_2d(sa + p * 64 * 128, &map_a, p * 64, 0, &bar);
+      tma_load_2d(sb + p * N * 128, &map_b, p * 64, 0, &bar);
+    }
+  }
+  mbar_wait(&bar, 0);
+  float d[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) d[i] = 0.f;
+  wgmma_fence();
+  for (int kk = 0; kk < K / 16; ++kk) {
+    const uint64_t da = operand_desc<0>(smem_u32(sa), kk, 64, K);
+    const uint64_t db = operand_desc<0>(smem_u32(sb), kk, N, K);
+    if constexpr (N == 64) wgmma_m64n64k16_bf16<0, 0>(d, da, db, 1);
+    else wgmma_m64n128k16_bf16<0, 0>(d, da, db, 1);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(d);
+#pragma unroll
+  for (int r = 0; r < N / 2; ++r) C[acc_row(t, r) * N + acc_col(t, r)] = d[r];
+}
+
 template <int N, int TA, int TB>
 void launch_probe(const void* A, const void* B, float* C, int K, cudaStream_t s) {
   const size_t smem = size_t(64 + N) * K * 2 + 1024;
@@ -73,15 +116,29 @@ void dispatch_major(const void* A, const void* B, float* C, int K, bool ta, bool
   else launch_probe<N, 1, 1>(A, B, C, K, s);
 }
 
-}  // namespace
-
-void wgmma_probe_gemm(const void* A, const void* B, float* C, int N, int K, bool a_mn_major, bool b_mn_major,
-                      void* stream) {
+void check_probe_args(int N, int K) {
   LINATTN_CHECK(N == 64 || N == 128, "wgmma_probe_gemm: N: expected 64 or 128, got ", N);
   LINATTN_CHECK(K > 0 && K % 64 == 0 && K <= 256, "wgmma_probe_gemm: K: expected a multiple of 64 in [64, 256], got ", K);
   const DeviceInfo& dev = current_device_info();
   if (dev.cc_major != 9)
     LINATTN_UNSUPPORTED("wgmma_probe_gemm: needs an sm_90 GPU, this one is sm_", dev.cc_major, dev.cc_minor);
+}
+
+}  // namespace
+
+void wgmma_probe_gemm_tma(const void* A, const void* B, float* C, int N, int K, void* stream) {
+  check_probe_args(N, K);
+  const CUtensorMap ma = make_tma_2d_sw128(A, true, 64, uint64_t(K), uint64_t(K), 64);
+  const CUtensorMap mb = make_tma_2d_sw128(B, true, uint64_t(N), uint64_t(K), uint64_t(K), uint32_t(N));
+  const size_t smem = size_t(64 + N) * K * 2 + 1024;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (N == 64) launch(wgmma_tma_probe_kernel<64>, dim3(1), dim3(128), smem, s, ma, mb, C, K);
+  else launch(wgmma_tma_probe_kernel<128>, dim3(1), dim3(128), smem, s, ma, mb, C, K);
+}
+
+void wgmma_probe_gemm(const void* A, const void* B, float* C, int N, int K, bool a_mn_major, bool b_mn_major,
+                      void* stream) {
+  check_probe_args(N, K);
   auto s = static_cast<cudaStream_t>(stream);
   if (N == 64) dispatch_major<64>(A, B, C, K, a_mn_major, b_mn_major, s);
   else dispatch_major<128>(A, B, C, K, a_mn_major, b_mn_major, s);

@@ -10,5 +10,7 @@ namespace linattn::cuda {
 
 void wgmma_probe_gemm(const void* A, const void* B, float* C, int N, int K, bool a_mn_major, bool b_mn_major,
                       void* stream);
+// The same product, both operands K-major, loaded into shared memory by TMA (tma.h / tma.cuh).
+void wgmma_probe_gemm_tma(const void* A, const void* B, float* C, int N, int K, void* stream);
 
 }  // namespace linattn::cuda
