@@ -326,20 +326,20 @@ def main():
     import linattn
     env["linattn"] = linattn.__version__
     impls = a.impl.split(",")
-    if "fla" in impls:
-        import fla
-        env["fla"] = fla.__version__
     emit(env)
     stack, mixers, la_layers = build(a, impls, dtype, a.device)
     log("built")
     no_graph = {}  # impl -> why graph mode is not measured
     slow = {}      # impl -> the case that ran past --step-s (later, larger batches are skipped)
     modes = a.modes.split(",")
-    # FLA's captures last: a capture that fails inside FLA must not leave torch's allocator or the
-    # stream in a state that the linattn cases would then meet
-    plan = [(lens, impl, mode) for lens in batches for impl in impls for mode in modes
-            if (impl, mode) != ("fla", "graph")]
+    # linattn's cases first (fla is imported only after them, and a slow first FLA call, Triton
+    # compile + autotune when the warm-up was cut, cannot cost them), then FLA eager, then FLA's
+    # captures: a capture that fails inside FLA must not leave torch's allocator or the stream in a
+    # state that other cases would then meet
+    plan = [(lens, impl, mode) for impl in impls for mode in modes for lens in batches
+            if not (impl == "fla" and mode == "graph")]
     plan += [(lens, "fla", "graph") for lens in batches if "fla" in impls and "graph" in modes]
+    fla_env = False
     outs, rows = {}, {}  # tokens -> {(impl, mode): output on the host / row}
     for lens, impl, mode in plan:
         T, N = sum(lens), len(lens)
@@ -348,6 +348,10 @@ def main():
         if impl in slow:
             emit(dict(meta, error=f"skipped: {slow[impl]}"))
             continue
+        if impl == "fla" and not fla_env:
+            import fla
+            emit(dict(kind="env", fla=fla.__version__))
+            fla_env = True
         if mode == "graph" and impl in no_graph:
             emit(dict(meta, error=f"not captured: {no_graph[impl]}"))
             continue
