@@ -1,5 +1,5 @@
-// Context-parallel GDN / KDA on the CPU (see cp_ops.h). Per rank: the shard's virtual sequences
-// run through the public chunk_attn_fwd / bwd (so tiers 1-3 and every option apply) with
+// Context-parallel GDN / KDA on the CPU (see cp_ops.h; CUDA tensors: cp_chunk_cuda.cc). Per rank:
+// the shard's virtual sequences run through the public chunk_attn_fwd / bwd (so tiers 1-3 and every option apply) with
 // initial states (and, backward, final-state gradients) that come from the exchange. Records
 // exchanged (fp32, fixed size R = 4 + HV K (K + V) per rank):
 //   [0] rank has rows, [1] sequence of the crossing segment or -1, [2] that segment starts
@@ -15,6 +15,7 @@
 #include "cpu/seg_pass.h"
 #include "meta/chunk_attn_desc.h"
 #include "parallel/cp_common.h"
+#include "parallel/cp_cuda.h"
 #include "plan/chunk_plan.h"
 
 namespace linattn::parallel {
@@ -75,8 +76,7 @@ Local prepare(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOpt
   LINATTN_CHECK(in.q.defined() && in.v.defined(), "q, v: expected tensors, got none");
   Local l;
   l.shard = open_cp_call(cp, "chunk_attn",
-                         ": needs the CUDA segment-transition kernels (not written yet); CPU tensors with a host "
-                         "communicator only",
+                         ": CPU tensors need a host communicator (thread_comm.h)",
                          opt.use_graph, in.cu_seqlens, in.q, "q", 4, ", H, K]");
   l.m = Dims{in.v.shape[2], in.q.shape[3], in.v.shape[3], opt.state_v_first};
   const int64_t nv = static_cast<int64_t>(l.shard.seqs.size());
@@ -141,10 +141,18 @@ void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, c
   write_state(m, S.data(), l.h0, 0);
 }
 
+bool on_cuda(const TensorView& t) { return t.defined() && t.device.type == DeviceType::kCUDA; }
+
 }  // namespace
+
+size_t cp_chunk_attn_workspace_bytes(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
+                                     bool backward) {
+  return on_cuda(in.q) ? cp_chunk_attn_workspace_bytes_cuda(cp, in, opt, backward) : 0;
+}
 
 void cp_chunk_attn_fwd(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
                        const ChunkAttnOptions& opt, const ExecContext& ctx) {
+  if (on_cuda(in.q)) return cp_chunk_attn_fwd_cuda(cp, in, out, opt, ctx);
   Local l = prepare(cp, in, opt, ctx);
   exchange_states(cp, l, in, ctx);
   if (!l.active()) return;
@@ -161,6 +169,7 @@ void cp_chunk_attn_fwd(const CpContext& cp, const ChunkAttnInputs& in, const Chu
 void cp_chunk_attn_bwd(const CpContext& cp, const ChunkAttnInputs& in, const TensorView& d_o,
                        const TensorView& d_final_state, const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
                        const ExecContext& ctx) {
+  if (on_cuda(in.q)) return cp_chunk_attn_bwd_cuda(cp, in, d_o, d_final_state, grads, opt, ctx);
   Local l = prepare(cp, in, opt, ctx);
   exchange_states(cp, l, in, ctx);
   const Dims& m = l.m;

@@ -1,5 +1,5 @@
-// Context-parallel short causal conv on the CPU (see cp_ops.h). Per rank: the shard's virtual
-// sequences run through the public conv_fwd / conv_bwd with virtual initial states: a sequence
+// Context-parallel short causal conv on the CPU (see cp_ops.h; CUDA tensors: cp_conv_cuda.cc).
+// Per rank: the shard's virtual sequences run through the public conv_fwd / conv_bwd with virtual initial states: a sequence
 // continuing from earlier ranks starts from the W inputs before this rank's first row (slot s =
 // global row R0 - W + s, from whichever ranks hold those rows, or the sequence's own initial
 // state slots before its first token). Exchanges (fp32 records, fixed size per rank):
@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "cpu/convert.h"
 #include "parallel/cp_common.h"
+#include "parallel/cp_cuda.h"
 
 namespace linattn::parallel {
 namespace {
@@ -34,7 +35,7 @@ ConvLocal prepare(const CpContext& cp, const ConvInputs& in, const ConvOptions& 
   LINATTN_CHECK(cp.comm != nullptr, "cp.comm: expected a Communicator, got null");
   LINATTN_CHECK(in.x.defined() && in.weight.defined(), "x, weight: expected tensors, got none");
   ConvLocal l;
-  l.shard = open_cp_call(cp, "conv", ": CPU tensors with a host communicator only in this build", opt.use_graph,
+  l.shard = open_cp_call(cp, "conv", ": CPU tensors need a host communicator (thread_comm.h)", opt.use_graph,
                          in.cu_seqlens, in.x, "x", 3, ", D]");
   l.D = in.x.shape[2];
   l.W = in.weight.shape[1];
@@ -83,10 +84,17 @@ ConvLocal prepare(const CpContext& cp, const ConvInputs& in, const ConvOptions& 
 
 Tensor like_f32(const TensorView& t) { return Tensor(DType::kF32, std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.ndim)); }
 
+bool on_cuda(const TensorView& t) { return t.defined() && t.device.type == DeviceType::kCUDA; }
+
 }  // namespace
+
+size_t cp_conv_workspace_bytes(const CpContext& cp, const ConvInputs& in, const ConvOptions& opt) {
+  return on_cuda(in.x) ? cp_conv_workspace_bytes_cuda(cp, in, opt) : 0;
+}
 
 void cp_conv_fwd(const CpContext& cp, const ConvInputs& in, const ConvOutputs& out, const ConvOptions& opt,
                  const ExecContext& ctx) {
+  if (on_cuda(in.x)) return cp_conv_fwd_cuda(cp, in, out, opt, ctx);
   ConvLocal l = prepare(cp, in, opt, ctx);
   if (!l.active()) return;
   conv_fwd(l.vin, ConvOutputs{out.y, opt.output_final_state ? TensorView(l.ht) : TensorView{}}, l.vopt, ctx);
@@ -102,6 +110,7 @@ void cp_conv_fwd(const CpContext& cp, const ConvInputs& in, const ConvOutputs& o
 
 void cp_conv_bwd(const CpContext& cp, const ConvInputs& in, const TensorView& dy, const TensorView& d_final_state,
                  const ConvGrads& grads, const ConvOptions& opt, const ExecContext& ctx) {
+  if (on_cuda(in.x)) return cp_conv_bwd_cuda(cp, in, dy, d_final_state, grads, opt, ctx);
   ConvLocal l = prepare(cp, in, opt, ctx);
   const int64_t D = l.D, W = l.W, DW = D * W, nv = static_cast<int64_t>(l.shard.seqs.size());
   Tensor dht(DType::kF32, {nv, D, W}), dh0(DType::kF32, {nv, D, W});

@@ -1,0 +1,292 @@
+// Context-parallel GDN / KDA on CUDA tensors (see cp_ops.h, cp_cuda.h). Per rank, on ctx.stream,
+// no host reads of device data; sequence n keeps index n in the rank's virtual layout (vcu).
+// Forward: state pass over this rank's tail segment -> record (M, S_loc) -> all-gather ->
+// h0_local = the global initial states, the head's chained over the earlier ranks
+// (S <- M_r S + S_r) -> the CUDA chunk_attn_fwd on the rank's rows -> final states of the
+// sequences ending here. The state pass is tier 3's chunked one (cuda/seg, when built in and
+// the shape is supported: K = 128, V % 32 == 0, bf16 / fp16, BT 32 / 64, 16-byte aligned) or
+// the token-by-token fallback (cp_dev_chunk.cu).
+// Backward (no separate state-gradient pass): the forward exchange again; phase A (ranks > 0,
+// which may hold a head) runs chunk_attn_bwd with the terminal gradients of the sequences ending
+// here and zero for the tail, so its dinitial_state of the head is the gradient at the rank's
+// first row from everything after it on this rank (the head's dS_loc when the head crosses the
+// rank, the head's full dS when it ends here); those are all-gathered; phase B (ranks with a
+// possible tail) chains them back over the later ranks (d <- M_r^T d + D_r, with the forward
+// records' M) into the tail's terminal gradient and runs chunk_attn_bwd again. With 2 ranks each
+// rank runs one backward (rank 1 phase A, rank 0 phase B); middle ranks run two. Parameter
+// gradients: the last run's partial, all-gathered and summed in rank order.
+#include "core/check.h"
+#include "parallel/cp_cuda.h"
+
+#if LINATTN_WITH_CUDA
+#include "cuda/common/device_info.h"
+#include "meta/chunk_attn_desc.h"
+#if LINATTN_CP_CUDA_SEG
+#include "cuda/seg/seg_pass.h"
+#endif
+
+namespace linattn::parallel {
+namespace {
+
+struct ChunkPlan {
+  dev::Layout L;
+  dev::StateDims sd;
+  int64_t N = 1, nA = 0, nB = 0;  // sequences, A_log / dt_bias entries
+  int world = 1;
+  int64_t* vcu = nullptr;
+  int32_t* seg = nullptr;  // [8]: tail segment table (dev::virtual_cu)
+  float *rec = nullptr, *all = nullptr, *h0 = nullptr, *ht = nullptr;
+  float *dht = nullptr, *dh0 = nullptr, *drec = nullptr, *dall = nullptr, *prm = nullptr, *allp = nullptr;
+  float *segS = nullptr, *segM = nullptr;  // tier-3 pass outputs, 2 slots
+  void* seg_ws = nullptr;
+  size_t seg_ws_bytes = 0;
+  bool fast = false;
+  void* inner = nullptr;
+  size_t inner_bytes = 0, total = 0;
+  ChunkAttnInputs vin;
+  ChunkAttnOptions vopt;
+  meta::ChunkAttnDesc d;
+  std::vector<int64_t> state_shape() const {
+    return sd.v_first ? std::vector<int64_t>{N, sd.HV, sd.V, sd.K} : std::vector<int64_t>{N, sd.HV, sd.K, sd.V};
+  }
+};
+
+#if LINATTN_CP_CUDA_SEG
+cuda::ElemType elem(DType t) {
+  return t == DType::kF32 ? cuda::ElemType::kF32 : t == DType::kF16 ? cuda::ElemType::kF16 : cuda::ElemType::kBF16;
+}
+
+// Tier 3's segment view of this rank's rows: two slots (cu = seg[0..3), flags = seg[3..5)).
+cuda::GdnFwdParams seg_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const int32_t* seg) {
+  cuda::GdnFwdParams p;
+  p.T_total = d.B * d.T;
+  p.N = 2;
+  p.H = static_cast<int>(d.H);
+  p.HV = static_cast<int>(d.HV);
+  p.K = static_cast<int>(d.K);
+  p.V = static_cast<int>(d.V);
+  p.BT = d.BT;
+  p.scale = static_cast<float>(d.scale);
+  p.io = elem(d.dtype);
+  p.g_type = elem(d.g_dtype);
+  p.beta_type = elem(d.beta_dtype);
+  p.l2norm = d.l2norm;
+  p.gate_in_kernel = d.gate_in_kernel;
+  p.beta_sigmoid = d.beta_sigmoid;
+  p.neg_eigval = d.neg_eigval;
+  p.kda = d.kda();
+  p.has_lower_bound = d.has_lower_bound;
+  p.lower_bound = static_cast<float>(d.lower_bound);
+  p.q = in.q.data;
+  p.k = in.k.data;
+  p.v = in.v.data;
+  p.g = in.g.data;
+  p.beta = in.beta.data;
+  if (d.has_A_log) p.A_log = in.A_log.ptr<const float>();
+  if (d.has_dt_bias) p.dt_bias = in.dt_bias.ptr<const float>();
+  p.cu_seqlens = seg;
+  return p;
+}
+
+bool fast_pass_supported(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in) {
+  auto a16 = [](const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
+  return d.K == 128 && d.V % 32 == 0 && (d.dtype == DType::kBF16 || d.dtype == DType::kF16) &&
+         (d.BT == 32 || d.BT == 64) && d.B * d.T < (int64_t{1} << 31) && a16(in.q.data) && a16(in.k.data) &&
+         a16(in.v.data) && d.g_dtype == DType::kF32 && d.beta_dtype != DType::kF64;
+}
+#endif
+
+ChunkPlan plan(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt, uintptr_t base,
+               bool backward) {
+  LINATTN_CHECK(in.q.defined() && in.v.defined(), "q, v: expected tensors, got none");
+  ChunkPlan p;
+  p.L = cudacp::open_call(cp, "chunk_attn", in.cu_seqlens, in.q, "q", 4);
+  p.N = p.L.N;
+  p.world = p.L.world;
+  p.sd = dev::StateDims{in.v.shape[2], in.q.shape[3], in.v.shape[3], opt.state_v_first};
+  p.nA = in.A_log.defined() ? in.A_log.numel() : 0;
+  p.nB = in.dt_bias.defined() ? in.dt_bias.numel() : 0;
+  const int64_t REC = p.sd.rec(), SK = p.sd.state(), NS = p.N * SK;
+  cudacp::Carve c{base};
+  p.vcu = c.take<int64_t>(static_cast<size_t>(p.N + 1));
+  p.seg = c.take<int32_t>(8);
+  p.rec = c.take<float>(REC);
+  p.all = c.take<float>(p.world * REC);
+  p.h0 = c.take<float>(NS);
+  p.ht = c.take<float>(NS);
+  if (backward) {
+    p.dht = c.take<float>(NS);
+    p.dh0 = c.take<float>(NS);
+    p.drec = c.take<float>(SK);
+    p.dall = c.take<float>(p.world * SK);
+    p.prm = c.take<float>(p.nA + p.nB);
+    p.allp = c.take<float>(p.world * (p.nA + p.nB));
+  }
+  p.vin = in;
+  p.vin.cu_seqlens = TensorView::contiguous(p.vcu, DType::kI64, {p.N + 1}, in.q.device);
+  p.vin.initial_state = TensorView::contiguous(p.h0, DType::kF32, p.state_shape(), in.q.device);
+  p.vin.chunk_indices = p.vin.chunk_offsets = TensorView{};
+  p.vopt = opt;
+  p.vopt.output_final_state = true;  // the final states of the sequences ending here
+  p.vopt.max_num_seqs = p.N;
+  if (p.L.rows == 0) {  // nothing runs on this rank but the exchanges
+    p.total = c.used();
+    return p;
+  }
+  p.d = meta::describe_chunk_attn(p.vin, p.vopt);
+#if LINATTN_CP_CUDA_SEG
+  p.fast = fast_pass_supported(p.d, in);
+  if (p.fast) {
+    p.segS = c.take<float>(2 * SK);
+    p.segM = c.take<float>(2 * p.sd.HV * p.sd.K * p.sd.K);
+    const int sms = cuda::device_info(in.q.device.index).sm_count;
+    p.seg_ws_bytes = cuda::seg::state_pass_workspace_bytes(seg_params(p.d, in, p.seg), sms);
+    p.seg_ws = c.take<char>(p.seg_ws_bytes);
+  }
+#endif
+  p.inner_bytes = backward ? chunk_attn_bwd_workspace_bytes(p.vin, p.vopt) : chunk_attn_fwd_workspace_bytes(p.vin, p.vopt);
+  p.inner = c.take<char>(p.inner_bytes);
+  p.total = c.used();
+  return p;
+}
+
+ExecContext inner_ctx(const ExecContext& ctx, const ChunkPlan& p) {
+  ExecContext c = ctx;
+  c.workspace = p.inner;
+  c.workspace_bytes = p.inner_bytes;
+  return c;
+}
+
+// S_loc and M of this rank's tail segment into p.rec.
+void tail_pass(const ChunkPlan& p, const ChunkAttnInputs& in, void* s) {
+#if LINATTN_CP_CUDA_SEG
+  if (p.fast) {
+    const int sms = cuda::device_info(in.q.device.index).sm_count;
+    cuda::seg::state_pass(seg_params(p.d, in, p.seg), p.seg + 3, cuda::seg::kSegEmpty, p.segS, p.segM, sms, p.seg_ws,
+                          p.seg_ws_bytes, s);
+    const int64_t MK = p.sd.HV * p.sd.K * p.sd.K, SK = p.sd.state();
+    cudacp::copy_async(p.rec, p.segM + MK, sizeof(float) * MK, s);  // slot 1: the tail
+    cudacp::copy_async(p.rec + MK, p.segS + SK, sizeof(float) * SK, s);
+    return;
+  }
+#endif
+  const meta::ChunkAttnDesc& d = p.d;
+  dev::TokenPass t;
+  t.H = d.H;
+  t.HV = d.HV;
+  t.K = d.K;
+  t.V = d.V;
+  t.io = d.dtype;
+  t.g_dt = d.g_dtype;
+  t.beta_dt = d.beta_dtype;
+  t.kda = d.kda();
+  t.l2norm = d.l2norm;
+  t.gate_in_kernel = d.gate_in_kernel;
+  t.beta_sigmoid = d.beta_sigmoid;
+  t.neg_eigval = d.neg_eigval;
+  t.has_lower_bound = d.has_lower_bound;
+  t.lower_bound = static_cast<float>(d.lower_bound);
+  t.k = in.k.data;
+  t.v = in.v.data;
+  t.g = in.g.data;
+  t.beta = in.beta.data;
+  if (d.has_A_log) t.A_log = in.A_log.ptr<const float>();
+  if (d.has_dt_bias) t.dt_bias = in.dt_bias.ptr<const float>();
+  dev::token_state_pass(t, p.seg, p.rec, s);
+}
+
+// The forward exchange: p.h0 = every sequence's initial state, the head's chained.
+void forward_exchange(const CpContext& cp, const ChunkAttnInputs& in, const ChunkPlan& p, void* s) {
+  dev::virtual_cu(p.L, p.vcu, p.seg, s);
+  if (p.L.rank < p.world - 1 && p.L.rows > 0) tail_pass(p, in, s);  // the last rank never has a tail
+  cp.comm->all_gather(p.rec, p.all, sizeof(float) * p.sd.rec(), s);
+  const TensorView& h0 = in.initial_state;
+  dev::copy_states(p.L, dev::Pick::kAll, true, h0.defined() ? h0.data : nullptr, h0.dtype, p.h0, DType::kF32,
+                   p.sd.state(), s);
+  if (p.L.rank > 0) dev::chunk_head_state(p.L, p.sd, p.all, p.h0, s);
+}
+
+}  // namespace
+
+bool cp_cuda_tier3_state_pass() {
+#if LINATTN_CP_CUDA_SEG
+  return true;
+#else
+  return false;
+#endif
+}
+
+size_t cp_chunk_attn_workspace_bytes_cuda(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
+                                          bool backward) {
+  return plan(cp, in, opt, 0, backward).total;
+}
+
+void cp_chunk_attn_fwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
+                            const ChunkAttnOptions& opt, const ExecContext& ctx) {
+  cudacp::DeviceScope scope(in.q.device.index);
+  cudacp::Scratch ws(ctx, plan(cp, in, opt, 0, false).total, opt.use_graph, "chunk_attn");
+  const ChunkPlan p = plan(cp, in, opt, ws.base(), false);
+  void* s = ctx.stream;
+  forward_exchange(cp, in, p, s);
+  const bool ran = p.L.rows > 0;
+  if (ran)
+    chunk_attn_fwd(p.vin, ChunkAttnOutputs{out.o, TensorView::contiguous(p.ht, DType::kF32, p.state_shape(), in.q.device)},
+                   p.vopt, inner_ctx(ctx, p));
+  if (opt.output_final_state)  // an empty rank owns only empty sequences: final state = h0
+    dev::copy_states(p.L, dev::Pick::kEndsHere, false, ran ? p.ht : p.h0, DType::kF32, out.final_state.data,
+                     out.final_state.dtype, p.sd.state(), s);
+}
+
+void cp_chunk_attn_bwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, const TensorView& d_o,
+                            const TensorView& d_final_state, const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
+                            const ExecContext& ctx) {
+  cudacp::DeviceScope scope(in.q.device.index);
+  cudacp::Scratch ws(ctx, plan(cp, in, opt, 0, true).total, opt.use_graph, "chunk_attn");
+  const ChunkPlan p = plan(cp, in, opt, ws.base(), true);
+  void* s = ctx.stream;
+  const Device dev = in.q.device;
+  const int64_t SK = p.sd.state(), NS = p.N * SK;
+  forward_exchange(cp, in, p, s);
+  const bool with_dht = opt.output_final_state && d_final_state.defined();
+  dev::copy_states(p.L, dev::Pick::kEndsHere, true, with_dht ? d_final_state.data : nullptr, d_final_state.dtype,
+                   p.dht, DType::kF32, SK, s);
+  ChunkAttnGrads vg = grads;
+  vg.dinitial_state = TensorView::contiguous(p.dh0, DType::kF32, p.state_shape(), dev);
+  if (grads.dA_log.defined()) vg.dA_log = TensorView::contiguous(p.prm, DType::kF32, {p.nA}, dev);
+  if (grads.ddt_bias.defined()) {
+    vg.ddt_bias = grads.ddt_bias;
+    vg.ddt_bias.data = p.prm + p.nA;
+    vg.ddt_bias.dtype = DType::kF32;
+  }
+  const TensorView dht = TensorView::contiguous(p.dht, DType::kF32, p.state_shape(), dev);
+  const bool ran = p.L.rows > 0, phase_a = p.L.rank > 0, phase_b = p.L.rank < p.world - 1 || !phase_a;
+  if (phase_a && ran) chunk_attn_bwd(p.vin, d_o, dht, vg, p.vopt, inner_ctx(ctx, p));
+  if (phase_a) dev::chunk_head_record(p.L, p.sd, p.dh0, p.drec, s);
+  cp.comm->all_gather(p.drec, p.dall, sizeof(float) * SK, s);
+  if (phase_b) {
+    if (p.L.rank < p.world - 1) dev::chunk_tail_grad(p.L, p.sd, p.all, p.dall, p.dht, s);
+    if (ran) chunk_attn_bwd(p.vin, d_o, dht, vg, p.vopt, inner_ctx(ctx, p));
+  }
+  if (!ran) {  // only empty sequences here: dh0 = dht, no parameter gradient
+    cudacp::copy_async(p.dh0, p.dht, sizeof(float) * NS, s);
+    cudacp::memset_async(p.prm, sizeof(float) * (p.nA + p.nB), s);
+  }
+  if (grads.dinitial_state.defined())
+    dev::copy_states(p.L, dev::Pick::kStartsHere, true, p.dh0, DType::kF32, grads.dinitial_state.data,
+                     grads.dinitial_state.dtype, SK, s);
+  if (!grads.dA_log.defined() && !grads.ddt_bias.defined()) return;
+  const int64_t stride = p.nA + p.nB;
+  const float* src = p.prm;
+  int parts = 1;
+  if (cp.reduce_param_grads) {
+    cp.comm->all_gather(p.prm, p.allp, sizeof(float) * stride, s);
+    src = p.allp;
+    parts = p.world;
+  }
+  if (grads.dA_log.defined()) dev::sum_ranks(src, parts, stride, p.nA, grads.dA_log.data, grads.dA_log.dtype, s);
+  if (grads.ddt_bias.defined())
+    dev::sum_ranks(src + p.nA, parts, stride, p.nB, grads.ddt_bias.data, grads.ddt_bias.dtype, s);
+}
+
+}  // namespace linattn::parallel
+#endif
