@@ -218,13 +218,13 @@ bool cp_cuda_tier3_state_pass() {
 
 size_t cp_chunk_attn_workspace_bytes_cuda(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                                           bool backward) {
-  return plan(cp, in, opt, 0, backward).total;
+  return plan(cp, in, opt, cudacp::kCountingBase, backward).total;
 }
 
 void cp_chunk_attn_fwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
                             const ChunkAttnOptions& opt, const ExecContext& ctx) {
   cudacp::DeviceScope scope(in.q.device.index);
-  cudacp::Scratch ws(ctx, plan(cp, in, opt, 0, false).total, opt.use_graph, "chunk_attn");
+  cudacp::Scratch ws(ctx, plan(cp, in, opt, cudacp::kCountingBase, false).total, opt.use_graph, "chunk_attn");
   const ChunkPlan p = plan(cp, in, opt, ws.base(), false);
   void* s = ctx.stream;
   forward_exchange(cp, in, p, s);
@@ -241,7 +241,7 @@ void cp_chunk_attn_bwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, cons
                             const TensorView& d_final_state, const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
                             const ExecContext& ctx) {
   cudacp::DeviceScope scope(in.q.device.index);
-  cudacp::Scratch ws(ctx, plan(cp, in, opt, 0, true).total, opt.use_graph, "chunk_attn");
+  cudacp::Scratch ws(ctx, plan(cp, in, opt, cudacp::kCountingBase, true).total, opt.use_graph, "chunk_attn");
   const ChunkPlan p = plan(cp, in, opt, ws.base(), true);
   void* s = ctx.stream;
   const Device dev = in.q.device;

@@ -32,7 +32,7 @@ struct ConvPlan {
   ConvOptions vopt;
 };
 
-// Carves the pieces from `base` (0: counting) and sizes the inner conv_bwd workspace.
+// Carves the pieces from `base` (kCountingBase: counting) and sizes the inner conv_bwd workspace.
 ConvPlan plan(const CpContext& cp, const ConvInputs& in, const ConvOptions& opt, uintptr_t base, bool backward) {
   LINATTN_CHECK(in.x.defined() && in.weight.defined(), "x, weight: expected tensors, got none");
   ConvPlan p;
@@ -82,13 +82,13 @@ void forward_exchange(const CpContext& cp, const ConvInputs& in, const ConvPlan&
 }  // namespace
 
 size_t cp_conv_workspace_bytes_cuda(const CpContext& cp, const ConvInputs& in, const ConvOptions& opt) {
-  return plan(cp, in, opt, 0, true).total;
+  return plan(cp, in, opt, cudacp::kCountingBase, true).total;
 }
 
 void cp_conv_fwd_cuda(const CpContext& cp, const ConvInputs& in, const ConvOutputs& out, const ConvOptions& opt,
                       const ExecContext& ctx) {
   cudacp::DeviceScope scope(in.x.device.index);
-  const size_t need = plan(cp, in, opt, 0, false).total;
+  const size_t need = plan(cp, in, opt, cudacp::kCountingBase, false).total;
   cudacp::Scratch ws(ctx, need, opt.use_graph, "conv");
   const ConvPlan p = plan(cp, in, opt, ws.base(), false);
   void* s = ctx.stream;
@@ -111,7 +111,7 @@ void cp_conv_fwd_cuda(const CpContext& cp, const ConvInputs& in, const ConvOutpu
 void cp_conv_bwd_cuda(const CpContext& cp, const ConvInputs& in, const TensorView& dy, const TensorView& d_final_state,
                       const ConvGrads& grads, const ConvOptions& opt, const ExecContext& ctx) {
   cudacp::DeviceScope scope(in.x.device.index);
-  const size_t need = plan(cp, in, opt, 0, true).total;
+  const size_t need = plan(cp, in, opt, cudacp::kCountingBase, true).total;
   cudacp::Scratch ws(ctx, need, opt.use_graph, "conv");
   const ConvPlan p = plan(cp, in, opt, ws.base(), true);
   void* s = ctx.stream;

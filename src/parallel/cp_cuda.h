@@ -34,8 +34,10 @@ bool cp_cuda_tier3_state_pass();
 
 namespace cudacp {
 
-// Bump allocator (256-byte pieces). Counting pass: base 0 (the pointers are offsets, never used
-// for memory; the views built from them serve only to size the inner ops' workspaces).
+// Bump allocator (256-byte pieces). Counting pass: base kCountingBase, a fake non-null address
+// (the pointers are never dereferenced; the views built from them only size the inner ops'
+// workspaces, and validation rejects null data pointers).
+constexpr uintptr_t kCountingBase = uintptr_t{1} << 20;
 struct Carve {
   uintptr_t base = 0;
   size_t off = 0;
