@@ -84,6 +84,19 @@ NcclCommunicator::NcclCommunicator(const NcclUniqueId& id, int rank, int world, 
   const int info[2] = {rank, world};
   LINATTN_CUDA_CHECK(cudaMalloc(&rank_info_, sizeof(info)));
   LINATTN_CUDA_CHECK(cudaMemcpy(rank_info_, info, sizeof(info), cudaMemcpyHostToDevice));
+  // NCCL connects the peers lazily at a communicator's first collective, which fails inside a
+  // stream capture ("operation not permitted when stream is capturing", seen on 2 H200s): one
+  // eager all-gather here (collective like the constructor) makes every later call capturable.
+  int* warm = nullptr;
+  cudaStream_t s = nullptr;
+  LINATTN_CUDA_CHECK(cudaMalloc(&warm, sizeof(int) * static_cast<size_t>(world)));
+  LINATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const ncclResult_t r = ncclAllGather(rank_info_, warm, 1, ncclInt32, c, s);
+  const cudaError_t e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  cudaFree(warm);
+  nccl_check(r, "ncclAllGather (connection warm-up)");
+  LINATTN_CUDA_CHECK(e);
 }
 
 NcclCommunicator::~NcclCommunicator() {

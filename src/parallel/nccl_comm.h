@@ -1,8 +1,9 @@
 // NCCL communicator for context parallelism across GPUs (CUDA + NCCL builds only: the class is
 // declared everywhere, its constructor throws Unsupported where LINATTN_WITH_NCCL is off).
 // all_gather is one ncclAllGather on the caller's stream: no host synchronization, so it can be
-// captured into a CUDA graph; every rank must capture the same sequence of calls (lockstep) and
-// replay its graph together with the others. One rank per GPU.
+// captured into a CUDA graph (the constructor runs one eager all-gather, so NCCL's lazy peer
+// connection never happens under a capture); every rank must capture the same sequence of calls
+// (lockstep) and replay its graph together with the others. One rank per GPU.
 // Launch (one process per GPU):
 //   torchrun --nproc_per_node=2 ./prog          (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT)
 //   mpirun -np 2 ./prog                         (OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, or PMI_*)

@@ -1,4 +1,5 @@
 // bench_cp_cuda: context-parallel scaling 1 -> 2 GPUs (one process, one thread per GPU, NCCL).
+// GDN configurations first, then the conv (--conv-d 0 skips it).
 //   bench_cp_cuda [--t 131072,524288] [--hv 16,32] [--k 128] [--v 128] [--conv-d 4096]
 //                 [--iters 5] [--commit X] [--json out.jsonl]
 // One sequence of T tokens. GDN: bf16 q / k / v, H = HV heads, the layer's in-kernel options (q/k
@@ -306,6 +307,17 @@ void bench_conv(Emit& e, int64_t T, int64_t D, int iters) {
   const size_t wb = conv_bwd_workspace_bytes(in, opt);
   const ExecContext c0{s0, m0.raw(wb), wb, 0};
   cuda_ok(cudaDeviceSynchronize(), "sync");
+  {  // the op on GPU 1 alone first: a failure there would leave rank 0 waiting in NCCL
+    cuda_ok(cudaSetDevice(1), "cudaSetDevice");
+    DevMem m1;
+    ConvInputs in1 = in;
+    in1.x = peer_copy(m1, in.x);
+    in1.weight = peer_copy(m1, in.weight);
+    in1.cu_seqlens = peer_copy(m1, in.cu_seqlens);
+    conv_fwd(in1, ConvOutputs{m1.alloc(DType::kBF16, {1, T, D}), {}}, opt);
+    cuda_ok(cudaDeviceSynchronize(), "sync");
+    cuda_ok(cudaSetDevice(0), "cudaSetDevice");
+  }
   const double f1 = time_ms([&] { conv_fwd(in, out, opt, c0); }, s0, iters);
   const double fb1 = time_ms(
       [&] {
@@ -379,10 +391,10 @@ int main(int argc, char** argv) {
   const int64_t D = std::stoll(flag(argc, argv, "conv-d", "4096"));
   const std::vector<int64_t> ts = ints(flag(argc, argv, "t", "131072,524288"));
   try {
-    for (int64_t T : ts) {
-      if (D > 0) bench_conv(e, T, D, iters);
+    for (int64_t T : ts)
       for (int64_t HV : ints(flag(argc, argv, "hv", "16,32"))) bench_gdn(e, T, HV, K, V, iters);
-    }
+    for (int64_t T : ts)
+      if (D > 0) bench_conv(e, T, D, iters);
   } catch (const std::exception& ex) {
     std::printf("bench_cp_cuda: %s\n", ex.what());
     return 1;

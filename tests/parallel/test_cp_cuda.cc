@@ -290,8 +290,8 @@ ConvOptions conv_opt() {
   return o;
 }
 
-ConvOut conv_single(const ConvData& c, DType dt) {
-  cuda_ok(cudaSetDevice(0), "cudaSetDevice");
+ConvOut conv_single(const ConvData& c, DType dt, int device = 0) {
+  cuda_ok(cudaSetDevice(device), "cudaSetDevice");
   DevMem m;
   const ConvDev v = conv_to_device(m, c, 0, c.x.shape()[1], dt);
   conv_fwd(v.in, v.out, conv_opt());
@@ -384,6 +384,12 @@ TEST_P(CpCudaConv, TwoGpusEqualSingleGpuEagerAndGraph) {
   const DType dt = GetParam();
   const ConvData c = make_conv(dt);
   const ConvOut one = conv_single(c, dt);
+  // The plain op on GPU 1 first: if it fails there (seen: the CUDA conv's > 48 KiB shared-memory
+  // opt-in is a per-process std::call_once, so it is set on the first GPU only), rank 1 would
+  // throw and leave rank 0 waiting in NCCL; fail here instead.
+  ConvOut one_gpu1;
+  ASSERT_NO_THROW(one_gpu1 = conv_single(c, dt, 1)) << "the CUDA conv fails on a second GPU of this process";
+  EXPECT_TRUE(tensors_close("y on GPU 1", one.y, one_gpu1.y, tolerance(dt, Qty::kConvY)));
   const int64_t T = c.x.shape()[1], valid = 146;
   // Eager: a 1-row rank 0 (rank 1's conv state spans rank 0 and the sequence's initial state),
   // a cut inside a sequence.
