@@ -3,7 +3,6 @@
 // its own GPU with an NcclCommunicator (one process, NCCL unique id shared in memory).
 #pragma once
 #include <cuda_runtime.h>
-#include <gtest/gtest.h>
 
 #include <cstring>
 #include <exception>
