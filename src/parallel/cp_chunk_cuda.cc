@@ -15,6 +15,8 @@
 // records' M) into the tail's terminal gradient and runs chunk_attn_bwd again. With 2 ranks each
 // rank runs one backward (rank 1 phase A, rank 0 phase B); middle ranks run two. Parameter
 // gradients: the last run's partial, all-gathered and summed in rank order.
+#include <vector>
+
 #include "core/check.h"
 #include "parallel/cp_cuda.h"
 
