@@ -6,15 +6,17 @@
 // sequences ending here. The state pass is tier 3's chunked one (cuda/seg, when built in and
 // the shape is supported: K = 128, V % 32 == 0, bf16 / fp16, BT 32 / 64, 16-byte aligned) or
 // the token-by-token fallback (cp_dev_chunk.cu).
-// Backward (no separate state-gradient pass): the forward exchange again; phase A (ranks > 0,
-// which may hold a head) runs chunk_attn_bwd with the terminal gradients of the sequences ending
-// here and zero for the tail, so its dinitial_state of the head is the gradient at the rank's
-// first row from everything after it on this rank (the head's dS_loc when the head crosses the
-// rank, the head's full dS when it ends here); those are all-gathered; phase B (ranks with a
-// possible tail) chains them back over the later ranks (d <- M_r^T d + D_r, with the forward
-// records' M) into the tail's terminal gradient and runs chunk_attn_bwd again. With 2 ranks each
-// rank runs one backward (rank 1 phase A, rank 0 phase B); middle ranks run two. Parameter
-// gradients: the last run's partial, all-gathered and summed in rank order.
+// Backward: the forward exchange again; ranks > 0 (which may hold a head) record the state
+// gradient at their first row from everything after it on the rank, with the terminal gradients
+// of the sequences ending here and zero for the tail (the head's dS_loc when the head crosses
+// the rank, its full dS when it ends here): by tier 3's dS stage of the CUDA backward
+// (GdnBwdStage::kDState, prep + reverse sweeps, when built in: LINATTN_CP_CUDA_DSTATE), else by
+// a full chunk_attn_bwd ("phase A"); those are all-gathered; the tail's terminal gradient is
+// chained back over the later ranks (d <- M_r^T d + D_r, with the forward records' M), then
+// chunk_attn_bwd runs ("phase B": every rank with the dS stage; without it ranks < world - 1, so
+// with 2 ranks rank 0's backward waits for rank 1's). Parameter gradients: the last run's
+// partial, all-gathered and summed in rank order.
+#include <algorithm>
 #include <vector>
 
 #include "core/check.h"
@@ -25,6 +27,9 @@
 #include "meta/chunk_attn_desc.h"
 #if LINATTN_CP_CUDA_SEG
 #include "cuda/seg/seg_pass.h"
+#endif
+#if LINATTN_CP_CUDA_DSTATE
+#include "cuda/gdn/gdn_bwd.h"
 #endif
 
 namespace linattn::parallel {
@@ -43,6 +48,7 @@ struct ChunkPlan {
   void* seg_ws = nullptr;
   size_t seg_ws_bytes = 0;
   bool fast = false;
+  bool dstate = false;  // backward records from the dS stage (else from a full phase-A backward)
   void* inner = nullptr;
   size_t inner_bytes = 0, total = 0;
   ChunkAttnInputs vin;
@@ -53,16 +59,16 @@ struct ChunkPlan {
   }
 };
 
-#if LINATTN_CP_CUDA_SEG
+#if LINATTN_CP_CUDA_SEG || LINATTN_CP_CUDA_DSTATE
 cuda::ElemType elem(DType t) {
   return t == DType::kF32 ? cuda::ElemType::kF32 : t == DType::kF16 ? cuda::ElemType::kF16 : cuda::ElemType::kBF16;
 }
 
-// Tier 3's segment view of this rank's rows: two slots (cu = seg[0..3), flags = seg[3..5)).
-cuda::GdnFwdParams seg_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const int32_t* seg) {
+// The CUDA parameters of this rank's rows (what api/backend_cuda.cc builds for the public op),
+// without sequences.
+cuda::GdnFwdParams rows_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in) {
   cuda::GdnFwdParams p;
   p.T_total = d.B * d.T;
-  p.N = 2;
   p.H = static_cast<int>(d.H);
   p.HV = static_cast<int>(d.HV);
   p.K = static_cast<int>(d.K);
@@ -86,6 +92,15 @@ cuda::GdnFwdParams seg_params(const meta::ChunkAttnDesc& d, const ChunkAttnInput
   p.beta = in.beta.data;
   if (d.has_A_log) p.A_log = in.A_log.ptr<const float>();
   if (d.has_dt_bias) p.dt_bias = in.dt_bias.ptr<const float>();
+  return p;
+}
+#endif
+
+#if LINATTN_CP_CUDA_SEG
+// Tier 3's segment view of this rank's rows: two slots (cu = seg[0..3), flags = seg[3..5)).
+cuda::GdnFwdParams seg_params(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const int32_t* seg) {
+  cuda::GdnFwdParams p = rows_params(d, in);
+  p.N = 2;
   p.cu_seqlens = seg;
   return p;
 }
@@ -95,6 +110,33 @@ bool fast_pass_supported(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in
   return d.K == 128 && d.V % 32 == 0 && (d.dtype == DType::kBF16 || d.dtype == DType::kF16) &&
          (d.BT == 32 || d.BT == 64) && d.B * d.T < (int64_t{1} << 31) && a16(in.q.data) && a16(in.k.data) &&
          a16(in.v.data) && d.g_dtype == DType::kF32 && d.beta_dtype != DType::kF64;
+}
+#endif
+
+#if LINATTN_CP_CUDA_DSTATE
+// The dS stage of the CUDA backward (tier 3's GdnBwdStage::kDState: prep + reverse state sweeps
+// only) over the rank's virtual sequences, terminal gradients p.dht: writes p.dh0, the state
+// gradient at each virtual sequence's first row (the head's is the backward record).
+cuda::GdnBwdParams dstate_params(const ChunkPlan& p, const TensorView& d_o) {
+  cuda::GdnBwdParams b;
+  b.f = rows_params(p.d, p.vin);
+  b.f.N = static_cast<int>(p.N);
+  b.f.cu_seqlens = p.vin.cu_seqlens.data;
+  b.f.cu_i64 = true;
+  b.f.h0 = p.vin.initial_state.data;
+  b.f.h0_type = cuda::ElemType::kF32;
+  b.f.state_v_first = p.sd.v_first;
+  b.d_o = d_o.data;
+  b.do_type = elem(d_o.dtype);
+  b.dht = p.dht;
+  b.dht_type = cuda::ElemType::kF32;
+  b.dh0 = cuda::GradOut{p.dh0, cuda::ElemType::kF32};
+  return b;
+}
+
+cuda::GdnBwdPlan dstate_plan(const ChunkPlan& p, const cuda::GdnFwdParams& f) {
+  auto a16 = [](const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
+  return cuda::plan_gdn_bwd(f, cuda::device_info(p.vin.q.device.index).sm_count, a16(f.q) && a16(f.k) && a16(f.v));
 }
 #endif
 
@@ -147,6 +189,13 @@ ChunkPlan plan(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOp
   }
 #endif
   p.inner_bytes = backward ? chunk_attn_bwd_workspace_bytes(p.vin, p.vopt) : chunk_attn_fwd_workspace_bytes(p.vin, p.vopt);
+#if LINATTN_CP_CUDA_DSTATE
+  if (backward && p.L.rank > 0) {  // the dS stage runs in the inner op's workspace first
+    p.dstate = true;
+    const cuda::GdnFwdParams f = dstate_params(p, TensorView{}).f;
+    p.inner_bytes = std::max(p.inner_bytes, cuda::gdn_bwd_workspace_bytes(f, dstate_plan(p, f), false));
+  }
+#endif
   p.inner = c.take<char>(p.inner_bytes);
   p.total = c.used();
   return p;
@@ -261,8 +310,18 @@ void cp_chunk_attn_bwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, cons
     vg.ddt_bias.dtype = DType::kF32;
   }
   const TensorView dht = TensorView::contiguous(p.dht, DType::kF32, p.state_shape(), dev);
-  const bool ran = p.L.rows > 0, phase_a = p.L.rank > 0, phase_b = p.L.rank < p.world - 1 || !phase_a;
-  if (phase_a && ran) chunk_attn_bwd(p.vin, d_o, dht, vg, p.vopt, inner_ctx(ctx, p));
+  // Ranks that may hold a head record its state gradient: the dS stage when built in (then every
+  // rank runs one full backward after the exchange), else a full backward (phase A).
+  const bool ran = p.L.rows > 0, phase_a = p.L.rank > 0;
+  const bool phase_b = p.dstate || p.L.rank < p.world - 1 || !phase_a;
+  if (phase_a && ran) {
+#if LINATTN_CP_CUDA_DSTATE
+    const cuda::GdnBwdParams b = dstate_params(p, d_o);
+    cuda::gdn_bwd(b, dstate_plan(p, b.f), nullptr, nullptr, p.inner, p.inner_bytes, s, cuda::GdnBwdStage::kDState);
+#else
+    chunk_attn_bwd(p.vin, d_o, dht, vg, p.vopt, inner_ctx(ctx, p));
+#endif
+  }
   if (phase_a) dev::chunk_head_record(p.L, p.sd, p.dh0, p.drec, s);
   cp.comm->all_gather(p.drec, p.dall, sizeof(float) * SK, s);
   if (phase_b) {
