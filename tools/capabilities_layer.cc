@@ -3,11 +3,14 @@
 // dtype. Forward: y against the fp64 composition of tools/layer_ref.h on real rows (the bar of
 // the chunk op's output, the least precise stage). Backward (training forward, then backward
 // with a random dy): for x and for every parameter p, the directional derivative of
-// L = sum(y * dy) along u = grad/|grad| + r/|r| (r random) is compared with a central difference
-// of the fp64 composition: a mixed direction has no cancellation and still sees errors
-// orthogonal to the gradient.
+// L = sum(y * dy) along u = grad/|grad| + r/|r| (r random, its component along grad removed) is
+// compared with a central difference of the fp64 composition: u . grad = |grad|, so the
+// reference is never near zero, and u still sees errors orthogonal to the gradient. (With r not
+// orthogonalised, a 2-element gradient such as KDA's dA_log met r nearly opposite to it often
+// enough to blow the relative error up: bench/emu/kda_layer_dalog_precision.py.)
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "capabilities_util.h"
 #include "layer_ref.h"
@@ -51,12 +54,30 @@ double dot(const Tensor& a, const Tensor& b, int64_t count) {
   return s;
 }
 
-// u = g/|g| + r/|r| over the first `count` elements (the rest 0), fp64.
+// u = g/|g| + r/|r| over the first `count` elements (the rest 0), fp64, with r random and
+// orthogonal to g (r = 0 for a 1-element g).
 Tensor mixed_direction(Rng& rng, const Tensor& g, int64_t count) {
   Tensor r = rand_tensor(rng, DType::kF64, g.shape(), -1, 1), u(DType::kF64, g.shape());
-  const double ng = std::sqrt(dot(g, g, count)) + 1e-30, nr = std::sqrt(dot(r, r, count)) + 1e-30;
+  const double gg = dot(g, g, count), along = gg > 0 ? dot(r, g, count) / gg : 0.0;
+  for (int64_t i = 0; i < count; ++i) r.set(i, r.get(i) - along * g.get(i));
+  const double ng = std::sqrt(gg) + 1e-30, rr = dot(r, r, count);
+  const double nr = rr > 1e-20 * count ? std::sqrt(rr) : std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < u.numel(); ++i) u.set(i, i < count ? g.get(i) / ng + r.get(i) / nr : 0.0);
   return u;
+}
+
+// The bar of a parameter's directional derivative. Per-head sums of the gate gradient over every
+// token (A_log; GDN's per-head dt_bias) cancel: in a half-dtype layer their error is the bf16 /
+// fp16 rounding of the activations feeding the op (q / k / v, d_o, ...) times the cancellation.
+// The emulation of the probe's KDA layer (bench/emu/kda_layer_dalog_precision.py, 1000 seeds,
+// this metric) gives dA_log p99 6.0% / max 23% for bf16 and p99 0.56% / max 2.3% for fp16, with
+// no single rounding point dominating (q / k / v storage the most, as in FLA's bf16 layer), so
+// bf16 takes 4x the op's 2% bar (0.7% of the emulated seeds exceed it) and fp16 keeps 2%.
+double grad_bar(const LayerConfig& cfg, const std::string& name) {
+  if (cfg.dtype == DType::kF32) return 2e-3;
+  const double dg = test::tolerance(cfg.dtype, test::Qty::kDg).rel_rms;
+  const bool per_head_sum = name == "A_log" || (name == "dt_bias" && cfg.kind == LayerKind::kGatedDeltaNet);
+  return per_head_sum && cfg.dtype == DType::kBF16 ? 4 * dg : dg;
 }
 
 struct LayerCase {
@@ -95,8 +116,8 @@ void check(Checker& chk, Rng& rng, const LayerConfig& cfg, LinearAttentionLayer&
   chk.add(tag + "y", y_ref, got.y, ty, n);
   if (!bwd) return;
   // A relative bar on directional derivatives: the layer tests' FD bar for fp32, the gate
-  // gradients' bar for half dtypes.
-  const double bar = cfg.dtype == DType::kF32 ? 2e-3 : test::tolerance(cfg.dtype, test::Qty::kDg).rel_rms;
+  // gradients' bar for half dtypes (grad_bar: 4x that for bf16 per-head sums).
+  const double bar = grad_bar(cfg, "x");
   const Tensor dy64 = c.dy.to(DType::kF64);
   auto loss = [&] { return dot(test::layer_ref_forward(cfg, P, x64, c.cu_vec), dy64, n); };
   auto directional = [&](Tensor& t, const Tensor& u) {
@@ -116,7 +137,8 @@ void check(Checker& chk, Rng& rng, const LayerConfig& cfg, LinearAttentionLayer&
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor g64 = got.grads[i].to(DType::kF64);
     const Tensor u = mixed_direction(rng, g64, g64.numel());
-    chk.add_scalar(tag + "d" + params[i].name, directional(P.at(params[i].name), u), dot(g64, u, g64.numel()), bar);
+    chk.add_scalar(tag + "d" + params[i].name, directional(P.at(params[i].name), u), dot(g64, u, g64.numel()),
+                   grad_bar(cfg, params[i].name));
   }
 }
 

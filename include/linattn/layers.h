@@ -7,7 +7,7 @@
 // CPU backend: fp32 weights and activations (OpenBLAS GEMMs). CUDA backend: fp32, bf16 or fp16
 // (LayerConfig::dtype) projection weights and activations with fp32 accumulation (cuBLAS), fp32
 // A_log / dt_bias / norm weight / conv weights, fp32 weight gradients, dx accumulated in fp32;
-// GDN runs now, KDA raises Unsupported until the CUDA KDA kernels exist.
+// GDN and KDA both run on CUDA.
 #pragma once
 #include <map>
 #include <memory>
