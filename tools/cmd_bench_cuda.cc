@@ -9,6 +9,8 @@
 // of L, or "a,b,c". KDA: per-channel raw gates [T, HV, K], dt_bias [HV * K], default configs from
 // issue 7 (32/32 1x4096, 1x32768, 4096x8, short varlen prefills). Built only with CUDA; the CPU
 // bench is `linattn bench`.
+// --segments S sets ChunkAttnOptions::segments (tier 3 on CUDA; 0 = the planner decides, 1 = off);
+// each row carries it as "segments".
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -39,6 +41,7 @@ using namespace cuda_bench;
 struct Config {
   int hqk, hv;
   std::string lengths;
+  int segments = 0;  // ChunkAttnOptions::segments (--segments; 0 = planner)
 };
 
 void run_config(const Config& c, int iters, bool check, FILE* json, const std::string& commit, bool kda) {
@@ -90,6 +93,7 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
   opt.state_v_first = opt.output_final_state = true;
   ChunkAttnOutputs out{make(DType::kBF16, {1, T, HV, V}), make(DType::kF32, {N, HV, V, K})};
   ChunkAttnOutputs out_fixed{make(DType::kBF16, {1, T, HV, V}), make(DType::kF32, {N, HV, V, K})};
+  opt.segments = c.segments;
   ChunkAttnOptions gopt = opt;
   gopt.use_graph = true;
   gopt.max_num_seqs = N;
@@ -117,9 +121,11 @@ void run_config(const Config& c, int iters, bool check, FILE* json, const std::s
     std::fprintf(json,
                  "{\"kind\":\"case\",\"op\":\"%s\",\"pass\":\"fwd\",\"backend\":\"cuda\",\"mode\":\"%s\","
                  "\"dtype\":\"bf16\",\"hqk\":%d,\"hv\":%d,\"k\":128,\"v\":128,\"bt\":64,\"lengths\":\"%s\","
+                 "\"segments\":%d,"
                  "\"p50_ms\":%.5f,\"p95_ms\":%.5f,\"host_ms\":%.5f,\"tflops\":%.2f,\"gbps\":%.1f,"
                  "\"peak_extra_mib\":%.1f,\"max_abs_err\":%s,\"rel_rms_err\":%s,\"commit\":\"%s\"}\n",
-                 kda ? "kda" : "gdn", mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
+                 kda ? "kda" : "gdn", mode, c.hqk, c.hv, c.lengths.c_str(), c.segments, s.p50, s.p95,
+                 s.host, flops / (s.p50 * 1e9),
                  bytes / (s.p50 * 1e6), ws_bytes / 1048576.0, json_num(max_abs).c_str(), json_num(rel).c_str(),
                  commit.c_str());
     std::fflush(json);
@@ -195,6 +201,8 @@ int cmd_bench_cuda(const Args& args) {
   LINATTN_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\"}\n",
               prop.name, prop.multiProcessorCount, commit.c_str());
+  const int segments = std::stoi(flag(args, "segments", "0"));  // tier 3 (0: the planner decides)
+  for (Config& c : configs) c.segments = segments;
   for (const Config& c : configs) run_config(c, iters, check, stdout, commit, kda);
   return 0;
 }

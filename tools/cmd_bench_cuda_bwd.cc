@@ -11,6 +11,7 @@
 // workspace MiB as the peak extra memory; errors: eager-live gradients vs the token-by-token CUDA
 // backward (rel RMS over dq, dk, dv, dg; only when the shape is small enough, --check-max-tokens),
 // graph rows vs eager-fixed (max abs, must be 0).
+// --segments S sets ChunkAttnOptions::segments (tier 3; 0 = planner, 1 = off), echoed as "segments".
 #include <string>
 
 #include "cli.h"
@@ -45,6 +46,7 @@ struct Config {
   int hqk, hv;
   std::string lengths;
   bool kda = false;
+  int segments = 0;  // ChunkAttnOptions::segments (--segments; 0 = planner)
 };
 
 // rel RMS of a vs b (b the reference) and max |a - b|, accumulated over several tensors.
@@ -121,6 +123,7 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     opt.has_lower_bound = opt.safe_gate = true;
     opt.lower_bound = -5.0;
   }
+  opt.segments = c.segments;
   ChunkAttnOptions gopt = opt;
   gopt.use_graph = true;
   gopt.max_num_seqs = N;
@@ -187,9 +190,11 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     std::fprintf(json,
                  "{\"kind\":\"case\",\"op\":\"%s\",\"pass\":\"%s\",\"backend\":\"cuda\",\"mode\":\"%s\","
                  "\"dtype\":\"bf16\",\"hqk\":%d,\"hv\":%d,\"k\":128,\"v\":128,\"bt\":64,\"lengths\":\"%s\","
+                 "\"segments\":%d,"
                  "\"p50_ms\":%.5f,\"p95_ms\":%.5f,\"host_ms\":%.5f,\"tflops\":%.2f,\"peak_extra_mib\":%.1f,"
                  "\"max_abs_err\":%s,\"rel_rms_err\":%s,\"commit\":\"%s\"}\n",
-                 op_name, pass, mode, c.hqk, c.hv, c.lengths.c_str(), s.p50, s.p95, s.host, flops / (s.p50 * 1e9),
+                 op_name, pass, mode, c.hqk, c.hv, c.lengths.c_str(), c.segments, s.p50, s.p95,
+                 s.host, flops / (s.p50 * 1e9),
                  (bwd_ws + (std::string(pass) == "fwdbwd" ? fwd_ws : 0)) / 1048576.0, json_num(max_abs).c_str(),
                  json_num(rel).c_str(), commit.c_str());
     std::fflush(json);
@@ -273,6 +278,8 @@ int cmd_bench_cuda_bwd(const Args& args) {
   LINATTN_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\"}\n",
               prop.name, prop.multiProcessorCount, commit.c_str());
+  const int segments = std::stoi(flag(args, "segments", "0"));  // tier 3 (0: the planner decides)
+  for (Config& c : configs) c.segments = segments;
   for (const Config& c : configs) run_config(c, iters, check_max, stdout, commit);
   return 0;
 }

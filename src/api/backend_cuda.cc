@@ -7,7 +7,12 @@
 // same rules with its own workspace (cuda/gdn/gdn_bwd.h); it also takes KDA (per-channel gate
 // policy of the same kernels). The forward takes KDA through the same plan and kernels as GDN
 // (GdnFwdParams::kda: per-key-channel gate policy).
+// Tier 3 (ChunkAttnOptions::segments, plan/cuda_seg_plan.h): forward and backward run the
+// segmented drivers of cuda/seg/tier3.h when the planner or the caller picks segments > 1 (never
+// on the forced token-by-token path); the workspace functions size for the same choice.
 #include "api/backend_cuda.h"
+
+#include <algorithm>
 
 #include "core/check.h"
 
@@ -18,6 +23,9 @@
 #include "cuda/common/device_info.h"
 #include "cuda/gdn/gdn_bwd.h"
 #include "cuda/gdn/gdn_fwd.h"
+#include "cuda/meta/chunk_meta.h"
+#include "cuda/seg/tier3.h"
+#include "plan/cuda_seg_plan.h"
 #endif
 
 namespace linattn::api {
@@ -48,6 +56,10 @@ void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc&, const ChunkAttnInput
 }
 size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&,
                                            const ChunkAttnOptions&) {
+  LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
+}
+int chunk_attn_cuda_segments(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const ChunkAttnOptions&,
+                             std::string*) {
   LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
 }
 #else
@@ -164,12 +176,74 @@ void check_tables(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, int64
   }
 }
 
+// Tier-3 choice of a call (segments 1: off). `aligned`: as plan_for's.
+cuda::seg::Tier3Config tier3_config(const meta::ChunkAttnDesc& d, const cuda::GdnFwdParams& p,
+                                    const ChunkAttnOptions& opt, bool aligned, int vs) {
+  const bool ok = cuda::seg::tier3_supported(p, aligned, nullptr);
+  const int sm = cuda::device_info(d.device.index).sm_count;
+  const plan::CudaSegPlan sp = plan::plan_cuda_segments(d, sm, opt.segments, ok);
+  cuda::seg::Tier3Config c;
+  c.segments = sp.segments;
+  c.min_segment = sp.min_segment;
+  c.sm_count = sm;
+  c.vs = vs;
+  return c;
+}
+
+// Runs fn(workspace, bytes) with the caller's workspace, or (eager only) a stream-ordered one.
+template <class Fn>
+void with_workspace(const meta::ChunkAttnDesc& d, const ExecContext& ctx, size_t need, const char* what, Fn fn) {
+  auto stream = static_cast<cudaStream_t>(ctx.stream);
+  if (need == 0 || ctx.workspace_bytes >= need) {
+    fn(ctx.workspace, ctx.workspace_bytes);
+    return;
+  }
+  LINATTN_CHECK_CODE(!d.use_graph, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
+                     "workspace: use_graph = true needs a caller workspace of at least ", need, " bytes (", what,
+                     "), got ", ctx.workspace_bytes);
+  void* ws = nullptr;
+  LINATTN_CUDA_CHECK(cudaMallocAsync(&ws, need, stream));
+  try {
+    fn(ws, need);
+  } catch (...) {
+    (void)cudaFreeAsync(ws, stream);
+    throw;
+  }
+  LINATTN_CUDA_CHECK(cudaFreeAsync(ws, stream));
+}
+
+// The caller's graph-mode chunk tables describe the current layout after every call, also when
+// tier 3 (which builds its own segment tables) runs.
+void refresh_tables(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const cuda::GdnFwdParams& p,
+                    cudaStream_t stream) {
+  if (!d.graph_chunk_tables) return;
+  const int64_t cap = cuda::gdn_chunk_capacity(p, p.BT);
+  check_tables(d, in, cap);
+  if (p.cu_seqlens)
+    cuda::build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, cap, in.chunk_indices.ptr<int32_t>(),
+                           in.chunk_offsets.ptr<int32_t>(), stream);
+}
+
 }  // namespace
 
-size_t chunk_attn_fwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
-                                           const ChunkAttnOptions&) {
+int chunk_attn_cuda_segments(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
+                             std::string* reason) {
   DeviceGuard guard(d.device.index);
   const cuda::GdnFwdParams p = build_params(d, in, nullptr);
+  const bool ok = cuda::seg::tier3_supported(p, aligned16(p), nullptr);
+  const plan::CudaSegPlan sp =
+      plan::plan_cuda_segments(d, cuda::device_info(d.device.index).sm_count, opt.segments, ok);
+  if (reason) *reason = sp.reason;
+  return sp.segments;
+}
+
+size_t chunk_attn_fwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                           const ChunkAttnOptions& opt) {
+  DeviceGuard guard(d.device.index);
+  cuda::GdnFwdParams p = build_params(d, in, nullptr);
+  if (d.has_ht) p.ht = reinterpret_cast<float*>(uintptr_t(16));  // sizing only: final states wanted
+  const cuda::seg::Tier3Config t3 = tier3_config(d, p, opt, true, 0);
+  if (t3.segments > 1) return cuda::seg::tier3_fwd_workspace_bytes(p, t3);
   // Alignment of o is unknown here: size for the chunked plan whenever the shape allows it.
   const cuda::GdnFwdPlan plan = cuda::plan_gdn_fwd(p, cuda::device_info(d.device.index).sm_count, true);
   return cuda::gdn_fwd_workspace_bytes(p, plan, d.graph_chunk_tables);
@@ -181,7 +255,7 @@ void chunk_attn_fwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in
 }
 
 void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
-                                const ChunkAttnOutputs& out, const ChunkAttnOptions&,
+                                const ChunkAttnOutputs& out, const ChunkAttnOptions& opt,
                                 const ExecContext& ctx, CudaGdnPath path, int vs) {
   DeviceGuard guard(d.device.index);
   meta::check_fwd_outputs(d, out);
@@ -195,6 +269,15 @@ void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
                        "active; pass use_graph = true with a workspace");
   }
   const cuda::GdnFwdParams p = build_params(d, in, &out);
+  if (path != CudaGdnPath::kRecurrent) {
+    const cuda::seg::Tier3Config t3 = tier3_config(d, p, opt, aligned16(p), vs);
+    if (t3.segments > 1) {
+      refresh_tables(d, in, p, stream);
+      with_workspace(d, ctx, cuda::seg::tier3_fwd_workspace_bytes(p, t3), "chunk_attn workspace size",
+                     [&](void* ws, size_t bytes) { cuda::seg::tier3_fwd(p, t3, ws, bytes, stream); });
+      return;
+    }
+  }
   cuda::GdnFwdPlan plan = plan_for(d, p);
   if (path == CudaGdnPath::kRecurrent) {
     plan.chunked = false;
@@ -260,9 +343,19 @@ cuda::GdnBwdParams build_bwd_params(const meta::ChunkAttnDesc& d, const ChunkAtt
 }  // namespace
 
 size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
-                                           const ChunkAttnOptions&) {
+                                           const ChunkAttnOptions& opt) {
   DeviceGuard guard(d.device.index);
   const cuda::GdnFwdParams p = build_params(d, in, nullptr);
+  const cuda::seg::Tier3Config t3 = tier3_config(d, p, opt, true, 0);
+  if (t3.segments > 1) {
+    cuda::GdnBwdParams bp;
+    bp.f = p;
+    bp.dh0.p = reinterpret_cast<void*>(uintptr_t(16));  // sizing only: the largest case (dh0 wanted)
+    // Unaligned tensors at run time take the token backward instead: size for both.
+    const cuda::GdnBwdPlan tok = cuda::plan_gdn_bwd(p, t3.sm_count, false);
+    return std::max(cuda::seg::tier3_bwd_workspace_bytes(bp, t3),
+                    cuda::gdn_bwd_workspace_bytes(p, tok, d.graph_chunk_tables));
+  }
   const cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p, cuda::device_info(d.device.index).sm_count, true);
   return cuda::gdn_bwd_workspace_bytes(p, plan, d.graph_chunk_tables);
 }
@@ -275,7 +368,7 @@ void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in
 
 void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const TensorView& d_o,
                                 const TensorView& d_final_state, const ChunkAttnGrads& grads,
-                                const ChunkAttnOptions&, const ExecContext& ctx, CudaGdnPath path, int vs) {
+                                const ChunkAttnOptions& opt, const ExecContext& ctx, CudaGdnPath path, int vs) {
   DeviceGuard guard(d.device.index);
   meta::check_bwd_args(d, d_o, d_final_state, grads);
   auto stream = static_cast<cudaStream_t>(ctx.stream);
@@ -288,6 +381,15 @@ void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
                        "active; pass use_graph = true with a workspace");
   }
   const cuda::GdnBwdParams p = build_bwd_params(d, in, d_o, d_final_state, grads);
+  if (path != CudaGdnPath::kRecurrent) {
+    const cuda::seg::Tier3Config t3 = tier3_config(d, p.f, opt, aligned16(p.f), vs);
+    if (t3.segments > 1) {
+      refresh_tables(d, in, p.f, stream);
+      with_workspace(d, ctx, cuda::seg::tier3_bwd_workspace_bytes(p, t3), "chunk_attn_bwd_workspace_bytes",
+                     [&](void* ws, size_t bytes) { cuda::seg::tier3_bwd(p, t3, ws, bytes, stream); });
+      return;
+    }
+  }
   cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p.f, cuda::device_info(d.device.index).sm_count, aligned16(p.f));
   if (path == CudaGdnPath::kRecurrent) {
     plan.chunked = false;

@@ -3,6 +3,7 @@
 // raise Unsupported naming the missing backend. Only src/api includes this.
 #pragma once
 #include <cstddef>
+#include <string>
 
 #include "linattn/ops.h"
 #include "meta/chunk_attn_desc.h"
@@ -32,6 +33,10 @@ void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
                                 const TensorView& d_o, const TensorView& d_final_state,
                                 const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
                                 const ExecContext& ctx, CudaGdnPath path, int vs);
+// Segments per sequence the CUDA tier 3 would run for this call (1: tiers 1 / 2), and the
+// planner's reason (plan/cuda_seg_plan.h). Tests and benchmarks.
+int chunk_attn_cuda_segments(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
+                             std::string* reason = nullptr);
 // Bytes of caller workspace the backward needs (chunked or token path, as planned for aligned
 // tensors). The eager path allocates it itself when the caller passes less.
 size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,

@@ -133,7 +133,10 @@ size_t gdn_bwd_workspace_bytes(const GdnFwdParams& f, const GdnBwdPlan& plan, bo
 }
 
 void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indices, int32_t* chunk_offsets,
-             void* workspace, size_t workspace_bytes, void* stream) {
+             void* workspace, size_t workspace_bytes, void* stream, GdnBwdStage stage) {
+  const bool dstate = stage == GdnBwdStage::kDState;
+  LINATTN_CHECK(!dstate || (!p.dq.p && !p.dk.p && !p.dv.p && !p.dg.p && !p.dbeta.p && !p.dA_log.p && !p.ddt_bias.p),
+                "gdn bwd: the dS stage computes dh0 only");
   auto st = static_cast<cudaStream_t>(stream);
   const GdnFwdParams& f = p.f;
   LINATTN_CHECK(bwd_gate_width(f) == plan.gate_width, "gdn bwd: gate width ", bwd_gate_width(f),
@@ -154,6 +157,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     tw.nts = nts;
     tw.chunk_offsets = plan.tables ? co : nullptr;
     launch_gdn_bwd_token(p, tw, st);
+    if (dstate) return;
     launch_gdn_bwd_token_finish(p, tw, st);
     launch_gdn_bwd_zero_padding(p, st);
     return;
@@ -163,8 +167,10 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   w.chunk_indices = plan.tables ? ci : nullptr;
   w.chunk_offsets = plan.tables ? co : nullptr;
   w.do_direct = p.do_type == f.io && is_aligned16(p.d_o);
+  w.dstate_only = dstate;
   launch_gdn_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
+  if (dstate) return;
   launch_gdn_bwd_chunk(p, w, st);
   launch_gdn_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   launch_gdn_bwd_zero_padding(p, st);

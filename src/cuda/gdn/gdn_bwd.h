@@ -37,7 +37,10 @@ size_t gdn_bwd_workspace_bytes(const GdnFwdParams& f, const GdnBwdPlan& plan, bo
 
 // Runs the plan on `stream`. chunk_indices / chunk_offsets: the caller's tables (rebuilt here from
 // cu_seqlens on every call), or null to use the workspace.
+// stage kDState (tier 3, cuda/seg): only what dh0 needs (chunked: prep + the reverse dS sweeps;
+// token path: the token kernel), for a call whose only wanted gradient is p.dh0.
+enum class GdnBwdStage { kAll, kDState };
 void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indices, int32_t* chunk_offsets,
-             void* workspace, size_t workspace_bytes, void* stream);
+             void* workspace, size_t workspace_bytes, void* stream, GdnBwdStage stage = GdnBwdStage::kAll);
 
 }  // namespace linattn::cuda

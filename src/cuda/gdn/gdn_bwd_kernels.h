@@ -25,6 +25,7 @@ struct GdnBwdWs {
   void* dvh = nullptr;     // [HV, T_cap, V] io type: dV^
   float* part = nullptr;   // [nt_cap, HV, 2]: per-chunk dA_log / ddt_bias partial sums
   bool do_direct = true;   // d_o is in the io type and 16-byte aligned (cp.async); else converted on load
+  bool dstate_only = false;  // tier 3 (cuda/seg): launch only the reverse dS sweeps (dh0 wanted)
 };
 
 // Chunked path (K = 128, V in {64, 128}, bf16 / fp16, BT in {32, 64}). Launch order:

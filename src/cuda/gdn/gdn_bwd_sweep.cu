@@ -11,6 +11,7 @@
 // are prefetched with cp.async (two stages). Rows past the chunk end are zero-filled and never
 // stored. Warp tiling as the forward's fused kernel: NW warps (16 for BT = 64, 8 for BT = 32);
 // state tiles 16 K-rows x VS / (NW / 8) columns; token x VS products 16 rows x VS / 4 columns.
+// w.dstate_only (tier 3's local state gradients): only role 1, one CTA per (slice, head, sequence).
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -368,6 +369,7 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
 template <class T, int BT, int VS>
 __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_bwd_sweep_kernel(GdnBwdParams p, GdnBwdWs w) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  if (w.dstate_only) return bwd_sweep<T, BT, VS>(p, w, blockIdx.x, smem_raw);  // grid x = V / VS
   const int slice = blockIdx.x >> 1;
   if (blockIdx.x & 1) bwd_sweep<T, BT, VS>(p, w, slice, smem_raw);
   else fwd_sweep<T, BT, VS>(p, w, slice, smem_raw);
@@ -375,7 +377,8 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_bwd_sweep_kernel(Gd
 
 template <class T, int BT, int VS>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(gdn_bwd_sweep_kernel<T, BT, VS>, dim3(2 * (p.f.V / VS), p.f.HV, p.f.N), dim3(Tiling<BT, VS>::NT),
+  launch(gdn_bwd_sweep_kernel<T, BT, VS>, dim3((w.dstate_only ? 1 : 2) * (p.f.V / VS), p.f.HV, p.f.N),
+         dim3(Tiling<BT, VS>::NT),
          SweepSmem<T, BT, VS>::bytes, stream, p, w);
 }
 

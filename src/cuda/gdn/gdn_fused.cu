@@ -17,6 +17,10 @@
 // Q S, kgl = rk k (.) 2^(gam_L - gam) for the state update, and the state's key row d decays by
 // gl_d = 2^gam_L,d. The same pipeline, tiles and mma code run for both; KDA takes VS <= 64 (its
 // extra kgl tile does not fit next to VS = 128).
+// Tier-3 state pass (p.seg_M set, cuda/seg/seg_pass.h): the grid gains K / VS "transition" CTAs
+// per head whose v is zero-filled and whose initial state is the identity slice, so their final
+// state is the K x K transition M; the V-column CTAs start from zero (S_loc). Q S, P V^ and o are
+// skipped (uniform branches); outputs go to seg_S / seg_M instead of ht.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -88,7 +92,8 @@ __device__ __forceinline__ void mma_rows_kn(float (&acc)[NTW][4], const T* a, in
 template <class T, int BT, int VS, bool KDA>
 __device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS, KDA>::Stage& st,
                                            const GdnFwdParams& p, const GdnChunkWs& ws, int64_t t0,
-                                           int len, int h, int j, int v0, int tid, int64_t gl_row) {
+                                           int len, int h, int j, int v0, int tid, int64_t gl_row,
+                                           bool vzero) {
   constexpr int NT = Tiling<BT, VS>::NT;
   const int64_t gbase = (int64_t(j) * ws.T_cap + t0) * kK;
   const T* q = KDA ? static_cast<const T*>(ws.qg) + gbase : static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
@@ -110,7 +115,7 @@ __device__ __forceinline__ void load_stage(typename FusedSmem<T, BT, VS, KDA>::S
 #pragma unroll
   for (int idx = tid; idx < BT * (VS / 8); idx += NT) {
     const int row = idx / (VS / 8), ch = idx % (VS / 8);
-    const bool valid = row < len;
+    const bool valid = row < len && !vzero;  // vzero: transition CTA (v = 0)
     cp_async16(&st.v[row][ch * 8], v + (valid ? row * vstride + ch * 8 : 0), valid);
   }
   const int64_t abase = (j * ws.T_cap + t0) * BT;
@@ -140,8 +145,12 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int v0 = blockIdx.x * VS, j = blockIdx.y, h = j / (p.HV / p.H);
+  const bool seg = p.seg_M != nullptr;
+  const bool trans = seg && int(blockIdx.x) >= p.V / VS;  // tier-3 transition CTA
+  const int v0 = (trans ? int(blockIdx.x) - p.V / VS : int(blockIdx.x)) * VS, j = blockIdx.y, h = j / (p.HV / p.H);
+  const int vload0 = trans ? 0 : v0;  // v columns fetched (zero-filled for a transition CTA)
   const int64_t n = blockIdx.z;
+  if (seg && p.seg_flags && (p.seg_flags[n] & p.seg_skip)) return;  // uniform: before any barrier
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);
   const int64_t nchunks = (eos - bos + BT - 1) / BT;
@@ -155,22 +164,23 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = srow + g + 8 * (e >> 1), col = v0 + scol + nt * 8 + 2 * tq + (e & 1);
-      S[nt][e] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, row, col)) : 0.f;
+      S[nt][e] = seg ? (trans && row == col ? 1.f : 0.f)
+                     : (p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, row, col)) : 0.f);
     }
 
   if (nchunks > 0)
-    load_stage<T, BT, VS, KDA>(s.st[0], p, ws, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid,
-                               r0c);
+    load_stage<T, BT, VS, KDA>(s.st[0], p, ws, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, vload0,
+                               tid, r0c, trans);
   cp_async_commit();
   const int wm = warp % Tl::WM, wn = warp / Tl::WM, cbase = wn * Tl::CW, r0 = 16 * wm + g;
-  T* o_base = static_cast<T*>(p.o) + int64_t(j) * p.V + v0 + cbase;
+  T* o_base = seg ? nullptr : static_cast<T*>(p.o) + int64_t(j) * p.V + v0 + cbase;
   for (int64_t c = 0; c < nchunks; ++c) {
     cp_async_wait<0>();
     __syncthreads();
     if (c + 1 < nchunks) {
       const int64_t t1 = bos + (c + 1) * BT;
       load_stage<T, BT, VS, KDA>(s.st[(c + 1) & 1], p, ws, t1, static_cast<int>(min(int64_t(BT), eos - t1)),
-                                 h, j, v0, tid, r0c + c + 1);
+                                 h, j, vload0, tid, r0c + c + 1, trans);
     }
     cp_async_commit();
     auto& st = s.st[c & 1];
@@ -187,7 +197,7 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
 
     float ks[Tl::NTW][4] = {}, os[Tl::NTW][4] = {};
     mma_rows_kn<T, Tl::NTW, kK>(ks, &st.k[0][0], kLdK, 16 * wm, &s.sb[0][0], Smem::kLdV, cbase, lane);
-    mma_rows_kn<T, Tl::NTW, kK>(os, &st.q[0][0], kLdK, 16 * wm, &s.sb[0][0], Smem::kLdV, cbase, lane);
+    if (!seg) mma_rows_kn<T, Tl::NTW, kK>(os, &st.q[0][0], kLdK, 16 * wm, &s.sb[0][0], Smem::kLdV, cbase, lane);
     float erk[2], oscale[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -241,14 +251,16 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
     }
     __syncthreads();
 
-    mma_rows_kn<T, Tl::NTW, BT>(os, &st.p[0][0], Smem::kLdA, 16 * wm, &s.vh[0][0], Smem::kLdV, cbase, lane);
-    // This warp's 16 x CW output tile -> its own rows of s.x (X is dead: every warp passed the
-    // barrier above after its last read of it) -> 16-byte global stores of the valid rows.
+    if (!seg) {
+      mma_rows_kn<T, Tl::NTW, BT>(os, &st.p[0][0], Smem::kLdA, 16 * wm, &s.vh[0][0], Smem::kLdV, cbase, lane);
+      // This warp's 16 x CW output tile -> its own rows of s.x (X is dead: every warp passed the
+      // barrier above after its last read of it) -> 16-byte global stores of the valid rows.
 #pragma unroll
-    for (int nt = 0; nt < Tl::NTW; ++nt) {
-      const int col = cbase + nt * 8 + 2 * tq;
-      *reinterpret_cast<uint32_t*>(&s.x[r0][col]) = MmaType<T>::pack(os[nt][0], os[nt][1]);
-      *reinterpret_cast<uint32_t*>(&s.x[r0 + 8][col]) = MmaType<T>::pack(os[nt][2], os[nt][3]);
+      for (int nt = 0; nt < Tl::NTW; ++nt) {
+        const int col = cbase + nt * 8 + 2 * tq;
+        *reinterpret_cast<uint32_t*>(&s.x[r0][col]) = MmaType<T>::pack(os[nt][0], os[nt][1]);
+        *reinterpret_cast<uint32_t*>(&s.x[r0 + 8][col]) = MmaType<T>::pack(os[nt][2], os[nt][3]);
+      }
     }
 
     float decay[2];  // key rows srow + g and srow + g + 8
@@ -279,7 +291,7 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
     __syncwarp();
     constexpr int kRowChunks = Tl::CW / 8;  // 16-byte pieces per tile row
 #pragma unroll
-    for (int idx = lane; idx < 16 * kRowChunks; idx += 32) {
+    for (int idx = lane; idx < (seg ? 0 : 16 * kRowChunks); idx += 32) {
       const int rr = idx / kRowChunks, ch = idx % kRowChunks, row = 16 * wm + rr;
       if (row < len)
         *reinterpret_cast<uint4*>(o_base + (t0 + row) * int64_t(p.HV) * p.V + ch * 8) =
@@ -287,7 +299,17 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
     }
   }
   cp_async_wait<0>();
-  if (p.ht) {
+  if (seg) {
+    const int64_t head = n * p.HV + j;
+#pragma unroll
+    for (int nt = 0; nt < Tl::NS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = srow + g + 8 * (e >> 1), col = v0 + scol + nt * 8 + 2 * tq + (e & 1);
+        if (trans) p.seg_M[(head * kK + row) * kK + col] = S[nt][e];
+        else p.seg_S[(head * kK + row) * p.V + col] = S[nt][e];
+      }
+  } else if (p.ht) {
 #pragma unroll
     for (int nt = 0; nt < Tl::NS; ++nt)
 #pragma unroll
@@ -300,7 +322,8 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
 
 template <class T, int BT, int VS, bool KDA>
 void launch_fused_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
-  launch(gdn_fused_kernel<T, BT, VS, KDA>, dim3(p.V / VS, p.HV, p.N), dim3(Tiling<BT, VS>::NT),
+  const int ctas_x = p.V / VS + (p.seg_M ? kK / VS : 0);  // tier-3 state pass: + transition CTAs
+  launch(gdn_fused_kernel<T, BT, VS, KDA>, dim3(ctas_x, p.HV, p.N), dim3(Tiling<BT, VS>::NT),
          sizeof(FusedSmem<T, BT, VS, KDA>), stream, p, ws);
 }
 

@@ -113,13 +113,16 @@ size_t gdn_fwd_workspace_bytes(const GdnFwdParams& p, const GdnFwdPlan& plan, bo
 }
 
 void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
-             int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream) {
+             int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream,
+             GdnFwdStage stage) {
   auto st = static_cast<cudaStream_t>(stream);
   const bool supplied = chunk_indices != nullptr;
-  if (supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
+  const bool prep = stage != GdnFwdStage::kFused, fused = stage != GdnFwdStage::kPrep;
+  if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
     build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
                      chunk_indices, chunk_offsets, stream);
   if (!plan.chunked) {
+    LINATTN_CHECK(stage == GdnFwdStage::kAll, "gdn fwd: prep / fused stages need the chunked plan");
     launch_gdn_recurrent(p, st);
     return;
   }
@@ -131,16 +134,15 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
   Carver c{static_cast<char*>(workspace)};
   Carved w = carve(p, plan, supplied, c);
   const int32_t* ci = supplied ? chunk_indices : w.chunk_indices;
-  if (plan.tables && !supplied)
-    build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, plan.nt_cap, w.chunk_indices,
-                     w.chunk_offsets, stream);
-  if (p.kda) {
-    w.ws.chunk_offsets = plan.tables ? (supplied ? chunk_offsets : w.chunk_offsets) : nullptr;
-    launch_kda_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
-  } else {
-    launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
+  if (p.kda) w.ws.chunk_offsets = plan.tables ? (supplied ? chunk_offsets : w.chunk_offsets) : nullptr;
+  if (prep) {
+    if (plan.tables && !supplied)
+      build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, plan.nt_cap, w.chunk_indices,
+                       w.chunk_offsets, stream);
+    if (p.kda) launch_kda_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
+    else launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
   }
-  launch_gdn_fused(p, w.ws, plan.vs, st);
+  if (fused) launch_gdn_fused(p, w.ws, plan.vs, st);
 }
 
 }  // namespace linattn::cuda

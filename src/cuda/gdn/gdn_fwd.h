@@ -37,7 +37,12 @@ size_t gdn_fwd_workspace_bytes(const GdnFwdParams& p, const GdnFwdPlan& plan, bo
 
 // Runs the plan on `stream`. chunk_indices [nt_cap, 2] / chunk_offsets [N + 1] (int32, device):
 // the caller's tables (rebuilt here from cu_seqlens on every call), or null to use the workspace.
+// `stage` (tier 3, cuda/seg): kPrep runs the chunk tables and the prep only, kFused only the
+// fused kernel over a workspace a kPrep call of the same params / plan / tables filled (the
+// tier-3 state pass sets p.seg_M and calls it once more with the real outputs); kAll both.
+enum class GdnFwdStage { kAll, kPrep, kFused };
 void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
-             int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream);
+             int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream,
+             GdnFwdStage stage = GdnFwdStage::kAll);
 
 }  // namespace linattn::cuda

@@ -41,6 +41,16 @@ struct GdnFwdParams {
   const void* cu_seqlens = nullptr; // [N + 1] int32 / int64, optional
   void* o = nullptr;                // [T_total, HV, V], io type
   float* ht = nullptr;              // like h0, fp32, optional
+
+  // Tier-3 state pass (cuda/seg/seg_pass.h), set only there: with seg_M the fused kernel writes
+  // no o / ht and ignores h0; per sequence n (a segment) and value head j, CTAs x < V / VS write
+  // the local final state from a zero initial state to seg_S, CTAs x >= V / VS the K x K
+  // transition (the same recurrence with v = 0 from the identity) to seg_M. Sequences whose
+  // seg_flags[n] & seg_skip is nonzero are skipped (their outputs are left unwritten).
+  float* seg_S = nullptr;           // [N, HV, K, V] fp32 K-major
+  float* seg_M = nullptr;           // [N, HV, K, K] fp32 K-major (row = output key row)
+  const int32_t* seg_flags = nullptr;  // [N] (cuda/seg/seg_pass.h kSeg* bits), optional
+  int seg_skip = 0;
 };
 
 }  // namespace linattn::cuda

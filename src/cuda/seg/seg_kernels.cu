@@ -1,0 +1,163 @@
+// Device kernels of tier 3 (see seg_pass.h): the segment table (one thread per slot, fixed grid:
+// no scan is needed because every sequence owns exactly s slots), the forward / reverse combines
+// and the gather of per-sequence states.
+// Combine: one CTA of 256 threads per (column block of 8, value head, sequence) walks the
+// sequence's slots in order (reverse for the gradient) with the 128 x 8 fp32 state block in
+// shared memory; per step M (fp32, 128 x 128, padded rows) is staged in shared memory with float4
+// loads and each thread computes 4 outputs of one key row (fp32 FMAs, fixed order).
+#include <cuda_runtime.h>
+
+#include "cuda/common/launch.h"
+#include "cuda/gdn/gdn_common.cuh"
+#include "cuda/seg/seg_pass.h"
+
+namespace linattn::cuda::seg {
+namespace {
+
+constexpr int kK = 128, kLdM = kK + 1, kCB = 8, kThreads = 256;
+
+__global__ void seg_table_kernel(GdnFwdParams p, int64_t min_segment, SegTable t) {
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= t.num) return;
+  const int64_t n = k / t.segments, i = k % t.segments;
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int64_t L = eos - bos, bt = p.BT;
+  const int64_t even = (L + t.segments - 1) / t.segments;
+  const int64_t floor_len = max(min_segment, int64_t(1));
+  const int64_t len = max((even + bt - 1) / bt * bt, (floor_len + bt - 1) / bt * bt);
+  const int64_t b = min(bos + i * len, eos);
+  const int64_t e = i + 1 == t.segments ? eos : min(bos + (i + 1) * len, eos);
+  int32_t f = 0;
+  if (b == e) f |= kSegEmpty;
+  if (i == 0) f |= kSegFirst;
+  const bool last = (b < e && e == eos) || (L == 0 && i == 0);
+  if (last) {
+    f |= kSegLast;
+    t.last[n] = static_cast<int32_t>(k);
+  }
+  t.flags[k] = f;
+  t.cu[k] = static_cast<int32_t>(b);
+  if (k + 1 == t.num) t.cu[t.num] = static_cast<int32_t>(eos);
+}
+
+__device__ __forceinline__ void store_as(void* out, ElemType t, int64_t i, float x) {
+  switch (t) {
+    case ElemType::kF16: static_cast<__half*>(out)[i] = __float2half_rn(x); break;
+    case ElemType::kBF16: static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x); break;
+    default: static_cast<float*>(out)[i] = x;
+  }
+}
+
+struct CombineSmem {
+  float m[kK][kLdM];
+  float h[kK][kCB];
+};
+
+// Shared body of both combines. REV: walk slots in reverse, multiply by M^T, skip first slots.
+template <bool REV>
+__global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, SegTable t, const void* init,
+                                                                ElemType init_type, const float* M,
+                                                                const float* add, float* out) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  CombineSmem& s = *reinterpret_cast<CombineSmem*>(smem_raw);
+  const int tid = threadIdx.x, c0 = blockIdx.x * kCB, j = blockIdx.y;
+  const int64_t n = blockIdx.z;
+  const int V = p.V;
+  for (int idx = tid; idx < kK * kCB; idx += kThreads) {
+    const int row = idx / kCB, c = idx % kCB;
+    s.h[row][c] = init ? load_elem(init, init_type, state_index(p, n, j, row, c0 + c)) : 0.f;
+  }
+  __syncthreads();
+  const int orow = tid / 2, oc = (tid % 2) * 4;  // this thread's 4 outputs
+  const int32_t stop = REV ? kSegFirst : kSegLast;
+  for (int it = 0; it < t.segments; ++it) {
+    const int64_t slot = n * t.segments + (REV ? t.segments - 1 - it : it);
+    const int64_t head = slot * p.HV + j;
+    for (int idx = tid; idx < kK * kCB; idx += kThreads) {
+      const int row = idx / kCB, c = idx % kCB;
+      out[(head * kK + row) * V + c0 + c] = s.h[row][c];
+    }
+    if (t.flags[slot] & (kSegEmpty | stop)) continue;  // uniform over the CTA
+    const float4* Mg = reinterpret_cast<const float4*>(M + head * kK * kK);
+    for (int idx = tid; idx < kK * kK / 4; idx += kThreads) {
+      const float4 x = Mg[idx];
+      const int row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
+      s.m[row][col] = x.x;
+      s.m[row][col + 1] = x.y;
+      s.m[row][col + 2] = x.z;
+      s.m[row][col + 3] = x.w;
+    }
+    __syncthreads();
+    float acc[4];
+    const float* a = add + (head * kK + orow) * V + c0 + oc;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[c] = 0.f;
+#pragma unroll 8
+    for (int m = 0; m < kK; ++m) {
+      const float w = REV ? s.m[m][orow] : s.m[orow][m];
+      const float4 hv = *reinterpret_cast<const float4*>(&s.h[m][oc]);
+      acc[0] = fmaf(w, hv.x, acc[0]);
+      acc[1] = fmaf(w, hv.y, acc[1]);
+      acc[2] = fmaf(w, hv.z, acc[2]);
+      acc[3] = fmaf(w, hv.w, acc[3]);
+    }
+    __syncthreads();  // every thread has read s.h and s.m
+#pragma unroll
+    for (int c = 0; c < 4; ++c) s.h[orow][oc + c] = acc[c] + a[c];
+    __syncthreads();
+  }
+}
+
+__global__ void seg_gather_kernel(GdnFwdParams p, SegTable t, const float* src, bool use_last, void* out,
+                                  ElemType out_type) {
+  const int64_t KV = int64_t(p.K) * p.V, total = t.N * p.HV * KV;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t head = idx / KV, e = idx % KV, n = head / p.HV;
+    const int j = static_cast<int>(head % p.HV), row = static_cast<int>(e / p.V), col = static_cast<int>(e % p.V);
+    const int64_t slot = use_last ? int64_t(t.last[n]) : n * t.segments;
+    store_as(out, out_type, state_index(p, n, j, row, col), src[(slot * p.HV + j) * KV + e]);
+  }
+}
+
+void check_shape(const GdnFwdParams& p, const SegTable& t) {
+  LINATTN_CHECK(p.K == kK, "tier 3: K must be ", kK, ", got ", p.K);
+  LINATTN_CHECK(p.V % kCB == 0, "tier 3: V must be a multiple of ", kCB, ", got ", p.V);
+  LINATTN_CHECK(t.N == p.N && t.num == t.N * t.segments, "tier 3: table of ", t.N, " x ", t.segments,
+                " slots for ", p.N, " sequences");
+}
+
+}  // namespace
+
+void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable& t, void* stream) {
+  LINATTN_CHECK(p.T_total < (int64_t(1) << 31), "tier 3: T_total = ", p.T_total, " needs int64 segment tables");
+  LINATTN_CHECK(t.num == t.N * t.segments && t.segments >= 1, "tier 3: bad table ", t.N, " x ", t.segments);
+  const int64_t blocks = (t.num + 255) / 256;
+  launch(seg_table_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, static_cast<cudaStream_t>(stream), p,
+         min_segment, t);
+}
+
+void combine_forward(const GdnFwdParams& p, const SegTable& t, const float* M, const float* S_loc, float* h0_seg,
+                     void* stream) {
+  check_shape(p, t);
+  launch(seg_combine_kernel<false>, dim3(p.V / kCB, p.HV, static_cast<unsigned>(t.N)), dim3(kThreads),
+         sizeof(CombineSmem), static_cast<cudaStream_t>(stream), p, t, p.h0, p.h0_type, M, S_loc, h0_seg);
+}
+
+void combine_reverse(const GdnFwdParams& p, const void* dht, ElemType dht_type, const SegTable& t, const float* M,
+                     const float* dS_loc, float* dht_seg, void* stream) {
+  check_shape(p, t);
+  launch(seg_combine_kernel<true>, dim3(p.V / kCB, p.HV, static_cast<unsigned>(t.N)), dim3(kThreads),
+         sizeof(CombineSmem), static_cast<cudaStream_t>(stream), p, t, dht, dht_type, M, dS_loc, dht_seg);
+}
+
+void gather_states(const GdnFwdParams& p, const SegTable& t, const float* src, bool use_last, void* out,
+                   ElemType out_type, void* stream) {
+  const int64_t total = t.N * p.HV * int64_t(p.K) * p.V;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
+  launch(seg_gather_kernel, dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1))), dim3(256), 0,
+         static_cast<cudaStream_t>(stream), p, t, src, use_last, out, out_type);
+}
+
+}  // namespace linattn::cuda::seg

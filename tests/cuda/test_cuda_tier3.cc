@@ -1,0 +1,134 @@
+// CUDA tier 3 (exact in-sequence splitting, cuda/seg/tier3.h), forward: against the fp64 reference
+// and against tier 1 (segments = 1) at segments 2, 3 and 8 (8 leaves empty trailing slots on the
+// short sequences), on uneven varlen layouts with zero-length sequences and padding, int64
+// cu_seqlens, GVA, no h0, state_v_first, in-kernel gates, strong / extreme decays, V = 64, BT 64
+// and 32, bf16 and fp16, every pass-2 V-slice, KDA (in-kernel gate, lower_bound form, -1000
+// gates). Outputs are NaN-prefilled: unwritten elements fail; padding rows of o stay untouched.
+// Tier 3 twice gives the same bits (fixed launch order, no atomics). LINATTN_SANITIZED=1: fewer
+// cases (compute-sanitizer runs).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda_fwd_util.h"
+#include "meta/chunk_attn_desc.h"
+
+namespace linattn::test {
+namespace {
+
+bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
+
+std::vector<FwdCase> cases(DType dt, int bt, ChunkOp op) {
+  std::vector<FwdCase> r;
+  {
+    ChunkAttnSpec s = layer_options_spec(dt, bt, op);  // state_v_first, in-kernel gate / l2norm / sigmoid
+    s.seqlens = {700, 0, 1, 130, 333};
+    s.pad_tokens = 5;
+    r.push_back({"layer_options_uneven_varlen", s});
+  }
+  r.push_back({"varlen_edges_i64_mixed_decay", varlen_edges_spec(dt, bt, op)});
+  r.push_back({"varlen_strong_extreme_no_h0_gva3", varlen_strong_spec(dt, bt, op)});
+  if (op == ChunkOp::kGdn) {
+    ChunkAttnSpec s = fwd_base_spec(dt, bt, op);
+    s.V = 64;
+    s.B = 2;
+    s.T = 400;
+    s.opt.scale = 0.2;
+    r.push_back({"dense_v64", s});
+  } else {
+    ChunkAttnSpec s = layer_options_spec(dt, bt, op);
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -5.0;
+    s.opt.safe_gate = true;
+    s.has_A_log = false;
+    s.seqlens = {450, 3, 260};
+    r.push_back({"kda_lower_bound", s});
+  }
+  if (sanitized()) r.resize(1);
+  return r;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.defined() == b.defined() &&
+         (!a.defined() || std::memcmp(a.data<char>(), b.data<char>(), a.view().nbytes()) == 0);
+}
+
+// Tier 1 and the reference once per case, then tier 3 at every (segments, vs).
+void run_tier3_case(FwdCase c, const std::vector<int>& segment_counts, const std::vector<int>& slices) {
+  SCOPED_TRACE(c.name);
+  c.spec.opt.segments = 1;
+  const ChunkAttnData d1 = make_chunk_attn(c.spec);
+  const ChunkAttnOutTensors tier1 = run_cuda_fwd(d1, api::CudaGdnPath::kChunked, 0);
+  const ChunkAttnOutTensors ref = ref_forward(d1);
+  for (int segments : segment_counts)
+    for (int vs : slices) {
+      SCOPED_TRACE("segments=" + std::to_string(segments) + " vs=" + std::to_string(vs));
+      ChunkAttnData d = d1;  // the same inputs, tier 3 requested
+      d.spec.opt.segments = segments;
+      const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+      EXPECT_TRUE(fwd_close(d, ref, got, c.spec.dtype)) << "tier 3 vs the fp64 reference";
+      EXPECT_TRUE(fwd_close(d, tier1, got, c.spec.dtype)) << "tier 3 vs tier 1";
+      EXPECT_TRUE(all_finite(d, got));
+      check_padding_untouched(d, got);
+      const ChunkAttnOutTensors again = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+      EXPECT_TRUE(same_bits(got.o, again.o) && same_bits(got.final_state, again.final_state))
+          << "tier 3 is not deterministic";
+    }
+}
+
+class CudaTier3Fwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaTier3Fwd, GdnMatchesReferenceAndTier1) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt, ChunkOp::kGdn)) run_tier3_case(c, {2, 3, 8}, {0});
+}
+
+TEST_P(CudaTier3Fwd, KdaMatchesReferenceAndTier1) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt, ChunkOp::kKda)) run_tier3_case(c, {2, 3, 8}, {0});
+}
+
+TEST_P(CudaTier3Fwd, EveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  run_tier3_case(cases(dt, bt, ChunkOp::kGdn)[0], {3}, {32, 64, 128});
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Fwd,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// The planner picks tier 3 on its own for few heads and a long sequence (segments = 0), and the
+// result still matches the reference.
+TEST(CudaTier3Plan, AutoPicksTier3ForFewHeads) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = layer_options_spec(DType::kBF16, 64, ChunkOp::kGdn);
+  s.H = s.HV = 1;
+  s.B = 1;
+  s.T = sanitized() ? 2048 : 4096;
+  const ChunkAttnData d = make_chunk_attn(s);
+  {
+    auto dev = to_device(d);
+    std::string why;
+    EXPECT_GT(api::chunk_attn_cuda_segments(meta::describe_chunk_attn(dev->in, d.opt()), dev->in, d.opt(), &why), 1)
+        << why;
+    ChunkAttnOptions off = d.opt();
+    off.segments = 1;
+    EXPECT_EQ(api::chunk_attn_cuda_segments(meta::describe_chunk_attn(dev->in, off), dev->in, off), 1);
+  }
+  const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kAuto, 0);
+  EXPECT_TRUE(fwd_close(d, ref_forward(d), got, s.dtype));
+  EXPECT_TRUE(all_finite(d, got));
+}
+
+}  // namespace
+}  // namespace linattn::test
