@@ -12,8 +12,6 @@
 // on the forced token-by-token path); the workspace functions size for the same choice.
 #include "api/backend_cuda.h"
 
-#include <algorithm>
-
 #include "core/check.h"
 
 #if LINATTN_WITH_CUDA
@@ -351,10 +349,7 @@ size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const C
     cuda::GdnBwdParams bp;
     bp.f = p;
     bp.dh0.p = reinterpret_cast<void*>(uintptr_t(16));  // sizing only: the largest case (dh0 wanted)
-    // Unaligned tensors at run time take the token backward instead: size for both.
-    const cuda::GdnBwdPlan tok = cuda::plan_gdn_bwd(p, t3.sm_count, false);
-    return std::max(cuda::seg::tier3_bwd_workspace_bytes(bp, t3),
-                    cuda::gdn_bwd_workspace_bytes(p, tok, d.graph_chunk_tables));
+    return cuda::seg::tier3_bwd_workspace_bytes(bp, t3);  // sized for aligned tensors, as below
   }
   const cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p, cuda::device_info(d.device.index).sm_count, true);
   return cuda::gdn_bwd_workspace_bytes(p, plan, d.graph_chunk_tables);
