@@ -1,7 +1,11 @@
-// CUDA tier-3 planner (see cuda_seg_plan.h).
+// CUDA tier-3 planner (see cuda_seg_plan.h). Cost model in microseconds with constants measured
+// on the H200 (docs/perf-notes.md "Sequence parallelism", bench/results/h200-tier3-*): the
+// head-level kernels are latency-bound at one CTA per SM, so a pass costs
+// waves(CTAs) x chunks per CTA x step(VS), and the combine ~8 us per segment boundary.
 #include "plan/cuda_seg_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "core/check.h"
@@ -9,8 +13,36 @@
 namespace linattn::plan {
 
 namespace {
+
 constexpr int kMaxSegments = 4096;  // as the CPU planner
 constexpr int kMaxAuto = 64;
+constexpr double kCombineStepUs = 8.0;   // one combine step (K x K times K x 8 per CTA, M from L2)
+constexpr double kStatePassStepUs = 4.4; // one chunk of a state-pass CTA (VS 128 or 64)
+constexpr double kOverheadUs = 15.0;     // tier 3's extra launches (table, pass 1, combine, gather)
+
+// One chunk step of a head-level fused CTA of VS columns.
+double step_us(int vs) { return vs >= 128 ? 6.9 : (vs >= 64 ? 4.1 : 3.1); }
+
+double waves(double ctas, int sms) { return std::max(1.0, std::ceil(ctas / std::max(1, sms))); }
+
+// Best head-level pass over `heads` (sequence, value head) pairs of `chunks` chunks each.
+double head_pass_us(double heads, double chunks, int64_t V, bool kda, int sms) {
+  double best = -1.0;
+  for (int vs : {32, 64, 128}) {
+    if (V % vs != 0 || (kda && vs == 128)) continue;
+    const double t = waves(heads * double(V / vs), sms) * chunks * step_us(vs);
+    if (best < 0.0 || t < best) best = t;
+  }
+  return best < 0.0 ? waves(heads, sms) * chunks * step_us(32) : best;
+}
+
+double tier3_us(double heads, double chunks, int64_t K, int64_t V, bool kda, int sms, int s) {
+  const double per = std::ceil(chunks / s);
+  const int vs1 = kda ? 64 : 128;
+  const double pass1 = waves(heads * (s - 1) * double((V + K) / vs1), sms) * per * kStatePassStepUs;
+  return pass1 + (s - 1) * kCombineStepUs + head_pass_us(heads * s, per, V, kda, sms) + kOverheadUs;
+}
+
 }  // namespace
 
 CudaSegPlan plan_cuda_segments(const meta::ChunkAttnDesc& d, int sm_count, int segments_request, bool supported) {
@@ -18,8 +50,6 @@ CudaSegPlan plan_cuda_segments(const meta::ChunkAttnDesc& d, int sm_count, int s
                 kMaxSegments, "] (0 = planner, 1 = off), got ", segments_request);
   CudaSegPlan p;
   std::ostringstream why;
-  const int64_t heads = d.N * d.HV;
-  const double want = 0.7 * std::max(1, sm_count);
   if (segments_request == 1) {
     p.reason = "tier 3 off (segments = 1)";
     return p;
@@ -35,22 +65,30 @@ CudaSegPlan plan_cuda_segments(const meta::ChunkAttnDesc& d, int sm_count, int s
     p.reason = why.str();
     return p;
   }
-  if (heads <= 0 || 2.0 * double(heads) >= want) {
-    why << "tiers 1/2: " << heads << " sequence x head CTA pairs fill " << sm_count << " SMs";
-    p.reason = why.str();
+  const int64_t avg = d.N > 0 ? d.B * d.T / d.N : 0;
+  const double heads = double(d.N * d.HV), chunks = std::ceil(double(avg) / std::max<int64_t>(1, d.BT));
+  if (heads <= 0.0 || chunks < 2.0) {
+    p.reason = "tiers 1/2: nothing to split";
     return p;
   }
-  const int64_t avg = d.N > 0 ? d.B * d.T / d.N : 0;
-  const int64_t min_seg = 4LL * d.BT;
-  int s = 1;
-  while (s < kMaxAuto && 2.0 * double(heads) * s < want && avg >= 2LL * s * min_seg) s *= 2;
-  if (s > 1) {
-    p.segments = s;
-    p.min_segment = min_seg;
-    why << "tier 3: " << heads << " sequence x head(s) leave " << sm_count << " SMs idle; " << s
-        << " segments per sequence (avg " << avg << " tokens, min " << min_seg << ")";
+  const bool kda = d.kda();
+  const double base = head_pass_us(heads, chunks, d.V, kda, sm_count);
+  double best = base;
+  int best_s = 1;
+  for (int s = 2; s <= kMaxAuto && s <= chunks; s *= 2) {
+    const double t = tier3_us(heads, chunks, d.K, d.V, kda, sm_count, s);
+    if (t < 0.9 * base && t < best) {
+      best = t;
+      best_s = s;
+    }
+  }
+  if (best_s > 1) {
+    p.segments = best_s;
+    p.min_segment = 4LL * d.BT;
+    why << "tier 3: " << best_s << " segments per sequence, modeled " << best << " us vs head-level " << base
+        << " us (" << d.N << " x " << d.HV << " heads, ~" << avg << " tokens each, " << sm_count << " SMs)";
   } else {
-    why << "tiers 1/2: sequences too short to split (avg " << avg << " tokens)";
+    why << "tiers 1/2: modeled " << base << " us, no segment count saves > 10%";
   }
   p.reason = why.str();
   return p;

@@ -2,10 +2,11 @@
 // many segments per sequence the CUDA GDN / KDA forward and backward use. Pure function of the
 // descriptor, the SM count and the caller's request (ChunkAttnOptions::segments); never reads
 // cu_seqlens (it plans from capacity: every sequence assumed to hold B * T / N tokens).
-// Rule (docs/perf-notes.md "Sequence parallelism"): head-level CTAs (sequences x value heads,
-// two per head counting the state pass's transition CTAs or the backward's two sweep roles)
-// must give >= 0.7 CTAs per SM; when they do not, the smallest power of two s <= 64 that does,
-// with segments of at least 4 chunks. The CPU planner (chunk_plan.h) is separate and unchanged.
+// Rule (docs/perf-notes.md "Sequence parallelism"): a latency model of the head-level kernels
+// (one CTA per SM; a pass costs waves x chunks per CTA x a measured per-chunk step for its
+// V-slice) for tiers 1/2 (best V-slice) and for tier 3 with s = 2, 4, ..., 64 segments (state
+// pass + ~8 us per combine step + pass 2 + launch overhead); tier 3 when it saves > 10%.
+// The CPU planner (chunk_plan.h) is separate and unchanged.
 #pragma once
 #include <cstdint>
 #include <string>
