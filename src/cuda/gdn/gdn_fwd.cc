@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cuda/common/check.h"
+#include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/meta/chunk_meta.h"
 
@@ -142,7 +143,10 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
     if (p.kda) launch_kda_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
     else launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
   }
-  if (fused) launch_gdn_fused(p, w.ws, plan.vs, st);
+  if (fused) {
+    if (gdn_fused_wg_enabled() && gdn_fused_wg_eligible(p, plan.vs)) launch_gdn_fused_wg(p, w.ws, plan.vs, st);
+    else launch_gdn_fused(p, w.ws, plan.vs, st);
+  }
 }
 
 }  // namespace linattn::cuda

@@ -1,0 +1,82 @@
+// The wgmma fused GDN forward (src/cuda/gdn/gdn_fused_wg.cu, opt-in through LINATTN_CUDA_WGMMA=1)
+// against the fp64 reference on the GDN forward cases (layer options with [V, K] states, varlen
+// edge lengths with padding rows, strong decay with -1000 gates and GVA 3, a long V = 256
+// sequence), bf16 and fp16, V-slices 64 and 128; and against the mma.sync fused kernel on the
+// same inputs (two fp32-accumulating orders of the same products: close, not bitwise).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "common/compare.h"
+#include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda_fwd_util.h"
+
+namespace linattn::test {
+namespace {
+
+std::vector<FwdCase> cases(DType dt) {
+  std::vector<FwdCase> r;
+  r.push_back({"layer_options_dense", layer_options_spec(dt, 64, ChunkOp::kGdn)});
+  r.push_back({"varlen_edges_mixed_decay", varlen_edges_spec(dt, 64, ChunkOp::kGdn)});
+  r.push_back({"varlen_strong_decay_no_h0_gva3", varlen_strong_spec(dt, 64, ChunkOp::kGdn)});
+  ChunkAttnSpec s = fwd_base_spec(dt, 64);
+  s.V = 256;
+  s.H = 1;
+  s.HV = 2;
+  s.B = 1;
+  s.T = 1000;
+  r.push_back({"long_v256", s});
+  return r;
+}
+
+class CudaGdnFusedWg : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+    setenv("LINATTN_CUDA_WGMMA", "1", 1);
+  }
+  void TearDown() override { unsetenv("LINATTN_CUDA_WGMMA"); }
+};
+
+TEST_P(CudaGdnFusedWg, SwitchIsRead) {
+  EXPECT_TRUE(cuda::gdn_fused_wg_enabled());
+  unsetenv("LINATTN_CUDA_WGMMA");
+  EXPECT_FALSE(cuda::gdn_fused_wg_enabled());
+}
+
+TEST_P(CudaGdnFusedWg, MatchesReference) {
+  for (const FwdCase& c : cases(GetParam()))
+    for (int vs : {64, 128}) {
+      const int64_t before = cuda::gdn_fused_wg_launches();
+      run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
+      EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << " vs=" << vs << ": the wgmma kernel did not run";
+    }
+}
+
+TEST_P(CudaGdnFusedWg, CloseToTheMmaKernel) {
+  for (const FwdCase& c : cases(GetParam()))
+    for (int vs : {64, 128}) {
+      SCOPED_TRACE(c.name + " vs=" + std::to_string(vs));
+      const ChunkAttnData d = make_chunk_attn(c.spec);
+      const ChunkAttnOutTensors wg = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+      unsetenv("LINATTN_CUDA_WGMMA");
+      const ChunkAttnOutTensors mma = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+      setenv("LINATTN_CUDA_WGMMA", "1", 1);
+      const Tolerance tol{5e-3, 0.0};
+      // Varlen: the padding rows stay NaN in both, compare the valid rows only.
+      const bool var = d.cu_seqlens.defined();
+      const TensorView o_mma = var ? narrow(mma.o, 1, 0, d.valid_tokens) : TensorView(mma.o);
+      const TensorView o_wg = var ? narrow(wg.o, 1, 0, d.valid_tokens) : TensorView(wg.o);
+      EXPECT_TRUE(tensors_close("o", o_mma, o_wg, tol));
+      if (mma.final_state.defined()) {
+        EXPECT_TRUE(tensors_close("final_state", mma.final_state, wg.final_state, tol));
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFusedWg, ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace linattn::test
