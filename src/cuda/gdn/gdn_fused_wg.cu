@@ -256,7 +256,8 @@ std::atomic<int64_t> g_launches{0};
 int64_t gdn_fused_wg_launches() { return g_launches.load(); }
 
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) {
-  return !p.kda && p.seg_M == nullptr && p.seg_S == nullptr && p.seg_flags == nullptr && p.BT == kBT && p.K == kK && (vs == 64 || vs == 128) && p.V % vs == 0 &&
+  const bool tier3_state_pass = p.seg_M != nullptr || p.seg_S != nullptr || p.seg_flags != nullptr;
+  return !p.kda && !tier3_state_pass && p.BT == kBT && p.K == kK && (vs == 64 || vs == 128) && p.V % vs == 0 &&
          (p.io == ElemType::kBF16 || p.io == ElemType::kF16);
 }
 
