@@ -188,6 +188,26 @@ cuda::seg::Tier3Config tier3_config(const meta::ChunkAttnDesc& d, const cuda::Gd
   return c;
 }
 
+// Stream-ordered workspaces come from the device's current memory pool, whose default release
+// threshold (0) hands freed memory back to the driver at every synchronization, so each eager
+// call paid a fresh driver allocation (measured: eager-live layer calls ~10x graph replay on the
+// H200). Raise the threshold to the largest workspace this process has asked for, so that much
+// stays cached; never during stream capture (a captured allocation is a graph node).
+void retain_in_pool(size_t bytes, cudaStream_t stream) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LINATTN_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+  if (cs != cudaStreamCaptureStatusNone) return;
+  int dev = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaMemPool_t pool = nullptr;
+  LINATTN_CUDA_CHECK(cudaDeviceGetMemPool(&pool, dev));
+  uint64_t cur = 0;
+  LINATTN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &cur));
+  if (cur >= bytes) return;
+  uint64_t want = bytes;
+  LINATTN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &want));
+}
+
 // Runs fn(workspace, bytes) with the caller's workspace, or (eager only) a stream-ordered one.
 template <class Fn>
 void with_workspace(const meta::ChunkAttnDesc& d, const ExecContext& ctx, size_t need, const char* what, Fn fn) {
@@ -199,6 +219,7 @@ void with_workspace(const meta::ChunkAttnDesc& d, const ExecContext& ctx, size_t
   LINATTN_CHECK_CODE(!d.use_graph, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
                      "workspace: use_graph = true needs a caller workspace of at least ", need, " bytes (", what,
                      "), got ", ctx.workspace_bytes);
+  retain_in_pool(need, stream);
   void* ws = nullptr;
   LINATTN_CUDA_CHECK(cudaMallocAsync(&ws, need, stream));
   try {
@@ -292,22 +313,8 @@ void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
     co = in.chunk_offsets.ptr<int32_t>();
   }
   const size_t need = cuda::gdn_fwd_workspace_bytes(p, plan, ci != nullptr);
-  if (need == 0 || ctx.workspace_bytes >= need) {
-    cuda::gdn_fwd(p, plan, ci, co, ctx.workspace, ctx.workspace_bytes, stream);
-    return;
-  }
-  LINATTN_CHECK_CODE(!d.use_graph, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
-                     "workspace: use_graph = true needs a caller workspace of at least ", need,
-                     " bytes (chunk_attn workspace size), got ", ctx.workspace_bytes);
-  void* ws = nullptr;
-  LINATTN_CUDA_CHECK(cudaMallocAsync(&ws, need, stream));
-  try {
-    cuda::gdn_fwd(p, plan, ci, co, ws, need, stream);
-  } catch (...) {
-    (void)cudaFreeAsync(ws, stream);
-    throw;
-  }
-  LINATTN_CUDA_CHECK(cudaFreeAsync(ws, stream));
+  with_workspace(d, ctx, need, "chunk_attn workspace size",
+                 [&](void* ws, size_t bytes) { cuda::gdn_fwd(p, plan, ci, co, ws, bytes, stream); });
 }
 
 namespace {
@@ -401,22 +408,8 @@ void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
     co = in.chunk_offsets.ptr<int32_t>();
   }
   const size_t need = cuda::gdn_bwd_workspace_bytes(p.f, plan, ci != nullptr);
-  if (need == 0 || ctx.workspace_bytes >= need) {
-    cuda::gdn_bwd(p, plan, ci, co, ctx.workspace, ctx.workspace_bytes, stream);
-    return;
-  }
-  LINATTN_CHECK_CODE(!d.use_graph, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
-                     "workspace: use_graph = true needs a caller workspace of at least ", need,
-                     " bytes (chunk_attn_bwd_workspace_bytes), got ", ctx.workspace_bytes);
-  void* ws = nullptr;
-  LINATTN_CUDA_CHECK(cudaMallocAsync(&ws, need, stream));
-  try {
-    cuda::gdn_bwd(p, plan, ci, co, ws, need, stream);
-  } catch (...) {
-    (void)cudaFreeAsync(ws, stream);
-    throw;
-  }
-  LINATTN_CUDA_CHECK(cudaFreeAsync(ws, stream));
+  with_workspace(d, ctx, need, "chunk_attn_bwd_workspace_bytes",
+                 [&](void* ws, size_t bytes) { cuda::gdn_bwd(p, plan, ci, co, ws, bytes, stream); });
 }
 #endif
 
