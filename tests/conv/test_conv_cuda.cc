@@ -3,6 +3,8 @@
 // element-copy paths, several channel tiles and row groups), run-to-run bitwise determinism,
 // and the fixed-capacity CUDA graph sequence: capture once, replay over six layouts with new
 // inputs and garbage padding, replay == eager fixed-capacity call bitwise, padding untouched.
+// Aligned layouts run the register-streaming kernels; scripts/gpu-conv reruns the binary with
+// LINATTN_CONV_CUDA_TILES=1 to cover the shared-memory tile kernels on them too.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -160,6 +162,27 @@ TEST(ConvCuda, LongSequencesManyTilesAndGroups) {
       check_case(c);
       ConvCase dense = c;
       dense.lens.clear(), dense.B = 2, dense.T = 1333, dense.strided = true;
+      check_case(dense);
+    }
+}
+
+// The register-streaming kernels (16-byte aligned rows, D a multiple of 16 / sizeof(E)): runs
+// of 8-16 rows per warp, so many short sequences start and end inside a run or cross from one
+// run (and row group) to the next; 264 channels leave the last channel span mostly idle.
+TEST(ConvCuda, StreamingRunsCrossedBySequences) {
+  std::mt19937_64 rng(91);
+  int seed = 650;
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32})
+    for (int W : {2, 3, 4, 6}) {
+      ConvCase c;
+      c.dtype = dt, c.W = W, c.seed = ++seed, c.D = 264;
+      c.bias = rng() % 2, c.residual = rng() % 2, c.h0 = rng() % 2, c.ht = rng() % 2;
+      c.dht = c.ht && rng() % 2;
+      c.act = rng() % 3 ? Activation::kSilu : Activation::kNone;
+      c.lens = {1, 2, 3, 4, 5, 6, 7, 9, 11, 13, 0, 40, 7, 17, 64, 65, 3, 129, 8, 16};
+      check_case(c);
+      ConvCase dense = c;
+      dense.lens.clear(), dense.B = 2, dense.T = 300, dense.strided = true;
       check_case(dense);
     }
 }

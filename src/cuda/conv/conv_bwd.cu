@@ -1,5 +1,6 @@
 // CUDA short-conv backward (formulas in src/cpu/conv_bwd_cpu.cc). Three launches:
-//  1. main (tiling in conv_common.cuh): x rows [tile - (W-1), tile end + W - 1) and dy rows
+//  1. main: the register-streaming kernel (conv_bwd_stream.cu) when every row slice is 16-byte
+//     aligned and D a multiple of 16 / sizeof(E); otherwise the tile kernel here (tiling in conv_common.cuh): x rows [tile - (W-1), tile end + W - 1) and dy rows
 //     [tile, tile end + W - 1) go to shared memory by cp.async, double-buffered; each thread
 //     walks its rows of kC channels with the x window and the last W - 1 dz in registers
 //     (z recomputed, never stored; W - 1 rows after its range are recomputed as halo), writes
@@ -13,8 +14,8 @@
 // written. Eager calls without workspace allocate the partials stream-ordered.
 #include <mutex>
 
-#include "cuda/conv/conv_common.cuh"
 #include "cuda/conv/conv_cuda.h"
+#include "cuda/conv/conv_stream.cuh"
 
 namespace linattn::cuda {
 namespace conv {
@@ -248,16 +249,21 @@ void launch(ConvParams p, cudaStream_t stream) {
   if (!want_sums) p.partials = nullptr;
   if (any_rows && (p.dx.data || p.dres.data || want_sums)) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
-                     rows_aligned(p.dy, sizeof(E));
-    const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
-    const dim3 grid(static_cast<unsigned>((p.D + tile_channels<E>() - 1) / tile_channels<E>()),
-                    static_cast<unsigned>(groups));
-    if (!vec) launch_kernel<E, false, 0>(p, stream, grid, tpg);
-    else if (p.W == 2) launch_kernel<E, true, 2>(p, stream, grid, tpg);
-    else if (p.W == 3) launch_kernel<E, true, 3>(p, stream, grid, tpg);
-    else if (p.W == 4) launch_kernel<E, true, 4>(p, stream, grid, tpg);
-    else launch_kernel<E, true, 0>(p, stream, grid, tpg);
-    LINATTN_CONV_CUDA_OK(cudaGetLastError());
+                     rows_aligned(p.dy, sizeof(E)) && rows_aligned(p.dx, sizeof(E)) &&
+                     rows_aligned(p.dres, sizeof(E));
+    if (vec && !force_tiles()) {
+      bwd_stream<E>(p, stream, groups);
+    } else {
+      const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
+      const dim3 grid(static_cast<unsigned>((p.D + tile_channels<E>() - 1) / tile_channels<E>()),
+                      static_cast<unsigned>(groups));
+      if (!vec) launch_kernel<E, false, 0>(p, stream, grid, tpg);
+      else if (p.W == 2) launch_kernel<E, true, 2>(p, stream, grid, tpg);
+      else if (p.W == 3) launch_kernel<E, true, 3>(p, stream, grid, tpg);
+      else if (p.W == 4) launch_kernel<E, true, 4>(p, stream, grid, tpg);
+      else launch_kernel<E, true, 0>(p, stream, grid, tpg);
+      LINATTN_CONV_CUDA_OK(cudaGetLastError());
+    }
   }
   if (want_sums) {
     const dim3 grid(static_cast<unsigned>((p.D + 31) / 32), static_cast<unsigned>(p.W + 1));

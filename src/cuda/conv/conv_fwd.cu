@@ -1,4 +1,6 @@
 // CUDA short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual.
+// Layouts with 16-byte aligned rows and D a multiple of 16 / sizeof(E) run the register-streaming
+// kernel (conv_fwd_stream.cu); the shared-memory tile kernel here takes every other layout.
 // Tiling and thread mapping in conv_common.cuh: x rows [tile - (W-1), tile end) and residual
 // rows of a 64-row tile go to shared memory by cp.async (double-buffered), each thread then
 // walks its rows of kC channels with the last W - 1 inputs in registers and writes y. x is read
@@ -7,8 +9,8 @@
 // final state. Grid = (channel tiles, row groups): fixed by the shapes, never by cu_seqlens.
 #include <mutex>
 
-#include "cuda/conv/conv_common.cuh"
 #include "cuda/conv/conv_cuda.h"
+#include "cuda/conv/conv_stream.cuh"
 
 namespace linattn::cuda {
 namespace conv {
@@ -130,17 +132,21 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   LINATTN_CHECK(rows < (int64_t{1} << 31), "x: expected fewer than 2^31 token rows (B * T), got ", rows);
   if (rows > 0 && p.N > 0) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
-                     rows_aligned(p.residual, sizeof(E));
-    const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);
-    const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
-    const dim3 grid(static_cast<unsigned>((p.D + tile_channels<E>() - 1) / tile_channels<E>()),
-                    static_cast<unsigned>(groups));
-    if (!vec) launch_kernel<E, false, 0>(p, stream, grid, tpg);
-    else if (p.W == 2) launch_kernel<E, true, 2>(p, stream, grid, tpg);
-    else if (p.W == 3) launch_kernel<E, true, 3>(p, stream, grid, tpg);
-    else if (p.W == 4) launch_kernel<E, true, 4>(p, stream, grid, tpg);
-    else launch_kernel<E, true, 0>(p, stream, grid, tpg);
-    LINATTN_CONV_CUDA_OK(cudaGetLastError());
+                     rows_aligned(p.residual, sizeof(E)) && rows_aligned(p.y, sizeof(E));
+    if (vec && !force_tiles()) {
+      fwd_stream<E>(p, stream);
+    } else {
+      const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);
+      const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
+      const dim3 grid(static_cast<unsigned>((p.D + tile_channels<E>() - 1) / tile_channels<E>()),
+                      static_cast<unsigned>(groups));
+      if (!vec) launch_kernel<E, false, 0>(p, stream, grid, tpg);
+      else if (p.W == 2) launch_kernel<E, true, 2>(p, stream, grid, tpg);
+      else if (p.W == 3) launch_kernel<E, true, 3>(p, stream, grid, tpg);
+      else if (p.W == 4) launch_kernel<E, true, 4>(p, stream, grid, tpg);
+      else launch_kernel<E, true, 0>(p, stream, grid, tpg);
+      LINATTN_CONV_CUDA_OK(cudaGetLastError());
+    }
   }
   if (p.ht && p.N > 0) {
     const dim3 grid(static_cast<unsigned>(p.N), static_cast<unsigned>((p.D + 127) / 128));
