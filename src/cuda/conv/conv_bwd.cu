@@ -251,7 +251,7 @@ void launch(ConvParams p, cudaStream_t stream) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
                      rows_aligned(p.dy, sizeof(E)) && rows_aligned(p.dx, sizeof(E)) &&
                      rows_aligned(p.dres, sizeof(E));
-    if (vec && !force_tiles()) {
+    if (vec && use_stream(kStreamBwd)) {
       bwd_stream<E>(p, stream, groups);
     } else {
       const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);

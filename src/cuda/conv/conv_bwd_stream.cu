@@ -15,15 +15,13 @@ namespace linattn::cuda::conv {
 namespace {
 
 constexpr int kBwdWarps = 4;
-constexpr int kBwdUnroll = 4;
 static_assert(kRowTile % kBwdWarps == 0, "a group's rows split evenly over the warps");
 
-template <class E, int kW>
+template <class E, int kW, int kU>
 __global__ void __launch_bounds__(kBwdWarps * 32) bwd_stream_kernel(const ConvParams p, int64_t tiles_per_group) {
   constexpr int V = 8 / static_cast<int>(sizeof(E));
   constexpr int kSpan = 32 * V;
   constexpr int kCap = kW > 0 ? kW : kConvMaxW;
-  constexpr int kU = kBwdUnroll;
   using L = Lanes<E, V>;
   __shared__ float red[kBwdWarps][kCap + 1][kSpan];
   const int W = kW > 0 ? kW : static_cast<int>(p.W);
@@ -47,13 +45,11 @@ __global__ void __launch_bounds__(kBwdWarps * 32) bwd_stream_kernel(const ConvPa
   if (c < p.D && r0 < r1) {
     Taps<kCap> taps[V];
     float bias[V], rev[V][kCap];  // rev[j][k] = weight[c + j, W - 1 - k]: dz_{t+k} pairs with it
+    load_taps<kCap, V>(taps, bias, p, c, W);
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      taps[j].load(p, c + j, W);
-      bias[j] = p.bias ? load_small(p.bias, p.b_dtype, c + j) : 0.0f;
+    for (int j = 0; j < V; ++j)
 #pragma unroll
       for (int k = 0; k < kCap; ++k) rev[j][k] = k < W ? taps[j].at(W - 1 - k) : 0.0f;
-    }
     for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
       int64_t bos, eos;
       seq_bounds(p, n, &bos, &eos);
@@ -107,6 +103,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32) bwd_stream_kernel(const ConvPa
           }
           if (want_dx && i >= H) {
             const int64_t t = a + i - H;
+            const bool tail = p.dht && t >= eos - W;  // d_final_state reaches the last W rows
             float acc[V];
 #pragma unroll
             for (int j = 0; j < V; ++j) {
@@ -114,7 +111,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32) bwd_stream_kernel(const ConvPa
 #pragma unroll
               for (int q = 0; q < kCap - 1; ++q)
                 if (q < W - 1) acc[j] += rev[j][q] * dzr[j].v[q];  // dz_{t+q}
-              if (p.dht && t >= eos - W)
+              if (tail)
                 acc[j] += load_small(p.dht, p.dht_dtype, (n * p.D + c + j) * p.W + t - (eos - W));
             }
             L::from_float(acc).store(dx0 + static_cast<int64_t>(i - H) * dx_s);
@@ -147,6 +144,15 @@ __global__ void __launch_bounds__(kBwdWarps * 32) bwd_stream_kernel(const ConvPa
   }
 }
 
+template <class E, int kU>
+void launch_w(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t tpg) {
+  const dim3 block(kBwdWarps * 32);
+  if (p.W == 2) bwd_stream_kernel<E, 2, kU><<<grid, block, 0, stream>>>(p, tpg);
+  else if (p.W == 3) bwd_stream_kernel<E, 3, kU><<<grid, block, 0, stream>>>(p, tpg);
+  else if (p.W == 4) bwd_stream_kernel<E, 4, kU><<<grid, block, 0, stream>>>(p, tpg);
+  else bwd_stream_kernel<E, 0, kU><<<grid, block, 0, stream>>>(p, tpg);
+}
+
 }  // namespace
 
 template <class E>
@@ -155,11 +161,8 @@ void bwd_stream(const ConvParams& p, cudaStream_t stream, int64_t groups) {
   const int64_t rows = p.B * p.T;
   const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
   const dim3 grid(static_cast<unsigned>((p.D + kSpan - 1) / kSpan), static_cast<unsigned>(groups));
-  const dim3 block(kBwdWarps * 32);
-  if (p.W == 2) bwd_stream_kernel<E, 2><<<grid, block, 0, stream>>>(p, tpg);
-  else if (p.W == 3) bwd_stream_kernel<E, 3><<<grid, block, 0, stream>>>(p, tpg);
-  else if (p.W == 4) bwd_stream_kernel<E, 4><<<grid, block, 0, stream>>>(p, tpg);
-  else bwd_stream_kernel<E, 0><<<grid, block, 0, stream>>>(p, tpg);
+  if (deep_ring()) launch_w<E, 8>(p, stream, grid, tpg);
+  else launch_w<E, 4>(p, stream, grid, tpg);
   LINATTN_CONV_CUDA_OK(cudaGetLastError());
 }
 

@@ -199,6 +199,13 @@ struct Taps {
       if (i == W - 1) last = w[i];
     }
   }
+  // The same from fp32 weights wp = weight + c * W, without a dtype switch per load: the loads
+  // are independent, so they are in flight together (the switch made them one after another).
+  __device__ __forceinline__ void load_f32(const float* wp, int W) {
+#pragma unroll
+    for (int i = 0; i < kCap; ++i) w[i] = i < W ? __ldg(wp + i) : 0.0f;
+    last = at(W - 1);
+  }
   __device__ __forceinline__ float at(int idx) const {
     float v = 0.0f;
 #pragma unroll

@@ -133,7 +133,7 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   if (rows > 0 && p.N > 0) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
                      rows_aligned(p.residual, sizeof(E)) && rows_aligned(p.y, sizeof(E));
-    if (vec && !force_tiles()) {
+    if (vec && use_stream(kStreamFwd)) {
       fwd_stream<E>(p, stream);
     } else {
       const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);

@@ -2,9 +2,10 @@
 // sizeof(E) channels (8 bf16 / fp16, 4 fp32; one 16-byte load of x, residual and store of y per
 // row) and a run of R consecutive rows. Block = kWarps warps on one 32 * V channel span, warp w
 // on rows [(blockIdx.y * kWarps + w) * R, + R); grid = (channel spans, row blocks). R is the
-// largest of 64, 32, 16, 8 that still gives >= 3072 blocks (>= ~4.5 waves of ~5 blocks per SM, so
-// the last, partial wave is cheap and short inputs fill the GPU),
-// raised when the grid's y limit needs it: a function of (rows, D) only.
+// largest of 64, 32, 16 that still gives >= 1536 blocks (~3 waves of 4 blocks per SM, so short
+// inputs fill the GPU), raised when the grid's y limit needs it: a function of (rows, D) only.
+// Per warp the prologue (taps, bias, W - 1 halo rows, the first kU rows) is one round trip of
+// independent loads; then every row consumed requests the row kU ahead.
 // Sequences inside a run restart the window (initial_state or zeros), as in the tile kernel.
 #include "cuda/conv/conv_stream.cuh"
 
@@ -12,13 +13,11 @@ namespace linattn::cuda::conv {
 namespace {
 
 constexpr int kFwdWarps = 4;
-constexpr int kFwdUnroll = 4;
 
-template <class E, int kW, bool kRes>
+template <class E, int kW, bool kRes, int kU>
 __global__ void __launch_bounds__(kFwdWarps * 32) fwd_stream_kernel(const ConvParams p, int R) {
   constexpr int V = 16 / static_cast<int>(sizeof(E));
   constexpr int kCap = kW > 0 ? kW : kConvMaxW;
-  constexpr int kU = kFwdUnroll;
   using L = Lanes<E, V>;
   const int W = kW > 0 ? kW : static_cast<int>(p.W);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
@@ -30,11 +29,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32) fwd_stream_kernel(const ConvPa
 
   Taps<kCap> taps[V];
   float bias[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    taps[j].load(p, c + j, W);
-    bias[j] = p.bias ? load_small(p.bias, p.b_dtype, c + j) : 0.0f;
-  }
+  load_taps<kCap, V>(taps, bias, p, c, W);
   for (int64_t n = find_seq(p, r0); n < p.N; ++n) {
     int64_t bos, eos;
     seq_bounds(p, n, &bos, &eos);
@@ -76,10 +71,16 @@ __global__ void __launch_bounds__(kFwdWarps * 32) fwd_stream_kernel(const ConvPa
   }
 }
 
+template <class E, int kW, int kU>
+void launch_u(const ConvParams& p, cudaStream_t stream, dim3 grid, int R) {
+  if (p.residual.data) fwd_stream_kernel<E, kW, true, kU><<<grid, kFwdWarps * 32, 0, stream>>>(p, R);
+  else fwd_stream_kernel<E, kW, false, kU><<<grid, kFwdWarps * 32, 0, stream>>>(p, R);
+}
+
 template <class E, int kW>
 void launch_w(const ConvParams& p, cudaStream_t stream, dim3 grid, int R) {
-  if (p.residual.data) fwd_stream_kernel<E, kW, true><<<grid, kFwdWarps * 32, 0, stream>>>(p, R);
-  else fwd_stream_kernel<E, kW, false><<<grid, kFwdWarps * 32, 0, stream>>>(p, R);
+  if (deep_ring()) launch_u<E, kW, 8>(p, stream, grid, R);
+  else launch_u<E, kW, 4>(p, stream, grid, R);
 }
 
 }  // namespace
@@ -91,7 +92,7 @@ void fwd_stream(const ConvParams& p, cudaStream_t stream) {
   const int64_t spans = (p.D + 32 * V - 1) / (32 * V);
   auto blocks_y = [&](int64_t r) { return (rows + kFwdWarps * r - 1) / (kFwdWarps * r); };
   int64_t R = 64;
-  while (R > 8 && spans * blocks_y(R) < 3072) R /= 2;
+  while (R > 16 && spans * blocks_y(R) < 1536) R /= 2;
   if (fwd_rows_override() > 0) R = fwd_rows_override();
   while (blocks_y(R) > 65535) R *= 2;
   const dim3 grid(static_cast<unsigned>(spans), static_cast<unsigned>(blocks_y(R)));

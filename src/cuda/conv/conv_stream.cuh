@@ -8,6 +8,7 @@
 // conv_fwd.cu / conv_bwd.cu remain for other layouts). Grids depend only on shapes.
 #pragma once
 #include <cstdlib>
+#include <cstring>
 
 #include "cuda/conv/conv_common.cuh"
 
@@ -122,21 +123,56 @@ __device__ __forceinline__ void init_windows_global(Window<kCap>* win, const Con
   }
 }
 
+// Taps and bias of channels [c, c + V): fp32 weight / bias (the usual case) by plain loads,
+// all in flight at once; other dtypes through load_small.
+template <int kCap, int V>
+__device__ __forceinline__ void load_taps(Taps<kCap>* taps, float* bias, const ConvParams& p, int64_t c, int W) {
+  if (p.w_dtype == DType::kF32) {
+    const float* w = static_cast<const float*>(p.weight) + c * p.W;
+#pragma unroll
+    for (int j = 0; j < V; ++j) taps[j].load_f32(w + j * p.W, W);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) taps[j].load(p, c + j, W);
+  }
+  if (p.bias && p.b_dtype == DType::kF32) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) bias[j] = __ldg(static_cast<const float*>(p.bias) + c + j);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) bias[j] = p.bias ? load_small(p.bias, p.b_dtype, c + j) : 0.0f;
+  }
+}
+
 // Measurement overrides, read once per process (like the CPU's LINATTN_CONV_STREAM_MIN_BYTES):
-// LINATTN_CONV_CUDA_TILES=1 runs the v3 shared-memory tile kernels on every layout (so the two
-// designs can be timed and tested in one build); LINATTN_CONV_CUDA_FWD_ROWS=R fixes the
-// forward's rows per warp. Unset: the streaming kernels and the shape rule.
+// LINATTN_CONV_CUDA_PATH=tiles / stream runs the v3 shared-memory tile kernels / the streaming
+// kernels on every aligned layout (so the two designs are timed and tested in one build); LINATTN_CONV_CUDA_FWD_ROWS=R fixes the
+// forward's rows per warp; LINATTN_CONV_CUDA_UNROLL=8 doubles the rows in flight. Unset: the
+// streaming kernels, the shape rule and 4 rows in flight.
 inline int64_t conv_env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoll(v) : 0;
 }
-inline bool force_tiles() {
-  static const bool on = conv_env("LINATTN_CONV_CUDA_TILES") != 0;
-  return on;
+// Default kernels of aligned layouts per pass (true: streaming; false: v3 tiles).
+constexpr bool kStreamFwd = true;
+constexpr bool kStreamBwd = true;
+
+// Whether an aligned layout runs the streaming kernel of a pass whose default is `dflt`.
+inline bool use_stream(bool dflt) {
+  static const char* v = std::getenv("LINATTN_CONV_CUDA_PATH");
+  if (v && std::strcmp(v, "tiles") == 0) return false;
+  if (v && std::strcmp(v, "stream") == 0) return true;
+  return dflt;
 }
 inline int64_t fwd_rows_override() {
   static const int64_t r = conv_env("LINATTN_CONV_CUDA_FWD_ROWS");
   return r;
+}
+// Rows in flight per thread (RowRing depth) of both streaming kernels: 4, or 8 when
+// LINATTN_CONV_CUDA_UNROLL=8.
+inline bool deep_ring() {
+  static const bool on = conv_env("LINATTN_CONV_CUDA_UNROLL") == 8;
+  return on;
 }
 
 // Entry points (conv_fwd_stream.cu / conv_bwd_stream.cu); the callers checked alignment.
