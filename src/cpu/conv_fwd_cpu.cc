@@ -1,8 +1,9 @@
 // CPU short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual,
 // and the final state. Work item = (kRowTile rows x one channel block of 2 KiB per row), items
 // ordered row-tile-major so each thread streams through contiguous memory. Inside an item, rows
-// go in order and each row is computed for every 16-channel vector of the block; the W taps are
-// the previous rows of x, still in L1. The first W - 1 rows of a sequence take their older taps
+// go in order (two at a time inside a sequence: the W + 1 tap rows and W weight vectors loaded
+// once for both) and each row is computed for every 16-channel vector of the block; the W taps
+// are the previous rows of x, still in L1. The first W - 1 rows of a sequence take their older taps
 // from initial_state slots (staged in fp32). W in {2, 3, 4} is compiled with constant W; other
 // W (up to 8) take a runtime-W loop.
 #include <algorithm>
@@ -36,6 +37,38 @@ void fwd_row(const T* const* taps, int W, const Stage& sg, const E* res, E* y, i
   if (j < nc) one(j, nc - j);
 }
 
+// Two consecutive rows u, u + 1 of y from the W + 1 x rows u - W + 1 .. u + 1 (all inside the
+// sequence): per vector W + 1 tap loads and W weight loads serve both outputs (2W of each for
+// two fwd_row calls), and each 16-bit tap row is converted once for both.
+template <class E, int kW, bool kSilu, bool kRes>
+void fwd_row2(const E* const* taps, int W, const Stage& sg, const E* res0, const E* res1, E* y0, E* y1, int nc,
+              bool nt0, bool nt1) {
+  const int nw = kW > 0 ? kW : W;
+  const auto two = [&](int j, int m) {
+    const bool full = m == kLanes;
+    const vf b = simd::load(sg.bias + j);
+    vf acc0 = b, acc1 = b;
+    vf prev = full ? simd::load(taps[0] + j) : simd::load_n(taps[0] + j, m);
+    for (int i = 0; i < nw; ++i) {
+      const vf next = full ? simd::load(taps[i + 1] + j) : simd::load_n(taps[i + 1] + j, m);
+      const vf w = simd::load(sg.w[i] + j);
+      acc0 += w * prev;
+      acc1 += w * next;
+      prev = next;
+    }
+    if constexpr (kSilu) acc0 = simd::silu(acc0), acc1 = simd::silu(acc1);
+    if constexpr (kRes) {
+      acc0 += full ? simd::load(res0 + j) : simd::load_n(res0 + j, m);
+      acc1 += full ? simd::load(res1 + j) : simd::load_n(res1 + j, m);
+    }
+    put(y0 + j, acc0, m, nt0);
+    put(y1 + j, acc1, m, nt1);
+  };
+  int j = 0;
+  for (; j + kLanes <= nc; j += kLanes) two(j, kLanes);
+  if (j < nc) two(j, nc - j);
+}
+
 template <class E, int kW, bool kSilu, bool kRes>
 void fwd_item(const ConvParams& p, Stage& sg, int64_t r0, int64_t r1, int64_t c0, int nc, bool stream) {
   const int W = static_cast<int>(p.W);
@@ -46,12 +79,22 @@ void fwd_item(const ConvParams& p, Stage& sg, int64_t r0, int64_t r1, int64_t c0
     const RowPtr<E> y = rows_of<E>(p.y, bi);
     const E* xt[kConvMaxW];
     const float* ft[kConvMaxW];
-    for (int64_t u = a; u < b; ++u) {
+    const E* x2[kConvMaxW + 1];
+    for (int64_t u = a; u < b;) {
       const E* rr = kRes ? res.at(u - r2t) + c0 : nullptr;
       E* yr = y.at(u - r2t) + c0;
       const bool nt = stream && stream_aligned(yr);
+      if (u + 1 < b && u - bos >= W - 1) {  // rows u and u + 1 take every tap from x
+        for (int i = 0; i <= W; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
+        E* yr1 = y.at(u + 1 - r2t) + c0;
+        fwd_row2<E, kW, kSilu, kRes>(x2, W, sg, rr, kRes ? res.at(u + 1 - r2t) + c0 : nullptr, yr, yr1, nc, nt,
+                                     stream && stream_aligned(yr1));
+        u += 2;
+        continue;
+      }
       if (row_taps(p, sg, x, r2t, n, u, bos, c0, nc, xt, ft)) fwd_row<E, E, kW, kSilu, kRes>(xt, W, sg, rr, yr, nc, nt);
       else fwd_row<float, E, kW, kSilu, kRes>(ft, W, sg, rr, yr, nc, nt);
+      ++u;
     }
   });
 }

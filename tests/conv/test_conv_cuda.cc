@@ -3,8 +3,9 @@
 // element-copy paths, several channel tiles and row groups), run-to-run bitwise determinism,
 // and the fixed-capacity CUDA graph sequence: capture once, replay over six layouts with new
 // inputs and garbage padding, replay == eager fixed-capacity call bitwise, padding untouched.
-// Aligned layouts run the register-streaming kernels; scripts/gpu-conv reruns the binary with
-// LINATTN_CONV_CUDA_TILES=1 to cover the shared-memory tile kernels on them too.
+// Aligned layouts run the default kernels (conv_stream.cuh: kStreamFwd / kStreamBwd);
+// scripts/gpu-conv reruns the binary with LINATTN_CONV_CUDA_PATH=stream and =tiles so both
+// designs are covered whichever is the default.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -166,8 +167,8 @@ TEST(ConvCuda, LongSequencesManyTilesAndGroups) {
     }
 }
 
-// The register-streaming kernels (16-byte aligned rows, D a multiple of 16 / sizeof(E)): runs
-// of 8-16 rows per warp, so many short sequences start and end inside a run or cross from one
+// Sized for the register-streaming kernels (16-byte aligned rows, D a multiple of 16 / sizeof(E)):
+// runs of 16 rows per warp, so many short sequences start and end inside a run or cross from one
 // run (and row group) to the next; 264 channels leave the last channel span mostly idle.
 TEST(ConvCuda, StreamingRunsCrossedBySequences) {
   std::mt19937_64 rng(91);

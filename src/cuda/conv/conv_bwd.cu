@@ -1,12 +1,13 @@
 // CUDA short-conv backward (formulas in src/cpu/conv_bwd_cpu.cc). Three launches:
-//  1. main: the register-streaming kernel (conv_bwd_stream.cu) when every row slice is 16-byte
-//     aligned and D a multiple of 16 / sizeof(E); otherwise the tile kernel here (tiling in conv_common.cuh): x rows [tile - (W-1), tile end + W - 1) and dy rows
-//     [tile, tile end + W - 1) go to shared memory by cp.async, double-buffered; each thread
-//     walks its rows of kC channels with the x window and the last W - 1 dz in registers
-//     (z recomputed, never stored; W - 1 rows after its range are recomputed as halo), writes
-//     dx (+ d_final_state terms) and dresidual, and accumulates dweight / dbias over all tiles of
-//     its row group. The block then sums its row chunks in a fixed order and writes one partial
-//     per row group: partials[group][W + 1][D].
+//  1. main: the tile kernel here (v3, the default; tiling in conv_common.cuh), or on aligned layouts
+//     when kStreamBwd / LINATTN_CONV_CUDA_PATH=stream say so the streaming one (conv_bwd_stream.cu).
+//     Tiles: x rows [tile - (W-1), tile end + W - 1) and dy rows [tile, tile end + W - 1) go
+//     to shared memory by cp.async, double-buffered; each thread walks its rows of kC channels
+//     with the x window and the last W - 1 dz in registers (z recomputed, never stored; W - 1
+//     rows after its range are recomputed as halo), writes dx (+ d_final_state terms) and
+//     dresidual, and accumulates dweight / dbias over all tiles of its row group. The block then
+//     sums its row chunks in a fixed order and writes one partial per row group:
+//     partials[group][W + 1][D].
 //  2. reduce: dweight / dbias = sum over row groups in a fixed order (strided per warp, then the
 //     8 warps in order): deterministic, run to run and replay to replay.
 //  3. dinitial_state per (sequence, channel), from the first min(W - 1, len) tokens.
@@ -249,9 +250,8 @@ void launch(ConvParams p, cudaStream_t stream) {
   if (!want_sums) p.partials = nullptr;
   if (any_rows && (p.dx.data || p.dres.data || want_sums)) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
-                     rows_aligned(p.dy, sizeof(E)) && rows_aligned(p.dx, sizeof(E)) &&
-                     rows_aligned(p.dres, sizeof(E));
-    if (vec && use_stream(kStreamBwd)) {
+                     rows_aligned(p.dy, sizeof(E));
+    if (vec && rows_aligned(p.dx, sizeof(E)) && rows_aligned(p.dres, sizeof(E)) && use_stream(kStreamBwd)) {
       bwd_stream<E>(p, stream, groups);
     } else {
       const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);

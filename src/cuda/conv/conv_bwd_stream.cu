@@ -161,8 +161,7 @@ void bwd_stream(const ConvParams& p, cudaStream_t stream, int64_t groups) {
   const int64_t rows = p.B * p.T;
   const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
   const dim3 grid(static_cast<unsigned>((p.D + kSpan - 1) / kSpan), static_cast<unsigned>(groups));
-  if (deep_ring()) launch_w<E, 8>(p, stream, grid, tpg);
-  else launch_w<E, 4>(p, stream, grid, tpg);
+  launch_w<E, 4>(p, stream, grid, tpg);
   LINATTN_CONV_CUDA_OK(cudaGetLastError());
 }
 

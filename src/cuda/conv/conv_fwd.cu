@@ -1,6 +1,6 @@
 // CUDA short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual.
-// Layouts with 16-byte aligned rows and D a multiple of 16 / sizeof(E) run the register-streaming
-// kernel (conv_fwd_stream.cu); the shared-memory tile kernel here takes every other layout.
+// This shared-memory tile kernel (v3) is the default; the register-streaming kernel
+// (conv_fwd_stream.cu) runs aligned layouts when kStreamFwd / LINATTN_CONV_CUDA_PATH=stream say so.
 // Tiling and thread mapping in conv_common.cuh: x rows [tile - (W-1), tile end) and residual
 // rows of a 64-row tile go to shared memory by cp.async (double-buffered), each thread then
 // walks its rows of kC channels with the last W - 1 inputs in registers and writes y. x is read
@@ -132,8 +132,8 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   LINATTN_CHECK(rows < (int64_t{1} << 31), "x: expected fewer than 2^31 token rows (B * T), got ", rows);
   if (rows > 0 && p.N > 0) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
-                     rows_aligned(p.residual, sizeof(E)) && rows_aligned(p.y, sizeof(E));
-    if (vec && use_stream(kStreamFwd)) {
+                     rows_aligned(p.residual, sizeof(E));
+    if (vec && rows_aligned(p.y, sizeof(E)) && use_stream(kStreamFwd)) {
       fwd_stream<E>(p, stream);
     } else {
       const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);

@@ -79,8 +79,7 @@ void launch_u(const ConvParams& p, cudaStream_t stream, dim3 grid, int R) {
 
 template <class E, int kW>
 void launch_w(const ConvParams& p, cudaStream_t stream, dim3 grid, int R) {
-  if (deep_ring()) launch_u<E, kW, 8>(p, stream, grid, R);
-  else launch_u<E, kW, 4>(p, stream, grid, R);
+  launch_u<E, kW, 4>(p, stream, grid, R);
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
-// Register-streaming short conv (both passes; v3): no shared-memory tiles. A thread owns V
+// Register-streaming short conv (both passes; v4, opt-in: LINATTN_CONV_CUDA_PATH=stream, see
+// kStreamFwd / kStreamBwd for why it is not the default): no shared-memory tiles. A thread owns V
 // adjacent channels (one 16-byte access per row in the forward, 8 bytes in the backward: a warp
 // reads 512 / 256 contiguous bytes of a row) and walks a run of consecutive rows, keeping the
-// last W - 1 inputs (and, backward, W - 1 dz) in registers. Loads of the next kU rows are in
-// flight while a row is computed (RowRing: row i + kU is requested when row i is consumed);
-// W - 1 halo rows are re-read at the start of every run and sequence (L2 hits). Used whenever
-// every row slice is 16-byte aligned and D is a multiple of 16 / sizeof(E) (the tile kernels of
-// conv_fwd.cu / conv_bwd.cu remain for other layouts). Grids depend only on shapes.
+// last W - 1 inputs (and, backward, W - 1 dz) in registers. RowRing keeps the next kU = 4 rows'
+// loads in flight (row i + kU is requested when row i is consumed; 8 measured slower: fewer
+// blocks fit). W - 1 halo rows are re-read at the start of every run and sequence (L2 hits).
+// Applies to layouts whose row slices are all 16-byte aligned with D a multiple of
+// 16 / sizeof(E); grids depend only on shapes.
 #pragma once
 #include <cstdlib>
 #include <cstring>
@@ -146,16 +147,18 @@ __device__ __forceinline__ void load_taps(Taps<kCap>* taps, float* bias, const C
 
 // Measurement overrides, read once per process (like the CPU's LINATTN_CONV_STREAM_MIN_BYTES):
 // LINATTN_CONV_CUDA_PATH=tiles / stream runs the v3 shared-memory tile kernels / the streaming
-// kernels on every aligned layout (so the two designs are timed and tested in one build); LINATTN_CONV_CUDA_FWD_ROWS=R fixes the
-// forward's rows per warp; LINATTN_CONV_CUDA_UNROLL=8 doubles the rows in flight. Unset: the
-// streaming kernels, the shape rule and 4 rows in flight.
+// kernels on every aligned layout (so the two designs are timed and tested in one build);
+// LINATTN_CONV_CUDA_FWD_ROWS=R fixes the forward's rows per warp. Unset: the per-pass defaults
+// below and the shape rule.
 inline int64_t conv_env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoll(v) : 0;
 }
-// Default kernels of aligned layouts per pass (true: streaming; false: v3 tiles).
-constexpr bool kStreamFwd = true;
-constexpr bool kStreamBwd = true;
+// Default kernels of aligned layouts per pass (true: streaming; false: v3 tiles). Both false:
+// on the H200 the streaming kernels measured 5-7% slower than the tiles at 8192 x 65536 bf16
+// (fwd 0.895 vs 0.843 ms, bwd 1.80 vs 1.76 ms) and up to 1.4x slower at T = 4096 (perf-notes).
+constexpr bool kStreamFwd = false;
+constexpr bool kStreamBwd = false;
 
 // Whether an aligned layout runs the streaming kernel of a pass whose default is `dflt`.
 inline bool use_stream(bool dflt) {
@@ -168,12 +171,7 @@ inline int64_t fwd_rows_override() {
   static const int64_t r = conv_env("LINATTN_CONV_CUDA_FWD_ROWS");
   return r;
 }
-// Rows in flight per thread (RowRing depth) of both streaming kernels: 4, or 8 when
-// LINATTN_CONV_CUDA_UNROLL=8.
-inline bool deep_ring() {
-  static const bool on = conv_env("LINATTN_CONV_CUDA_UNROLL") == 8;
-  return on;
-}
+
 
 // Entry points (conv_fwd_stream.cu / conv_bwd_stream.cu); the callers checked alignment.
 template <class E>
