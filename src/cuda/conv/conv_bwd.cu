@@ -13,8 +13,8 @@
 //  3. dinitial_state per (sequence, channel), from the first min(W - 1, len) tokens.
 // Grids depend only on shapes; padding rows (>= cu_seqlens[N]) are never read by the math nor
 // written. Eager calls without workspace allocate the partials stream-ordered.
-#include <mutex>
 
+#include "cuda/common/launch.h"
 #include "cuda/conv/conv_cuda.h"
 #include "cuda/conv/conv_stream.cuh"
 
@@ -227,11 +227,9 @@ size_t smem_bytes(int64_t W) {
 
 template <class E, bool kVec, int kW>
 void launch_kernel(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t tpg) {
-  static std::once_flag once;  // opt in to > 48 KiB of dynamic shared memory, once per kernel
-  std::call_once(once, [] {
-    LINATTN_CONV_CUDA_OK(cudaFuncSetAttribute(bwd_kernel<E, kVec, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(smem_bytes<E>(kConvMaxW))));
-  });
+  // > 48 KiB of dynamic shared memory: opted in per (kernel, device) (a process-wide once would
+  // leave every other GPU of the process at the default limit).
+  ensure_dynamic_smem(reinterpret_cast<const void*>(bwd_kernel<E, kVec, kW>), smem_bytes<E>(kConvMaxW));
   bwd_kernel<E, kVec, kW><<<grid, kThreads, smem_bytes<E>(p.W), stream>>>(p, tpg);
 }
 

@@ -7,8 +7,8 @@
 // from DRAM once per tile (+ W - 1 halo rows, mostly L2 hits). The first W - 1 rows of a
 // sequence read their older taps from initial_state slots. A second small kernel writes the
 // final state. Grid = (channel tiles, row groups): fixed by the shapes, never by cu_seqlens.
-#include <mutex>
 
+#include "cuda/common/launch.h"
 #include "cuda/conv/conv_cuda.h"
 #include "cuda/conv/conv_stream.cuh"
 
@@ -118,11 +118,9 @@ size_t smem_bytes(int64_t W, bool residual) {
 
 template <class E, bool kVec, int kW>
 void launch_kernel(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t tpg) {
-  static std::once_flag once;  // opt in to > 48 KiB of dynamic shared memory, once per kernel
-  std::call_once(once, [] {
-    LINATTN_CONV_CUDA_OK(cudaFuncSetAttribute(fwd_kernel<E, kVec, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(smem_bytes<E>(kConvMaxW, true))));
-  });
+  // > 48 KiB of dynamic shared memory: opted in per (kernel, device) (a process-wide once would
+  // leave every other GPU of the process at the default limit).
+  ensure_dynamic_smem(reinterpret_cast<const void*>(fwd_kernel<E, kVec, kW>), smem_bytes<E>(kConvMaxW, true));
   fwd_kernel<E, kVec, kW><<<grid, kThreads, smem_bytes<E>(p.W, p.residual.data != nullptr), stream>>>(p, tpg);
 }
 
