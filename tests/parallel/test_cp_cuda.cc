@@ -187,7 +187,7 @@ void expect_close(const ChunkAttnData& d, const ChunkRes& single, const ChunkAtt
 class CpCudaChunk : public ::testing::TestWithParam<ChunkCase> {};
 
 TEST_P(CpCudaChunk, TwoGpusEqualSingleGpuEagerAndGraph) {
-  if (need_two_gpus()) GTEST_SKIP() << "needs 2 GPUs";
+  if (need_two_gpus()) GTEST_FAIL() << "needs 2 GPUs (run by scripts/gpu-final or gpu-sp on the 2-GPU machine)";
   const ChunkCase c = GetParam();
   const ChunkAttnData d = make_data(c);
   Rng rng(5);
@@ -380,7 +380,7 @@ void expect_conv_close(const ConvOut& one, const std::vector<ConvOut>& parts, co
 class CpCudaConv : public ::testing::TestWithParam<DType> {};
 
 TEST_P(CpCudaConv, TwoGpusEqualSingleGpuEagerAndGraph) {
-  if (need_two_gpus()) GTEST_SKIP() << "needs 2 GPUs";
+  if (need_two_gpus()) GTEST_FAIL() << "needs 2 GPUs (run by scripts/gpu-final or gpu-sp on the 2-GPU machine)";
   const DType dt = GetParam();
   const ConvData c = make_conv(dt);
   const ConvOut one = conv_single(c, dt);
