@@ -22,6 +22,8 @@ TensorView DevArena::alloc(DType dtype, std::vector<int64_t> shape) {
 TensorView DevArena::alloc_like(const Tensor& t) {
   TensorView v = alloc(t.dtype(), t.shape());
   copy_tensor(v, t.view());
+  // Asynchronous on the legacy stream, which non-blocking test streams do not wait for.
+  stream_synchronize(cuda0(), ExecContext{});
   return v;
 }
 

@@ -35,6 +35,9 @@ struct Dev {
   explicit Dev(const Tensor& h, const ExecContext& ctx = {}) : buf(kGpu, std::max<size_t>(h.view().nbytes(), 1)) {
     v = TensorView::contiguous(buf.data(), h.dtype(), h.shape(), kGpu);
     copy_tensor(v, h.view(), ctx);
+    // The copy is asynchronous on ctx's stream (default: the legacy stream), which the tests'
+    // non-blocking compute streams do not wait for: finish it before anything reads v.
+    stream_synchronize(kGpu, ctx);
   }
   Tensor host() const {
     Tensor h(v.dtype, std::vector<int64_t>(v.shape.begin(), v.shape.begin() + v.ndim));
