@@ -3,7 +3,7 @@ import pytest
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs PyTorch with a CUDA GPU (skipped, visibly, where there is none)")
+    config.addinivalue_line("markers", "gpu: needs PyTorch with a CUDA GPU (fails where there is none; scripts/test leaves such files out there)")
 
 
 @pytest.fixture
