@@ -50,8 +50,7 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const __nv_bfloat16* _
   for (int kk = 0; kk < K / 16; ++kk) {
     const uint64_t da = operand_desc<TA>(smem_u32(sa), kk, 64, K);
     const uint64_t db = operand_desc<TB>(smem_u32(sb), kk, N, K);
-    if constexpr (N == 64) wgmma_m64n64k16_bf16<TA, TB>(d, da, db, 1);
-    else wgmma_m64n128k16_bf16<TA, TB>(d, da, db, 1);
+    wgmma_m64k16<__nv_bfloat16, N, TA, TB>(d, da, db, 1);
   }
   wgmma_commit();
   wgmma_wait<0>();
@@ -91,8 +90,7 @@ __global__ void __launch_bounds__(128) wgmma_tma_probe_kernel(const __grid_const
   for (int kk = 0; kk < K / 16; ++kk) {
     const uint64_t da = operand_desc<0>(smem_u32(sa), kk, 64, K);
     const uint64_t db = operand_desc<0>(smem_u32(sb), kk, N, K);
-    if constexpr (N == 64) wgmma_m64n64k16_bf16<0, 0>(d, da, db, 1);
-    else wgmma_m64n128k16_bf16<0, 0>(d, da, db, 1);
+    wgmma_m64k16<__nv_bfloat16, N, 0, 0>(d, da, db, 1);
   }
   wgmma_commit();
   wgmma_wait<0>();
