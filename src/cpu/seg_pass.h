@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/carver.h"
 #include "cpu/chunk_bwd.h"
 #include "cpu/chunk_params.h"
 
@@ -65,16 +66,6 @@ void segment_initial_states(const ChunkParams& p, const SegTable& t, int64_t n, 
                             const float* S_loc, float* h0);
 
 // Bump allocator over a caller's workspace (count with base == nullptr, then carve).
-struct Carver {
-  char* base = nullptr;
-  size_t off = 0;
-  template <class T>
-  T* take(size_t count) {
-    off = (off + 63) & ~size_t{63};
-    T* r = base ? reinterpret_cast<T*>(base + off) : nullptr;
-    off += count * sizeof(T);
-    return r;
-  }
-};
+using Carver = WorkspaceCarver<64>;
 
 }  // namespace linattn::cpu

@@ -12,6 +12,7 @@
 
 #include <sstream>
 
+#include "core/carver.h"
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_bwd_kernels.h"
 #include "cuda/gdn/gdn_fwd.h"
@@ -20,17 +21,7 @@
 namespace linattn::cuda {
 namespace {
 
-struct Carver {
-  char* base;
-  size_t off = 0;
-  template <class T>
-  T* take(size_t count) {
-    off = (off + 255) / 256 * 256;
-    T* p = base ? reinterpret_cast<T*>(base + off) : nullptr;
-    off += count * sizeof(T);
-    return p;
-  }
-};
+using Carver = WorkspaceCarver<256>;  // count with base == nullptr, then carve
 
 struct Carved {
   int32_t* chunk_indices = nullptr;

@@ -7,6 +7,7 @@
 
 #include <sstream>
 
+#include "core/carver.h"
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_kernels.h"
@@ -15,18 +16,7 @@
 namespace linattn::cuda {
 namespace {
 
-// One pass over the workspace: with base == nullptr it only counts.
-struct Carver {
-  char* base;
-  size_t off = 0;
-  template <class T>
-  T* take(size_t count) {
-    off = (off + 255) / 256 * 256;
-    T* p = base ? reinterpret_cast<T*>(base + off) : nullptr;
-    off += count * sizeof(T);
-    return p;
-  }
-};
+using Carver = WorkspaceCarver<256>;  // count with base == nullptr, then carve
 
 struct Carved {
   int32_t* chunk_indices = nullptr;

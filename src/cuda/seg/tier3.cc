@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/carver.h"
 #include "core/check.h"
 #include "cuda/gdn/gdn_bwd.h"
 #include "cuda/gdn/gdn_fwd.h"
@@ -12,17 +13,7 @@
 namespace linattn::cuda::seg {
 namespace {
 
-struct Carver {
-  char* base;
-  size_t off = 0;
-  template <class T>
-  T* take(size_t count) {
-    off = (off + 255) / 256 * 256;
-    T* p = base ? reinterpret_cast<T*>(base + off) : nullptr;
-    off += count * sizeof(T);
-    return p;
-  }
-};
+using Carver = WorkspaceCarver<256>;  // count with base == nullptr, then carve
 
 // A table-shaped view (pointers unset) for sizing the virtual problem.
 SegTable shape_table(const GdnFwdParams& p, int segments) {
