@@ -1,5 +1,6 @@
 """torch.autograd wrappers, used when PyTorch tensors require grad: loss.backward() runs
-linattn's chunked backward. Imported lazily, so NumPy-only installs never import torch."""
+linattn's chunked backward (GDN / KDA) or the conv backward. Imported lazily, so NumPy-only
+installs never import torch."""
 from __future__ import annotations
 
 from ._arrays import is_torch
@@ -14,6 +15,7 @@ def wants_grad(*xs) -> bool:
 
 
 _FN = None
+_CONV_FN = None
 
 
 def _function():
@@ -50,3 +52,44 @@ def apply(op, q, k, v, g, beta, args):
     fn = _function()
     a = {key: val for key, val in args.items() if key not in ("initial_state", "A_log", "dt_bias")}
     return fn.apply(op, a, q, k, v, g, beta, args.get("initial_state"), args.get("A_log"), args.get("dt_bias"))
+
+
+def _conv_function():
+    global _CONV_FN
+    if _CONV_FN is not None:
+        return _CONV_FN
+    import torch
+
+    from . import ops
+
+    class CausalConv1dFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, args, x, weight, bias, residual, h0):
+            y, ht = ops._conv_fwd(x, weight, bias, residual, h0, **args)
+            ctx.args = args
+            ctx.save_for_backward(x, weight, bias, residual, h0)
+            if ht is None:
+                return y
+            return y, ht
+
+        @staticmethod
+        def backward(ctx, dy, dht=None):
+            x, weight, bias, residual, h0 = ctx.saved_tensors
+            a = {key: val for key, val in ctx.args.items() if key != "output_final_state"}
+            if dy is None:
+                dy = torch.zeros_like(x)
+            gr = ops.causal_conv1d_bwd(x, weight, dy, bias, residual, h0, dht, **a)
+
+            def like(g, t):  # the gradient in its input's shape and dtype
+                return None if g is None or t is None else g.reshape(t.shape).to(t.dtype)
+
+            return (None, like(gr.dx, x), like(gr.dweight, weight), like(gr.dbias, bias),
+                    like(gr.dresidual, residual), like(gr.dinitial_state, h0))
+
+    _CONV_FN = CausalConv1dFunction
+    return _CONV_FN
+
+
+def apply_conv(x, weight, bias, residual, h0, args):
+    out = _conv_function().apply(args, x, weight, bias, residual, h0)
+    return out if args.get("output_final_state") else (out, None)

@@ -139,7 +139,18 @@ def causal_conv1d(x, weight, bias=None, residual=None, initial_state=None, outpu
                   activation="silu", cu_seqlens=None, *, use_graph=False, max_num_seqs=None,
                   num_threads=0):
     """Short causal depthwise conv (FLA's causal_conv1d). weight [D, W] (or [D, 1, W]).
-    Returns (y, final_state or None); final_state [N, D, W] in x's dtype."""
+    Returns (y, final_state or None); final_state [N, D, W] in x's dtype. With PyTorch tensors that
+    require grad, autograd flows through linattn's conv backward."""
+    args = dict(output_final_state=output_final_state, activation=activation, cu_seqlens=cu_seqlens,
+                use_graph=use_graph, max_num_seqs=max_num_seqs, num_threads=num_threads)
+    from . import autograd
+    if autograd.wants_grad(x, weight, bias, residual, initial_state):
+        return autograd.apply_conv(x, weight, bias, residual, initial_state, args)
+    return _conv_fwd(x, weight, bias, residual, initial_state, **args)
+
+
+def _conv_fwd(x, weight, bias, residual, initial_state, output_final_state=False, activation="silu",
+              cu_seqlens=None, use_graph=False, max_num_seqs=None, num_threads=0):
     if weight.ndim == 3:
         weight = weight[:, 0, :]
     x, weight, bias, residual, h0, cu = (contiguous(a) for a in (x, weight, bias, residual, initial_state, cu_seqlens))

@@ -229,6 +229,7 @@ NB_MODULE(_C, m) {
         o.activation = activation == "none" ? linattn::Activation::kNone : linattn::Activation::kSilu;
         o.use_graph = use_graph;
         o.max_num_seqs = max_num_seqs;
+        o.output_final_state = d_final_state.has_value();  // the forward returned a final state
         linattn::ConvGrads g{to_view(dx, "dx"), to_view(dweight, "dweight"), to_view(dbias, "dbias"),
                              to_view(dresidual, "dresidual"), to_view(dh0, "dinitial_state")};
         const auto dyv = to_view(dy, "dy");

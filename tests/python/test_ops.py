@@ -70,6 +70,36 @@ def test_conv_matches_reference(rng):
     np.testing.assert_array_equal(y, y3)  # FLA's [D, 1, W] weight is accepted
 
 
+def test_conv_backward_with_states_matches_finite_differences(rng):
+    """causal_conv1d_bwd with an initial state and a final-state gradient (dht), against central
+    differences of sum(y * r) + sum(final_state * s) through the forward."""
+    cu = np.array([0, 2, 2, 11], np.int64)  # a sequence shorter than W - 1: its final state holds h0
+    x = rng.standard_normal((1, 11, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    h0 = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    r = rng.standard_normal((1, 11, 5)).astype(np.float32)
+    s = rng.standard_normal((3, 5, 4)).astype(np.float32)
+
+    def loss():
+        y, ht = linattn.causal_conv1d(x, w, bias=b, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+        return float((y.astype(np.float64) * r).sum() + (ht.astype(np.float64) * s).sum())
+
+    gr = linattn.causal_conv1d_bwd(x, w, r, bias=b, initial_state=h0, dht=s, cu_seqlens=cu)
+    eps = 1e-2
+    for arr, grad in ((x, gr.dx), (w, gr.dweight), (b, gr.dbias), (h0, gr.dinitial_state)):
+        for flat in rng.choice(arr.size, size=min(6, arr.size), replace=False):
+            idx = np.unravel_index(flat, arr.shape)
+            keep = arr[idx]
+            arr[idx] = keep + eps
+            up = loss()
+            arr[idx] = keep - eps
+            down = loss()
+            arr[idx] = keep
+            fd = (up - down) / (2 * eps)
+            assert abs(fd - grad[idx]) <= 2e-2 * max(1.0, abs(fd)), (arr.shape, idx, fd, grad[idx])
+
+
 def test_graph_mode_arguments(rng):
     cu = np.array([0, 10, 30, 30], np.int32)
     q, k, v, g, beta = make(rng, 32, 2, 2, 16, 16)  # 2 padding tokens
