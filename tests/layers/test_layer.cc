@@ -11,31 +11,14 @@
 #include "layer_ref.h"
 #include "linattn/error.h"
 #include "linattn/graph.h"
+#include "layer_test_util.h"
 #include "linattn/layers.h"
 
 namespace linattn {
 namespace {
 
-LayerConfig tiny(LayerKind kind) {
-  LayerConfig c;
-  c.kind = kind;
-  c.hidden_size = 8;
-  c.num_heads = 2;
-  c.num_v_heads = kind == LayerKind::kKda ? 2 : 4;
-  c.head_k_dim = 4;
-  c.head_v_dim = 4;
-  c.conv_size = 4;
-  c.chunk_size = 16;
-  return c;
-}
-
-Tensor rand_x(int64_t T, int64_t hid, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> nd;
-  Tensor x(DType::kF32, {1, T, hid});
-  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, nd(rng));
-  return x;
-}
+using layer_test::rand_x;
+using layer_test::tiny;
 
 Tensor cu_tensor(const std::vector<int64_t>& cu) {
   Tensor t(DType::kI32, {static_cast<int64_t>(cu.size())});

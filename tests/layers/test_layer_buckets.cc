@@ -13,30 +13,14 @@
 #include <vector>
 
 #include "linattn/graph.h"
+#include "layer_test_util.h"
 #include "linattn/layers.h"
 
 namespace linattn {
 namespace {
 
-LayerConfig tiny(LayerKind kind) {
-  LayerConfig c;
-  c.kind = kind;
-  c.hidden_size = 8;
-  c.num_heads = 2;
-  c.num_v_heads = kind == LayerKind::kKda ? 2 : 4;
-  c.head_k_dim = 4;
-  c.head_v_dim = 4;
-  c.chunk_size = 16;
-  return c;
-}
-
-Tensor randn(int64_t T, int64_t hid, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> nd;
-  Tensor x(DType::kF32, {1, T, hid});
-  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, nd(rng));
-  return x;
-}
+using layer_test::rand_x;
+using layer_test::tiny;
 
 // Relative RMS error with the worst element in `why`.
 double rel_err(const Tensor& got, const Tensor& ref, int64_t n, std::string* why) {
@@ -115,7 +99,7 @@ TEST_P(LayerBucketsTest, GraphBucketsDriveForwardBackwardWithSafetensorsWeights)
     const int64_t T = cuv.back();
     Tensor cu(DType::kI32, {static_cast<int64_t>(cuv.size())});
     for (size_t i = 0; i < cuv.size(); ++i) cu.set(static_cast<int64_t>(i), static_cast<double>(cuv[i]));
-    const Tensor x = randn(T, hid, 300 + ci), dy = randn(T, hid, 400 + ci);
+    const Tensor x = rand_x(T, hid, 300 + ci), dy = rand_x(T, hid, 400 + ci);
     Tensor y(DType::kF32, {1, T, hid}), dx(DType::kF32, {1, T, hid});
     const BucketDecision d = buckets.run(cu, {{"x", x.view()}, {"dy", dy.view()}}, {{"y", y.view()}, {"dx", dx.view()}});
     const std::string where = "case " + std::to_string(ci) + " (T = " + std::to_string(T) + ")";
