@@ -17,6 +17,8 @@
 #if LINATTN_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "cuda/common/check.h"
 #include "cuda/common/device_info.h"
 #include "cuda/gdn/gdn_bwd.h"
@@ -190,22 +192,34 @@ cuda::seg::Tier3Config tier3_config(const meta::ChunkAttnDesc& d, const cuda::Gd
 
 // Stream-ordered workspaces come from the device's current memory pool, whose default release
 // threshold (0) hands freed memory back to the driver at every synchronization, so each eager
-// call paid a fresh driver allocation (measured: eager-live layer calls ~10x graph replay on the
-// H200). Raise the threshold to the largest workspace this process has asked for, so that much
-// stays cached; never during stream capture (a captured allocation is a graph node).
+// call would pay a fresh driver allocation. Raise the threshold to the largest workspace this
+// process has asked for on the device, so that much stays cached; never during stream capture (a
+// captured allocation is a graph node). The largest value set per device is remembered, so the
+// common case (no larger request) costs one cudaGetDevice. (On the H200 at fa6a7c4 this did not
+// close the layer eager-live gap: docs/perf-notes.md, Layers.)
 void retain_in_pool(size_t bytes, cudaStream_t stream) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<uint64_t> raised[kMaxDevices];
+  int dev = 0;
+  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < kMaxDevices && raised[dev].load(std::memory_order_relaxed) >= bytes) return;
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   LINATTN_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
   if (cs != cudaStreamCaptureStatusNone) return;
-  int dev = 0;
-  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
   cudaMemPool_t pool = nullptr;
   LINATTN_CUDA_CHECK(cudaDeviceGetMemPool(&pool, dev));
   uint64_t cur = 0;
   LINATTN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &cur));
-  if (cur >= bytes) return;
-  uint64_t want = bytes;
-  LINATTN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &want));
+  if (cur < bytes) {
+    uint64_t want = bytes;
+    LINATTN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &want));
+    cur = want;
+  }
+  if (dev >= 0 && dev < kMaxDevices) {
+    uint64_t prev = raised[dev].load(std::memory_order_relaxed);
+    while (prev < cur && !raised[dev].compare_exchange_weak(prev, cur, std::memory_order_relaxed)) {
+    }
+  }
 }
 
 // Runs fn(workspace, bytes) with the caller's workspace, or (eager only) a stream-ordered one.

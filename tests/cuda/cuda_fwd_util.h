@@ -1,4 +1,5 @@
-// Shared setup of the CUDA forward tests (GDN and KDA): the base shape every case starts from
+// Shared setup of the CUDA forward tests (GDN and KDA; the backward tests start from the same base
+// shape): the base shape every case starts from
 // (H = 2, HV = 4, K = V = 128, B = 2, T = 150, final state on), the case lists' common specs, the
 // padding check of o (NaN-prefilled outputs: padding rows must stay untouched) and one case run
 // against the fp64 reference through a forced CUDA path.

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cuda_bwd_util.h"
+#include "cuda_fwd_util.h"
 
 namespace linattn::test {
 namespace {
@@ -24,19 +25,7 @@ struct Case {
   bool dht = true;
 };
 
-ChunkAttnSpec base(DType dt, int bt) {
-  ChunkAttnSpec s;
-  s.dtype = dt;
-  s.H = 2;
-  s.HV = 4;
-  s.K = 128;
-  s.V = 128;
-  s.B = 2;
-  s.T = 150;
-  s.opt.chunk_size = bt;
-  s.opt.output_final_state = true;
-  return s;
-}
+ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt); }
 
 std::vector<Case> cases(DType dt, int bt) {
   std::vector<Case> r;

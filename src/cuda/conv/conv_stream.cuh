@@ -9,8 +9,9 @@
 // 16 / sizeof(E); grids depend only on shapes.
 #pragma once
 #include <cstdlib>
-#include <cstring>
+#include <string>
 
+#include "core/util.h"
 #include "cuda/conv/conv_common.cuh"
 
 namespace linattn::cuda::conv {
@@ -150,10 +151,7 @@ __device__ __forceinline__ void load_taps(Taps<kCap>* taps, float* bias, const C
 // kernels on every aligned layout (so the two designs are timed and tested in one build);
 // LINATTN_CONV_CUDA_FWD_ROWS=R fixes the forward's rows per warp. Unset: the per-pass defaults
 // below and the shape rule.
-inline int64_t conv_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::atoll(v) : 0;
-}
+inline int64_t conv_env(const char* name) { return std::atoll(env_or(name, "0").c_str()); }
 // Default kernels of aligned layouts per pass (true: streaming; false: v3 tiles). Both false:
 // on the H200 the streaming kernels measured 5-7% slower than the tiles at 8192 x 65536 bf16
 // (fwd 0.895 vs 0.843 ms, bwd 1.80 vs 1.76 ms) and up to 1.4x slower at T = 4096 (perf-notes).
@@ -162,9 +160,9 @@ constexpr bool kStreamBwd = false;
 
 // Whether an aligned layout runs the streaming kernel of a pass whose default is `dflt`.
 inline bool use_stream(bool dflt) {
-  static const char* v = std::getenv("LINATTN_CONV_CUDA_PATH");
-  if (v && std::strcmp(v, "tiles") == 0) return false;
-  if (v && std::strcmp(v, "stream") == 0) return true;
+  static const std::string v = env_or("LINATTN_CONV_CUDA_PATH", "");
+  if (v == "tiles") return false;
+  if (v == "stream") return true;
   return dflt;
 }
 inline int64_t fwd_rows_override() {

@@ -17,9 +17,8 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
+#include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/wgmma.cuh"
@@ -261,10 +260,7 @@ bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) {
          (p.io == ElemType::kBF16 || p.io == ElemType::kF16);
 }
 
-bool gdn_fused_wg_enabled() {
-  const char* e = std::getenv("LINATTN_CUDA_WGMMA");
-  return e != nullptr && std::strcmp(e, "1") == 0;
-}
+bool gdn_fused_wg_enabled() { return env_or("LINATTN_CUDA_WGMMA", "") == "1"; }
 
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
   LINATTN_CHECK(gdn_fused_wg_eligible(p, vs), "gdn fused (wgmma): needs GDN, BT 64, K 128, V-slice 64 or 128 dividing V, "
