@@ -32,9 +32,10 @@ size_t seg_pass_workspace_bytes(const ChunkParams& p, int threads);
 void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, float* M, int threads, void* ws,
                     bool bf16_dot = false);
 // dS_loc[slot, j]: gradient w.r.t. the state at bos from the segment's outputs o (cotangent d_o,
-// [rows, HV, V]) with a zero gradient at eos.
+// [rows, HV, V]) with a zero gradient at eos, or with the gradient dS_end[slot, j] there when
+// given (then the true dS(bos) of a segment whose terminal gradient is known).
 void seg_dstate_pass(const ChunkParams& p, const BwdBuf& d_o, const SegList& segs, float* dS_loc,
-                     int threads, void* ws);
+                     int threads, void* ws, const float* dS_end = nullptr);
 
 // Y[K, V] = A X + B with A [K, K] (transposed: A^T X + B), X, B [K, V]; all dense fp32. Y may
 // alias B, never X.

@@ -80,10 +80,13 @@ void state_task(const ChunkParams& p, ChunkWork w, int64_t bos, int64_t eos, int
 
 // dS_loc of rows [bos, eos), value head j.
 void dstate_task(const ChunkParams& p, const BwdBuf& d_o, ChunkWork w, float* E, int64_t bos, int64_t eos,
-                 int64_t j, float* dS_loc) {
+                 int64_t j, const float* dS_end, float* dS_loc) {
   const int64_t K = p.K, V = p.V, BT = p.BT;
   w.vt = V;
-  for (int64_t d = 0; d < K; ++d) std::fill(w.S + d * w.ldv, w.S + (d + 1) * w.ldv, 0.0f);
+  for (int64_t d = 0; d < K; ++d) {
+    std::fill(w.S + d * w.ldv, w.S + (d + 1) * w.ldv, 0.0f);
+    if (dS_end) std::memcpy(w.S + d * w.ldv, dS_end + d * V, sizeof(float) * V);
+  }
   float* D = w.KS;  // dO rows [BT, ldv]
   float* E2 = E + BT * w.ldk;
   const int64_t nchunks = (eos - bos + BT - 1) / BT;
@@ -163,11 +166,11 @@ void seg_state_pass(const ChunkParams& p, const SegList& segs, float* S_loc, flo
 }
 
 void seg_dstate_pass(const ChunkParams& p, const BwdBuf& d_o, const SegList& segs, float* dS_loc, int threads,
-                     void* ws) {
+                     void* ws, const float* dS_end) {
   const int64_t KV = p.K * p.V;
   for_each_task(p, segs, threads, false, ws, [&](const ChunkWork& w, float* E, int64_t i, int64_t j) {
     const int64_t o = slot_of(segs, i) * p.HV + j;
-    dstate_task(p, d_o, w, E, segs.bos[i], segs.eos[i], j, dS_loc + o * KV);
+    dstate_task(p, d_o, w, E, segs.bos[i], segs.eos[i], j, dS_end ? dS_end + o * KV : nullptr, dS_loc + o * KV);
   });
 }
 

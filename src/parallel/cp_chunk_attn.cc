@@ -1,9 +1,12 @@
 // Context-parallel GDN / KDA on the CPU (see cp_ops.h; CUDA tensors: cp_chunk_cuda.cc). Per rank:
-// the shard's virtual sequences run through the public chunk_attn_fwd / bwd (so tiers 1-3 and every option apply) with
-// initial states (and, backward, final-state gradients) that come from the exchange. Records
-// exchanged (fp32, fixed size R = 4 + HV K (K + V) per rank):
-//   [0] rank has rows, [1] sequence of the crossing segment or -1, [2] that segment starts
-//   (forward) / ends (backward) on its rank, then M [HV, K, K], then S_loc or dS_loc [HV, K, V].
+// the shard's virtual sequences run through the public chunk_attn_fwd / bwd (so tiers 1-3 and every
+// option apply) with initial states (and, backward, final-state gradients) that come from the
+// exchange. Records: cp_chunk_cpu.h. Two exchanges (env LINATTN_CP_CHAIN, default 1):
+//  - chained (cp_chunk_chain.cc, default): only ranks a sequence crosses whole compute a
+//    transition; see there.
+//  - first version (here, LINATTN_CP_CHAIN=0): every rank with a tail computes its (M, S_loc)
+//    before the forward exchange; the backward runs that exchange, then a second one of each head's
+//    (M, dS_loc) computed on the head's rank.
 // Sequence ids travel as floats: exact below 2^24 sequences.
 #include <cstring>
 #include <vector>
@@ -11,30 +14,17 @@
 #include "api/chunk_params_build.h"
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "core/util.h"
 #include "cpu/convert.h"
 #include "cpu/seg_pass.h"
 #include "meta/chunk_attn_desc.h"
-#include "parallel/cp_common.h"
+#include "parallel/cp_chunk_cpu.h"
 #include "parallel/cp_cuda.h"
 #include "plan/chunk_plan.h"
 
 namespace linattn::parallel {
-namespace {
+namespace cpucp {
 
-struct Dims {
-  int64_t HV = 0, K = 0, V = 0;
-  bool vfirst = false;
-  int64_t kv() const { return K * V; }
-  int64_t record() const { return 4 + HV * K * (K + V); }
-  std::vector<int64_t> state_shape(int64_t n) const {
-    return vfirst ? std::vector<int64_t>{n, HV, V, K} : std::vector<int64_t>{n, HV, K, V};
-  }
-  int64_t at(int64_t n, int64_t j, int64_t d, int64_t c) const {  // element (d, c) of state (n, j)
-    return (n * HV + j) * K * V + (vfirst ? c * K + d : d * V + c);
-  }
-};
-
-// State (n, j) of a [N, HV, ...] tensor (any float dtype) into K-major fp32 [K, V]; zeros if absent.
 void read_state(const Dims& m, const TensorView& t, int64_t n, float* dst) {
   for (int64_t j = 0; j < m.HV; ++j)
     for (int64_t d = 0; d < m.K; ++d)
@@ -48,28 +38,12 @@ void write_state(const Dims& m, const float* src, const TensorView& t, int64_t n
       for (int64_t c = 0; c < m.V; ++c) cpu::store_row(src + (j * m.K + d) * m.V + c, 1, t.dtype, t.data, m.at(n, j, d, c));
 }
 
+namespace {
 int threads_of(const ExecContext& ctx) {
   const int pool = ThreadPool::global().num_threads();
   return ctx.num_threads > 0 ? std::min(ctx.num_threads, pool) : pool;
 }
-
-struct Local {
-  CpShard shard;
-  Dims m;
-  Tensor cu, h0, ht;       // virtual cu_seqlens, initial states, final states (fp32)
-  ChunkAttnInputs vin;
-  ChunkAttnOptions vopt;
-  cpu::ChunkParams p;      // for the segment passes (compute chunk of the plan)
-  int threads = 1;
-  std::vector<std::byte> ws;
-  bool active() const { return !shard.seqs.empty(); }
-  int64_t seg_b = 0, seg_e = 0;
-  cpu::SegList one(const CpSeq& s) {  // a one-segment list (valid until the next call)
-    seg_b = s.bos;
-    seg_e = s.eos;
-    return cpu::SegList{1, &seg_b, &seg_e, nullptr};
-  }
-};
+}  // namespace
 
 Local prepare(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt, const ExecContext& ctx) {
   LINATTN_CHECK(cp.comm != nullptr, "cp.comm: expected a Communicator, got null");
@@ -105,43 +79,96 @@ Local prepare(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOpt
   return l;
 }
 
-// Forward exchange: fills the head's initial state in l.h0 (slot 0).
-void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, const ExecContext& ctx) {
-  const Dims& m = l.m;
-  const int64_t R = m.record(), MK = m.HV * m.K * m.K;
-  std::vector<float> rec(static_cast<size_t>(R), 0.0f);
+void tail_record(Local& l, float* rec) {
+  std::fill(rec, rec + l.m.record(), 0.0f);
   rec[0] = l.shard.rows() > 0 ? 1.0f : 0.0f;
   rec[1] = -1.0f;
-  if (l.shard.has_tail()) {
-    const CpSeq& t = l.shard.seqs.back();
-    rec[1] = static_cast<float>(t.n);
-    rec[2] = t.starts_here ? 1.0f : 0.0f;
-    cpu::seg_state_pass(l.p, l.one(t), rec.data() + 4 + MK, rec.data() + 4, l.threads, l.ws.data());
-  }
-  const std::vector<float> all = gather_records(cp, rec, ctx);
-  if (!l.shard.has_head()) return;
-  const int64_t n = l.shard.seqs.front().n;
-  std::vector<int> chain;  // ranks before this one holding earlier parts of sequence n
+  if (!l.shard.has_tail()) return;
+  const CpSeq& t = l.shard.seqs.back();
+  rec[1] = static_cast<float>(t.n);
+  rec[2] = t.starts_here ? 1.0f : 0.0f;
+  cpu::seg_state_pass(l.p, l.one(t), rec + 4 + l.m.mk(), rec + 4, l.threads, l.ws.data());
+}
+
+void chain_head(const Local& l, const ChunkAttnInputs& in, const float* all, int64_t stride, bool absolute_start,
+                float* S) {
+  const Dims& m = l.m;
+  const int64_t n = l.shard.seqs.front().n, MK = m.mk();
+  std::vector<int> chain;  // ranks before this one holding earlier parts of sequence n, latest first
   for (int r = l.shard.rank - 1; r >= 0; --r) {
-    const float* x = all.data() + r * R;
+    const float* x = all + r * stride;
     if (x[0] == 0.0f) continue;
     LINATTN_ASSERT(x[1] == static_cast<float>(n), "rank ", r, " tail: expected sequence ", n, ", got ", x[1]);
     chain.push_back(r);
     if (x[2] != 0.0f) break;
   }
-  std::vector<float> S(static_cast<size_t>(m.HV * m.kv())), next(S.size());
-  read_state(m, in.initial_state, n, S.data());
+  LINATTN_ASSERT(!chain.empty() && all[chain.back() * stride + 2] != 0.0f, "sequence ", n, ": no start rank");
+  std::vector<float> next(static_cast<size_t>(m.HV * m.kv()));
+  read_state(m, in.initial_state, n, S);
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    const float* x = all.data() + *it * R;
+    const float* x = all + *it * stride;
+    if (absolute_start && it == chain.rbegin()) {
+      std::copy(x + 4 + MK, x + 4 + MK + m.HV * m.kv(), S);
+      continue;
+    }
     for (int64_t j = 0; j < m.HV; ++j)
-      cpu::affine_state(m.K, m.V, x + 4 + j * m.K * m.K, false, S.data() + j * m.kv(), x + 4 + MK + j * m.kv(),
+      cpu::affine_state(m.K, m.V, x + 4 + j * m.K * m.K, false, S + j * m.kv(), x + 4 + MK + j * m.kv(),
                         next.data() + j * m.kv());
-    S.swap(next);
+    std::copy(next.begin(), next.end(), S);
   }
-  write_state(m, S.data(), l.h0, 0);
+}
+
+void finish_bwd(const CpContext& cp, Local& l, const ChunkAttnGrads& grads, const ExecContext& ctx,
+                const TensorView& d_o, const Tensor& dht) {
+  const Dims& m = l.m;
+  const int64_t nv = static_cast<int64_t>(l.shard.seqs.size());
+  ChunkAttnGrads vg = grads;
+  Tensor dA_log, ddt_bias, dh0;
+  if (grads.dA_log.defined()) vg.dA_log = dA_log = Tensor(DType::kF32, {grads.dA_log.numel()});
+  if (grads.ddt_bias.defined()) {
+    std::vector<int64_t> shp(grads.ddt_bias.shape.begin(), grads.ddt_bias.shape.begin() + grads.ddt_bias.ndim);
+    vg.ddt_bias = ddt_bias = Tensor(DType::kF32, shp);
+  }
+  if (grads.dinitial_state.defined()) vg.dinitial_state = dh0 = Tensor(DType::kF32, m.state_shape(nv));
+  if (l.active()) {
+    chunk_attn_bwd(l.vin, d_o, dht, vg, l.vopt, ctx);
+  } else {
+    if (dA_log.defined()) std::memset(dA_log.data<float>(), 0, sizeof(float) * dA_log.numel());
+    if (ddt_bias.defined()) std::memset(ddt_bias.data<float>(), 0, sizeof(float) * ddt_bias.numel());
+  }
+  if (dA_log.defined()) reduce_param_grad(cp, dA_log, grads.dA_log, ctx);
+  if (ddt_bias.defined()) reduce_param_grad(cp, ddt_bias, grads.ddt_bias, ctx);
+  if (grads.dinitial_state.defined()) {
+    std::vector<float> zero(static_cast<size_t>(m.HV * m.kv()), 0.0f), buf(zero.size());
+    for (int64_t n = 0; n < l.shard.num_seqs(); ++n) write_state(m, zero.data(), grads.dinitial_state, n);
+    for (int64_t i = 0; i < nv; ++i) {
+      if (!l.shard.seqs[i].starts_here) continue;
+      read_state(m, dh0, i, buf.data());
+      write_state(m, buf.data(), grads.dinitial_state, l.shard.seqs[i].n);
+    }
+  }
+}
+
+}  // namespace cpucp
+
+namespace {
+
+using namespace cpucp;
+
+// First version's forward exchange: fills the head's initial state in l.h0 (slot 0).
+void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, const ExecContext& ctx) {
+  std::vector<float> rec(static_cast<size_t>(l.m.record()));
+  tail_record(l, rec.data());
+  const std::vector<float> all = gather_records(cp, rec, ctx);
+  if (!l.shard.has_head()) return;
+  std::vector<float> S(static_cast<size_t>(l.m.HV * l.m.kv()));
+  chain_head(l, in, all.data(), l.m.record(), false, S.data());
+  write_state(l.m, S.data(), l.h0, 0);
 }
 
 bool on_cuda(const TensorView& t) { return t.defined() && t.device.type == DeviceType::kCUDA; }
+
+bool chained() { return env_or("LINATTN_CP_CHAIN", "1") != "0"; }
 
 }  // namespace
 
@@ -153,6 +180,7 @@ size_t cp_chunk_attn_workspace_bytes(const CpContext& cp, const ChunkAttnInputs&
 void cp_chunk_attn_fwd(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
                        const ChunkAttnOptions& opt, const ExecContext& ctx) {
   if (on_cuda(in.q)) return cp_chunk_attn_fwd_cuda(cp, in, out, opt, ctx);
+  if (chained()) return chain_fwd(cp, in, out, opt, ctx);
   Local l = prepare(cp, in, opt, ctx);
   exchange_states(cp, l, in, ctx);
   if (!l.active()) return;
@@ -170,10 +198,11 @@ void cp_chunk_attn_bwd(const CpContext& cp, const ChunkAttnInputs& in, const Ten
                        const TensorView& d_final_state, const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,
                        const ExecContext& ctx) {
   if (on_cuda(in.q)) return cp_chunk_attn_bwd_cuda(cp, in, d_o, d_final_state, grads, opt, ctx);
+  if (chained()) return chain_bwd(cp, in, d_o, d_final_state, grads, opt, ctx);
   Local l = prepare(cp, in, opt, ctx);
   exchange_states(cp, l, in, ctx);
   const Dims& m = l.m;
-  const int64_t R = m.record(), MK = m.HV * m.K * m.K;
+  const int64_t R = m.record(), MK = m.mk();
   // Backward exchange: each head's transition and local state gradient.
   std::vector<float> rec(static_cast<size_t>(R), 0.0f);
   rec[0] = l.shard.rows() > 0 ? 1.0f : 0.0f;
@@ -212,31 +241,7 @@ void cp_chunk_attn_bwd(const CpContext& cp, const ChunkAttnInputs& in, const Ten
     }
     write_state(m, dS.data(), dht, i);
   }
-  ChunkAttnGrads vg = grads;
-  Tensor dA_log, ddt_bias, dh0;
-  if (grads.dA_log.defined()) vg.dA_log = dA_log = Tensor(DType::kF32, {grads.dA_log.numel()});
-  if (grads.ddt_bias.defined()) {
-    std::vector<int64_t> shp(grads.ddt_bias.shape.begin(), grads.ddt_bias.shape.begin() + grads.ddt_bias.ndim);
-    vg.ddt_bias = ddt_bias = Tensor(DType::kF32, shp);
-  }
-  if (grads.dinitial_state.defined()) vg.dinitial_state = dh0 = Tensor(DType::kF32, m.state_shape(nv));
-  if (l.active()) {
-    chunk_attn_bwd(l.vin, d_o, dht, vg, l.vopt, ctx);
-  } else {
-    if (dA_log.defined()) std::memset(dA_log.data<float>(), 0, sizeof(float) * dA_log.numel());
-    if (ddt_bias.defined()) std::memset(ddt_bias.data<float>(), 0, sizeof(float) * ddt_bias.numel());
-  }
-  if (dA_log.defined()) reduce_param_grad(cp, dA_log, grads.dA_log, ctx);
-  if (ddt_bias.defined()) reduce_param_grad(cp, ddt_bias, grads.ddt_bias, ctx);
-  if (grads.dinitial_state.defined()) {
-    std::vector<float> zero(static_cast<size_t>(m.HV * m.kv()), 0.0f), buf(zero.size());
-    for (int64_t n = 0; n < l.shard.num_seqs(); ++n) write_state(m, zero.data(), grads.dinitial_state, n);
-    for (int64_t i = 0; i < nv; ++i) {
-      if (!l.shard.seqs[i].starts_here) continue;
-      read_state(m, dh0, i, buf.data());
-      write_state(m, buf.data(), grads.dinitial_state, l.shard.seqs[i].n);
-    }
-  }
+  finish_bwd(cp, l, grads, ctx, d_o, dht);
 }
 
 }  // namespace linattn::parallel

@@ -5,6 +5,7 @@
 // tier 3 inside a rank, and per-rank parameter-grad partials. Also: the ThreadCommunicator all-gather and the shard metadata.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,7 @@ struct Case {
   int segments = 1;     // tier 3 inside each rank
   bool reduce = true;   // CpContext::reduce_param_grads (false: the test sums the partials)
   DType dtype = DType::kF32;
+  bool one_seq = false;  // one long sequence (every middle rank crossed whole) instead of varlen
 };
 
 ChunkAttnData make(const Case& c) {
@@ -74,7 +76,7 @@ ChunkAttnData make(const Case& c) {
   s.HV = 2;
   s.K = 16;
   s.V = 20;
-  s.seqlens = {37, 0, 5, 100, 1, 60};
+  s.seqlens = c.one_seq ? std::vector<int64_t>{203} : std::vector<int64_t>{37, 0, 5, 100, 1, 60};
   s.pad_tokens = 3;
   s.dtype = c.dtype;
   s.seed = 17;
@@ -106,10 +108,18 @@ TEST_P(CpChunk, EqualsSingleDevice) {
   // CP is held to the fp64 reference only (two rounded results differ by up to twice the bar).
   const bool vs_single = dt == DType::kF32;
   const int64_t T = d.T();
-  for (const std::vector<int64_t>& off : {rank_layout(2, T), rank_layout(4, T), rank_layout(8, T),
-                                          std::vector<int64_t>{0, 0, 120, T}, std::vector<int64_t>{0, 90, T, T}}) {
+  // Cuts: inside chunks and sequences (2, 4, 8 ranks; 8 with an empty rank and 1-2 row ranks), an
+  // empty first / last rank, on sequence boundaries (varlen: 37, 42, 142), and ranks that a
+  // sequence crosses whole (80..110, 110..140 inside the 100-row sequence 42..142).
+  for (const std::vector<int64_t>& off :
+       {rank_layout(2, T), rank_layout(4, T), rank_layout(8, T), std::vector<int64_t>{0, 0, 120, T},
+        std::vector<int64_t>{0, 90, T, T}, std::vector<int64_t>{0, 37, 42, 142, T},
+        std::vector<int64_t>{0, 50, 80, 110, 140, T}})
+  for (const char* chain : {"1", "0"}) {
+    setenv("LINATTN_CP_CHAIN", chain, 1);  // read by every CP call; the rank threads start after this
     const int world = static_cast<int>(off.size()) - 1;
-    SCOPED_TRACE("world " + std::to_string(world) + ", rank 1 starts at row " + std::to_string(off[1]));
+    SCOPED_TRACE("world " + std::to_string(world) + ", rank 1 starts at row " + std::to_string(off[1]) +
+                 ", rank 2 at " + std::to_string(off[2 % (world + 1)]) + ", LINATTN_CP_CHAIN=" + chain);
     const Tensor offs = offsets_tensor(off);
     ChunkAttnOutTensors got = alloc_outputs(d, dt, DType::kF32);
     ChunkAttnGradTensors g = alloc_grads(d, dt, DType::kF32);
@@ -151,6 +161,7 @@ TEST_P(CpChunk, EqualsSingleDevice) {
     EXPECT_TRUE(fwd_close(d, ref, got, dt));
     EXPECT_TRUE(bwd_close(d, gref, g, dt));
   }
+  unsetenv("LINATTN_CP_CHAIN");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, CpChunk,
@@ -160,7 +171,10 @@ INSTANTIATE_TEST_SUITE_P(Cpu, CpChunk,
                                            Case{"kda_partial_param_grads", ChunkOp::kKda, false, 1, false},
                                            Case{"gdn_bf16_tier3", ChunkOp::kGdn, false, 2, true, DType::kBF16},
                                            Case{"gdn_bf16", ChunkOp::kGdn, false, 1, true, DType::kBF16},
-                                           Case{"kda_bf16", ChunkOp::kKda, true, 1, true, DType::kBF16}),
+                                           Case{"kda_bf16", ChunkOp::kKda, true, 1, true, DType::kBF16},
+                                           Case{"gdn_one_sequence", ChunkOp::kGdn, false, 1, true, DType::kF32, true},
+                                           Case{"kda_one_sequence_vfirst", ChunkOp::kKda, true, 1, true, DType::kF32,
+                                                true}),
                          [](const auto& i) { return i.param.name; });
 
 }  // namespace
