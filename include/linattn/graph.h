@@ -149,14 +149,23 @@ using BucketEagerFn = std::function<void(const TensorView& cu_seqlens, const Nam
 
 struct GraphBucketsOptions {
   int BT = 64;                   // chunk size of every bucket's Capacity
-  // Measured on the CPU (`linattn bench --sweep utilization`, bench/results/cpu-sweeps-20261130.jsonl): a layer's graph costs ~T_max/T (its GEMMs run over the padding) and beats eager only in full buckets (chunk utilization ~0.7 there, N_max - 1 slack chunks); the chunk op alone pads for 2-6%. CUDA: not measured yet.
-  double min_utilization = 0.5;  // NT / NT_max of the chosen bucket below this -> eager
+  // NT / NT_max of the chosen bucket below this -> eager; < 0: default_min_utilization(device).
+  double min_utilization = -1.0;
   bool capture_up_front = false; // capture every bucket in the constructor
   int warmup_runs = 1;           // eager runs of the step on a bucket's buffers before capture
   DType cu_dtype = DType::kI32;  // dtype of the static cu_seqlens (int32 or int64)
   Device device{};
   void* stream = nullptr;
 };
+
+// The measured break-even utilization per device type, used when min_utilization < 0.
+// CPU 0.5 (`linattn bench --sweep utilization`, bench/results/cpu-sweeps-20261130.jsonl: a layer's
+// graph costs ~T_max / T, its GEMMs run over the padding, and beats eager only in full buckets).
+// CUDA 0: on the H200 the bucket's fixed-capacity call costs less than an eager call even at 25%
+// utilization (`linattn layer-demo --backend cuda`, bench/results/h200-layer-demo-20261130-34910b0.txt:
+// eager-live p50 2.9 / 4.0 ms vs eager-fixed 0.44 / 0.70 ms for GDN / KDA, <= 2048 tokens), so a
+// batch that fits a bucket always replays.
+double default_min_utilization(const Device& device);
 
 enum class BucketRoute : uint8_t { kGraph, kEagerOverCapacity, kEagerLowUtilization };
 const char* bucket_route_name(BucketRoute r);

@@ -87,6 +87,8 @@ struct GraphBuckets::Impl {
   }
 };
 
+double default_min_utilization(const Device& device) { return device.type == DeviceType::kCUDA ? 0.0 : 0.5; }
+
 GraphBuckets::GraphBuckets(std::vector<BucketShape> shapes, BucketDescribeFn describe,
                            BucketStepFn step, BucketEagerFn eager, GraphBucketsOptions opt)
     : impl_(std::make_unique<Impl>()) {
@@ -94,8 +96,9 @@ GraphBuckets::GraphBuckets(std::vector<BucketShape> shapes, BucketDescribeFn des
   LINATTN_CHECK_CODE(!shapes.empty(), kInv, kMeta, "buckets: expected at least one bucket, got none");
   LINATTN_CHECK(describe && step, "GraphBuckets: expected describe and step functions, got ",
                 describe ? "" : "no describe ", step ? "" : "no step");
+  if (opt.min_utilization < 0.0) opt.min_utilization = default_min_utilization(opt.device);
   LINATTN_CHECK(opt.min_utilization >= 0.0 && opt.min_utilization <= 1.0,
-                "min_utilization: expected in [0, 1], got ", opt.min_utilization);
+                "min_utilization: expected in [0, 1] (or < 0: the device's default), got ", opt.min_utilization);
   LINATTN_CHECK(opt.warmup_runs >= 0, "warmup_runs: expected >= 0, got ", opt.warmup_runs);
   LINATTN_CHECK(opt.cu_dtype == DType::kI32 || opt.cu_dtype == DType::kI64,
                 "cu_dtype: expected int32 or int64, got ", dtype_name(opt.cu_dtype));

@@ -3,6 +3,7 @@
 // warm-up must not double-apply an in-place state), statistics, and argument errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "linattn/graph.h"
@@ -135,6 +136,24 @@ TEST(GraphBuckets, ThresholdIsConfigurable) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->category(), FailureCategory::kEagerBackend);
   EXPECT_NE(e->message().find("got T = 65, N = 1"), std::string::npos) << e->message();
+}
+
+TEST(GraphBuckets, DefaultThresholdFollowsTheDevice) {
+  EXPECT_DOUBLE_EQ(default_min_utilization(Device{DeviceType::kCPU, 0}), 0.5);
+  EXPECT_DOUBLE_EQ(default_min_utilization(Device{DeviceType::kCUDA, 0}), 0.0);
+  Caller caller{16};
+  GraphBucketsOptions opt;  // min_utilization < 0: the CPU default, 0.5
+  opt.BT = 16;
+  ASSERT_LT(opt.min_utilization, 0.0);
+  GraphBuckets gb({{64, 2}}, describe, step, caller.eager(), opt);
+  EXPECT_EQ(gb.choose(cu_tensor({0, 20}, DType::kI32)).route, BucketRoute::kEagerLowUtilization);  // 0.4
+  EXPECT_EQ(gb.choose(cu_tensor({0, 40}, DType::kI32)).route, BucketRoute::kGraph);                // 0.6
+  for (double bad : {1.5, std::nan("")}) {
+    opt.min_utilization = bad;
+    const auto e = error_of([&] { GraphBuckets g({{64, 2}}, describe, step, caller.eager(), opt); });
+    ASSERT_TRUE(e) << bad;
+    EXPECT_NE(e->message().find("min_utilization: expected in [0, 1]"), std::string::npos) << e->message();
+  }
 }
 
 TEST(GraphBuckets, RunsLikeTheEagerPathAndCountsEverything) {
