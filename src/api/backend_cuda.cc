@@ -1,7 +1,7 @@
 // CUDA backend entry points (see backend_cuda.h). Without CUDA they raise Unsupported.
 // With CUDA: GDN forward builds cuda::GdnFwdParams from the validated descriptor, plans on the
 // tensors' device (SM count read at run time) and runs on the caller's stream. The eager path
-// (use_graph = false) may take its workspace from cudaMallocAsync on that stream when the caller
+// (use_graph = false) may take its workspace from linattn's eager pool (cuda/common/eager_pool.h) on that stream when the caller
 // passes none; the fixed-capacity path (use_graph = true) never allocates: a missing or short
 // workspace is an address-or-lifetime error. The GDN backward (chunk_attn_bwd_cuda) follows the
 // same rules with its own workspace (cuda/gdn/gdn_bwd.h); it also takes KDA (per-channel gate
@@ -17,10 +17,10 @@
 #if LINATTN_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include <atomic>
 
 #include "cuda/common/check.h"
 #include "cuda/common/device_info.h"
+#include "cuda/common/eager_pool.h"
 #include "cuda/gdn/gdn_bwd.h"
 #include "cuda/gdn/gdn_fwd.h"
 #include "cuda/meta/chunk_meta.h"
@@ -190,38 +190,6 @@ cuda::seg::Tier3Config tier3_config(const meta::ChunkAttnDesc& d, const cuda::Gd
   return c;
 }
 
-// Stream-ordered workspaces come from the device's current memory pool, whose default release
-// threshold (0) hands freed memory back to the driver at every synchronization, so each eager
-// call would pay a fresh driver allocation. Raise the threshold to the largest workspace this
-// process has asked for on the device, so that much stays cached; never during stream capture (a
-// captured allocation is a graph node). The largest value set per device is remembered, so the
-// common case (no larger request) costs one cudaGetDevice. (On the H200 at fa6a7c4 this did not
-// close the layer eager-live gap: docs/perf-notes.md, Layers.)
-void retain_in_pool(size_t bytes, cudaStream_t stream) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<uint64_t> raised[kMaxDevices];
-  int dev = 0;
-  LINATTN_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= 0 && dev < kMaxDevices && raised[dev].load(std::memory_order_relaxed) >= bytes) return;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LINATTN_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
-  if (cs != cudaStreamCaptureStatusNone) return;
-  cudaMemPool_t pool = nullptr;
-  LINATTN_CUDA_CHECK(cudaDeviceGetMemPool(&pool, dev));
-  uint64_t cur = 0;
-  LINATTN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &cur));
-  if (cur < bytes) {
-    uint64_t want = bytes;
-    LINATTN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &want));
-    cur = want;
-  }
-  if (dev >= 0 && dev < kMaxDevices) {
-    uint64_t prev = raised[dev].load(std::memory_order_relaxed);
-    while (prev < cur && !raised[dev].compare_exchange_weak(prev, cur, std::memory_order_relaxed)) {
-    }
-  }
-}
-
 // Runs fn(workspace, bytes) with the caller's workspace, or (eager only) a stream-ordered one.
 template <class Fn>
 void with_workspace(const meta::ChunkAttnDesc& d, const ExecContext& ctx, size_t need, const char* what, Fn fn) {
@@ -233,16 +201,14 @@ void with_workspace(const meta::ChunkAttnDesc& d, const ExecContext& ctx, size_t
   LINATTN_CHECK_CODE(!d.use_graph, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
                      "workspace: use_graph = true needs a caller workspace of at least ", need, " bytes (", what,
                      "), got ", ctx.workspace_bytes);
-  retain_in_pool(need, stream);
-  void* ws = nullptr;
-  LINATTN_CUDA_CHECK(cudaMallocAsync(&ws, need, stream));
+  void* ws = cuda::eager_alloc(need, stream);
   try {
     fn(ws, need);
   } catch (...) {
     (void)cudaFreeAsync(ws, stream);
     throw;
   }
-  LINATTN_CUDA_CHECK(cudaFreeAsync(ws, stream));
+  cuda::eager_free(ws, stream);
 }
 
 // The caller's graph-mode chunk tables describe the current layout after every call, also when

@@ -14,6 +14,7 @@
 // Grids depend only on shapes; padding rows (>= cu_seqlens[N]) are never read by the math nor
 // written. Eager calls without workspace allocate the partials stream-ordered.
 
+#include "cuda/common/eager_pool.h"
 #include "cuda/common/launch.h"
 #include "cuda/conv/conv_cuda.h"
 #include "cuda/conv/conv_stream.cuh"
@@ -242,7 +243,7 @@ void launch(ConvParams p, cudaStream_t stream) {
   const int64_t groups = any_rows ? meta::conv_cuda_num_row_groups(rows, p.D) : 0;
   void* owned = nullptr;
   if (want_sums && !p.partials && groups > 0) {
-    LINATTN_CONV_CUDA_OK(cudaMallocAsync(&owned, static_cast<size_t>(groups * (p.W + 1) * p.D) * 4, stream));
+    owned = eager_alloc(static_cast<size_t>(groups * (p.W + 1) * p.D) * 4, stream);
     p.partials = static_cast<float*>(owned);
   }
   if (!want_sums) p.partials = nullptr;
