@@ -1,6 +1,6 @@
 // Hopper (sm_90a) warpgroup MMA wrappers: shared-memory matrix descriptors for the 128-byte
 // swizzled layouts, the wgmma fence / commit / wait protocol, and m64nNk16 bf16 / fp16 -> fp32
-// with both operands in shared memory (N = 64, 128). One warpgroup = 4 consecutive warps
+// with both operands in shared memory or A in registers (N = 64, 128). One warpgroup = 4 consecutive warps
 // (128 threads) issues each wgmma together.
 // Shared-memory layouts (PTX ISA "Matrix descriptor" / "Shared memory matrix layout"), 16-bit
 // elements, every tile 1024-byte aligned; an "atom" is 8 rows x 128 bytes in which the 16-byte
@@ -116,6 +116,57 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a,
 #else
   __trap();
 #endif
+}
+
+// One wgmma with A from four 32-bit registers (the m64k16 A fragment, see wgmma_m64k16_rs) and B
+// from a descriptor; A0..A3, B_, S_, TB_ are the operand numbers.
+#define LINATTN_WGMMA_RS(SHAPE, TY, REGS, A0, A1, A2, A3, B_, S_, TB_, DOPS)                                 \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " S_ ", 0;\nwgmma.mma_async.sync.aligned." SHAPE ".f32." TY   \
+               "." TY " " REGS ", {" A0 ", " A1 ", " A2 ", " A3 "}, " B_ ", p, 1, 1, " TB_ ";\n}\n"         \
+               : DOPS                                                                                        \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TB))
+
+// D (+)= A x B with A [64 x 16] in registers and B [16 x N] from a descriptor (TB = 1: MN-major B).
+// A fragment (K-major, packed pairs): thread t (w, g, q as for the accumulator) holds
+//   a[0] = A[16w + g][2q, 2q+1], a[1] = A[16w + g + 8][2q, 2q+1], a[2] = A[16w + g][2q+8, 2q+9],
+//   a[3] = A[16w + g + 8][2q+8, 2q+9],
+// so the accumulator of an m64nN product converts to the A fragments of a following product over
+// K = N with a[4kk + i] = pack(d[8kk + 2i], d[8kk + 2i + 1]) (acc_to_frag). The registers must stay
+// untouched until the wgmma group that reads them has been waited for.
+template <class T, int N, int TB>
+__device__ __forceinline__ void wgmma_m64k16_rs(float (&d)[N / 2], const uint32_t* a, uint64_t desc_b, int scale_d) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  static_assert(kBf16 || std::is_same_v<T, __half>, "wgmma: bf16 or fp16 operands");
+  static_assert(N == 64 || N == 128, "wgmma: N = 64 or 128");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (N == 64 && kBf16)
+    LINATTN_WGMMA_RS("m64n64k16", "bf16", LINATTN_WGMMA_REGS32, "%32", "%33", "%34", "%35", "%36", "%37", "%38",
+                     LINATTN_WGMMA_D32);
+  else if constexpr (N == 64)
+    LINATTN_WGMMA_RS("m64n64k16", "f16", LINATTN_WGMMA_REGS32, "%32", "%33", "%34", "%35", "%36", "%37", "%38",
+                     LINATTN_WGMMA_D32);
+  else if constexpr (kBf16)
+    LINATTN_WGMMA_RS("m64n128k16", "bf16", LINATTN_WGMMA_REGS64, "%64", "%65", "%66", "%67", "%68", "%69", "%70",
+                     LINATTN_WGMMA_D64);
+  else
+    LINATTN_WGMMA_RS("m64n128k16", "f16", LINATTN_WGMMA_REGS64, "%64", "%65", "%66", "%67", "%68", "%69", "%70",
+                     LINATTN_WGMMA_D64);
+#else
+  __trap();
+#endif
+}
+
+// Keeps the compiler from reusing A-fragment registers before the wgmma reading them completes.
+template <int R>
+__device__ __forceinline__ void wgmma_fence_regs(uint32_t (&a)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+// Arrive (without waiting) at named barrier `id` of `threads` threads: the producer half of a
+// producer / consumer hand-off whose consumers bar.sync on the same id and count.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Named barrier over `threads` threads (a multiple of 32) of the CTA; id 0 is __syncthreads'.

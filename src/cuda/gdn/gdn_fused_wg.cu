@@ -13,10 +13,12 @@
 // with the transpose bit is K^T for the state update, so it is stored once. Inputs of chunk c+1
 // arrive by cp.async (zero-filled past the chunk end) while chunk c computes.
 // Scope: GDN (scalar gate), BT = 64, K = 128, VS = 64 / 128, bf16 / fp16 operands; anything else
-// (and the tier-3 state pass, seg_M / seg_S) takes gdn_fused.cu. Opt-in while it is new (gdn_fused_wg_enabled()).
+// (and the tier-3 state pass, seg_M / seg_S) takes gdn_fused.cu. Opt-in, LINATTN_CUDA_WGMMA=v1; the
+// pipelined successor is gdn_fused_wgp.cu (LINATTN_CUDA_WGMMA=1).
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <string>
 
 #include "core/util.h"
 #include "cuda/common/launch.h"
@@ -254,19 +256,30 @@ std::atomic<int64_t> g_launches{0};
 
 int64_t gdn_fused_wg_launches() { return g_launches.load(); }
 
+bool gdn_fused_wg_pipelined() { return env_or("LINATTN_CUDA_WGMMA", "") == "1"; }
+
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) {
   const bool tier3_state_pass = p.seg_M != nullptr || p.seg_S != nullptr || p.seg_flags != nullptr;
-  return !p.kda && !tier3_state_pass && p.BT == kBT && p.K == kK && (vs == 64 || vs == 128) && p.V % vs == 0 &&
+  const bool slice = gdn_fused_wg_pipelined() ? p.V % 64 == 0 : (vs == 64 || vs == 128) && p.V % vs == 0;
+  return !p.kda && !tier3_state_pass && p.BT == kBT && p.K == kK && slice &&
          (p.io == ElemType::kBF16 || p.io == ElemType::kF16);
 }
 
-bool gdn_fused_wg_enabled() { return env_or("LINATTN_CUDA_WGMMA", "") == "1"; }
+bool gdn_fused_wg_enabled() {
+  const std::string v = env_or("LINATTN_CUDA_WGMMA", "");
+  return v == "1" || v == "v1";
+}
 
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
-  LINATTN_CHECK(gdn_fused_wg_eligible(p, vs), "gdn fused (wgmma): needs GDN, BT 64, K 128, V-slice 64 or 128 dividing V, "
-                "bf16 / fp16; got kda ", p.kda, ", BT ", p.BT, ", K ", p.K, ", V ", p.V, ", V-slice ", vs);
-  const bool bf = p.io == ElemType::kBF16;
+  LINATTN_CHECK(gdn_fused_wg_eligible(p, vs), "gdn fused (wgmma): needs GDN, BT 64, K 128, V % 64 == 0 (pipelined) or "
+                "V-slice 64 / 128 dividing V (v1), bf16 / fp16; got kda ", p.kda, ", BT ", p.BT, ", K ", p.K, ", V ", p.V,
+                ", V-slice ", vs);
   g_launches.fetch_add(1);
+  if (gdn_fused_wg_pipelined()) {
+    launch_gdn_fused_wgp(p, ws, stream);
+    return;
+  }
+  const bool bf = p.io == ElemType::kBF16;
   if (vs == 128) bf ? launch_t<__nv_bfloat16, 128>(p, ws, stream) : launch_t<__half, 128>(p, ws, stream);
   else bf ? launch_t<__nv_bfloat16, 64>(p, ws, stream) : launch_t<__half, 64>(p, ws, stream);
 }

@@ -1,5 +1,8 @@
-// The wgmma version of the fused GDN forward (gdn_fused_wg.cu): same GdnFwdParams / GdnChunkWs
-// contract as launch_gdn_fused, for GDN with BT 64, K 128, V-slice 64 / 128, bf16 / fp16.
+// The wgmma versions of the fused GDN forward: same GdnFwdParams / GdnChunkWs contract as
+// launch_gdn_fused, for GDN with BT 64, K 128, bf16 / fp16. Two kernels behind one switch
+// (LINATTN_CUDA_WGMMA): "1" = the pipelined kernel (gdn_fused_wgp.cu: transposed register-resident
+// state, state / output warpgroups, V-slice always 64, V % 64 == 0); "v1" = the first version
+// (gdn_fused_wg.cu: V-slice 64 / 128 as planned, kept for A/B measurements).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -11,10 +14,15 @@ namespace linattn::cuda {
 
 // Whether the wgmma kernel covers these parameters at V-slice vs.
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs);
-// Opt-in switch while the kernel is new: environment LINATTN_CUDA_WGMMA=1.
+// Opt-in switch while the kernels are new: environment LINATTN_CUDA_WGMMA=1 (pipelined) or =v1.
 bool gdn_fused_wg_enabled();
+// Whether the switch selects the pipelined kernel (LINATTN_CUDA_WGMMA=1).
+bool gdn_fused_wg_pipelined();
 // Launches so far in this process (tests check the kernel really ran).
 int64_t gdn_fused_wg_launches();
+// Launches the selected kernel (the pipelined one ignores vs and uses 64).
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
+// The pipelined kernel itself (gdn_fused_wgp.cu); launch_gdn_fused_wg checks eligibility.
+void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
 
 }  // namespace linattn::cuda
