@@ -1,6 +1,6 @@
-// The wgmma fused GDN forwards, both behind LINATTN_CUDA_WGMMA: "1" the pipelined kernel
-// (src/cuda/gdn/gdn_fused_wgp.cu), "v1" the first one (gdn_fused_wg.cu); each against the fp64
-// reference on the GDN forward cases (layer options with [V, K] states, varlen edge lengths with
+// The wgmma fused GDN forwards, both behind LINATTN_CUDA_WGMMA (the pipelined one is also the
+// default, "0" = mma.sync): "1" the pipelined kernel (src/cuda/gdn/gdn_fused_wgp.cu), "v1" the
+// first one (gdn_fused_wg.cu); each against the fp64 reference on the GDN forward cases (layer options with [V, K] states, varlen edge lengths with
 // padding rows, strong decay with -1000 gates and GVA 3, a long V = 256 sequence, 1- and 2-chunk
 // sequences for the pipelined hand-off's start / end), bf16 and fp16, planned V-slices 64
 // and 128; and against the mma.sync fused kernel on the same inputs (two fp32-accumulating orders
@@ -55,10 +55,14 @@ class CudaGdnFusedWg : public ::testing::TestWithParam<Param> {
 
 TEST_P(CudaGdnFusedWg, SwitchIsRead) {
   EXPECT_TRUE(cuda::gdn_fused_wg_enabled());
+  EXPECT_TRUE(cuda::gdn_fused_wg_forced());
   EXPECT_EQ(cuda::gdn_fused_wg_pipelined(), sw() == "1");
-  unsetenv("LINATTN_CUDA_WGMMA");
+  unsetenv("LINATTN_CUDA_WGMMA");  // the default: pipelined where the planner chose V-slices >= 64
+  EXPECT_TRUE(cuda::gdn_fused_wg_enabled());
+  EXPECT_TRUE(cuda::gdn_fused_wg_pipelined());
+  EXPECT_FALSE(cuda::gdn_fused_wg_forced());
+  setenv("LINATTN_CUDA_WGMMA", "0", 1);
   EXPECT_FALSE(cuda::gdn_fused_wg_enabled());
-  EXPECT_FALSE(cuda::gdn_fused_wg_pipelined());
 }
 
 TEST_P(CudaGdnFusedWg, MatchesReference) {
@@ -76,7 +80,7 @@ TEST_P(CudaGdnFusedWg, CloseToTheMmaKernel) {
       SCOPED_TRACE(c.name + " vs=" + std::to_string(vs));
       const ChunkAttnData d = make_chunk_attn(c.spec);
       const ChunkAttnOutTensors wg = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
-      unsetenv("LINATTN_CUDA_WGMMA");
+      setenv("LINATTN_CUDA_WGMMA", "0", 1);
       const ChunkAttnOutTensors mma = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
       setenv("LINATTN_CUDA_WGMMA", sw().c_str(), 1);
       const Tolerance tol{5e-3, 0.0};

@@ -13,8 +13,8 @@
 // with the transpose bit is K^T for the state update, so it is stored once. Inputs of chunk c+1
 // arrive by cp.async (zero-filled past the chunk end) while chunk c computes.
 // Scope: GDN (scalar gate), BT = 64, K = 128, VS = 64 / 128, bf16 / fp16 operands; anything else
-// (and the tier-3 state pass, seg_M / seg_S) takes gdn_fused.cu. Opt-in, LINATTN_CUDA_WGMMA=v1; the
-// pipelined successor is gdn_fused_wgp.cu (LINATTN_CUDA_WGMMA=1).
+// (and the tier-3 state pass, seg_M / seg_S) takes gdn_fused.cu. Kept for A/B runs (LINATTN_CUDA_WGMMA=v1);
+// its pipelined successor gdn_fused_wgp.cu is the default (gdn_fused_wg.h).
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -256,7 +256,12 @@ std::atomic<int64_t> g_launches{0};
 
 int64_t gdn_fused_wg_launches() { return g_launches.load(); }
 
-bool gdn_fused_wg_pipelined() { return env_or("LINATTN_CUDA_WGMMA", "") == "1"; }
+bool gdn_fused_wg_pipelined() { return env_or("LINATTN_CUDA_WGMMA", "") != "v1"; }
+
+bool gdn_fused_wg_forced() {
+  const std::string v = env_or("LINATTN_CUDA_WGMMA", "");
+  return v == "1" || v == "v1";
+}
 
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) {
   const bool tier3_state_pass = p.seg_M != nullptr || p.seg_S != nullptr || p.seg_flags != nullptr;
@@ -265,9 +270,10 @@ bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) {
          (p.io == ElemType::kBF16 || p.io == ElemType::kF16);
 }
 
-bool gdn_fused_wg_enabled() {
-  const std::string v = env_or("LINATTN_CUDA_WGMMA", "");
-  return v == "1" || v == "v1";
+bool gdn_fused_wg_enabled() { return env_or("LINATTN_CUDA_WGMMA", "") != "0"; }
+
+bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
+  return gdn_fused_wg_enabled() && gdn_fused_wg_eligible(p, vs) && (gdn_fused_wg_forced() || vs >= 64);
 }
 
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {

@@ -1,6 +1,6 @@
 // The wgmma versions of the fused GDN forward: same GdnFwdParams / GdnChunkWs contract as
 // launch_gdn_fused, for GDN with BT 64, K 128, bf16 / fp16. Two kernels behind one switch
-// (LINATTN_CUDA_WGMMA): "1" = the pipelined kernel (gdn_fused_wgp.cu: transposed register-resident
+// (LINATTN_CUDA_WGMMA, below): the pipelined kernel (gdn_fused_wgp.cu: transposed register-resident
 // state, state / output warpgroups, V-slice always 64, V % 64 == 0); "v1" = the first version
 // (gdn_fused_wg.cu: V-slice 64 / 128 as planned, kept for A/B measurements).
 #pragma once
@@ -14,10 +14,15 @@ namespace linattn::cuda {
 
 // Whether the wgmma kernel covers these parameters at V-slice vs.
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs);
-// Opt-in switch while the kernels are new: environment LINATTN_CUDA_WGMMA=1 (pipelined) or =v1.
-bool gdn_fused_wg_enabled();
-// Whether the switch selects the pipelined kernel (LINATTN_CUDA_WGMMA=1).
-bool gdn_fused_wg_pipelined();
+// Environment LINATTN_CUDA_WGMMA: unset = the pipelined kernel wherever it is eligible and the planner
+// chose V-slices of 64 or more (enough CTAs: with few heads the planner picks 32 and the mma.sync
+// kernel keeps the finer split; H200 A/B in docs/perf-notes.md, "Step 2"); "0" = never (mma.sync);
+// "1" = the pipelined kernel wherever eligible; "v1" = the first wgmma version wherever eligible.
+bool gdn_fused_wg_enabled();   // not "0"
+bool gdn_fused_wg_pipelined(); // not "v1"
+bool gdn_fused_wg_forced();    // "1" or "v1": regardless of the planned V-slice
+// The forward's choice for these parameters and the planned V-slice.
+bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs);
 // Launches so far in this process (tests check the kernel really ran).
 int64_t gdn_fused_wg_launches();
 // Launches the selected kernel (the pipelined one ignores vs and uses 64).

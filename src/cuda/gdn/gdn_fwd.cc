@@ -134,7 +134,7 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
     else launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
   }
   if (fused) {
-    if (gdn_fused_wg_enabled() && gdn_fused_wg_eligible(p, plan.vs)) launch_gdn_fused_wg(p, w.ws, plan.vs, st);
+    if (gdn_fused_wg_chosen(p, plan.vs)) launch_gdn_fused_wg(p, w.ws, plan.vs, st);
     else launch_gdn_fused(p, w.ws, plan.vs, st);
   }
 }
