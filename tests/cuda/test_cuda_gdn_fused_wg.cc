@@ -1,10 +1,10 @@
 // The wgmma fused GDN forwards, both behind LINATTN_CUDA_WGMMA (the pipelined one is also the
 // default, "0" = mma.sync): "1" the pipelined kernel (src/cuda/gdn/gdn_fused_wgp.cu), "v1" the
-// first one (gdn_fused_wg.cu); each against the fp64 reference on the GDN forward cases (layer options with [V, K] states, varlen edge lengths with
-// padding rows, strong decay with -1000 gates and GVA 3, a long V = 256 sequence, 1- and 2-chunk
-// sequences for the pipelined hand-off's start / end), bf16 and fp16, planned V-slices 64
-// and 128; and against the mma.sync fused kernel on the same inputs (two fp32-accumulating orders
-// of the same products: close, not bitwise).
+// first one (gdn_fused_wg.cu); each against the fp64 reference on the GDN forward cases (layer
+// options with [V, K] states, varlen edge lengths with padding rows, strong decay with -1000 gates
+// and GVA 3, a long V = 256 sequence, 1- and 2-chunk sequences for the pipelined hand-off's start /
+// end), bf16 and fp16, planned V-slices 64 and 128; and against the mma.sync fused kernel on the
+// same inputs (two fp32-accumulating orders of the same products: close, not bitwise).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
