@@ -1,5 +1,17 @@
 // Context-parallel GDN / KDA on CUDA tensors (see cp_ops.h, cp_cuda.h). Per rank, on ctx.stream,
 // no host reads of device data; sequence n keeps index n in the rank's virtual layout (vcu).
+// Two exchanges, env LINATTN_CP_CHAIN (default 1; read per call, so every rank must see the same):
+// Chained (default; the CPU twin is cp_chunk_chain.cc, the math docs/perf-notes.md "Chained
+// exchange"): forward with one all-gather after each rank's only big pass: rank 0 runs its
+// forward (its tail's record: the true final state); ranks > 0 run the forward on the augmented
+// value width V + K (cp_dev_chain.cu: head from [0 | I], others [h0 | 0]), record the tail's true
+// final state (it starts here) or (M, S_loc) (the rank is crossed whole), then, after the
+// exchange, chain the head's S_init (absolute from its start rank) and correct o += Qt S_init
+// (a cuBLAS GEMM per value head; a SIMT kernel when capturing on a stream without a cuBLAS
+// context) and the head's final state. Backward: the first version's records, both computed
+// before one all-gather (tail (M, S_loc) on ranks < world - 1, the head's dS by the dS stage on
+// ranks > 0), so the ranks' passes overlap; needs the dS stage (else the first version runs).
+// First version (LINATTN_CP_CHAIN=0):
 // Forward: state pass over this rank's tail segment -> record (M, S_loc) -> all-gather ->
 // h0_local = the global initial states, the head's chained over the earlier ranks
 // (S <- M_r S + S_r) -> the CUDA chunk_attn_fwd on the rank's rows -> final states of the
@@ -20,10 +32,14 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/util.h"
 #include "parallel/cp_cuda.h"
 
 #if LINATTN_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "cuda/common/device_info.h"
+#include "cuda/dense/dense_cuda.h"
 #include "meta/chunk_attn_desc.h"
 #if LINATTN_CP_CUDA_SEG
 #include "cuda/seg/seg_pass.h"
@@ -49,6 +65,12 @@ struct ChunkPlan {
   size_t seg_ws_bytes = 0;
   bool fast = false;
   bool dstate = false;  // backward records from the dS stage (else from a full phase-A backward)
+  bool chain = false;   // the chained exchange (LINATTN_CP_CHAIN)
+  bool aug = false;     // chained forward on a rank > 0: the augmented forward (A = V + K)
+  void *v_aug = nullptr, *o_aug = nullptr, *Sb = nullptr;  // [rows, HV, A] x 2 (io), [HV, K, V] (io)
+  float *h0_aug = nullptr, *ht_aug = nullptr, *Sinit = nullptr;  // [N, HV, K, A] x 2, [HV, K, V]
+  ChunkAttnInputs ain;  // the augmented call
+  ChunkAttnOptions aopt;
   void* inner = nullptr;
   size_t inner_bytes = 0, total = 0;
   ChunkAttnInputs vin;
@@ -57,7 +79,10 @@ struct ChunkPlan {
   std::vector<int64_t> state_shape() const {
     return sd.v_first ? std::vector<int64_t>{N, sd.HV, sd.V, sd.K} : std::vector<int64_t>{N, sd.HV, sd.K, sd.V};
   }
+  int64_t A() const { return sd.V + sd.K; }
 };
+
+bool chained() { return env_or("LINATTN_CP_CHAIN", "1") != "0"; }
 
 #if LINATTN_CP_CUDA_SEG || LINATTN_CP_CUDA_DSTATE
 cuda::ElemType elem(DType t) {
@@ -142,6 +167,11 @@ cuda::GdnBwdPlan dstate_plan(const ChunkPlan& p, const cuda::GdnFwdParams& f) {
 
 ChunkPlan plan(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOptions& opt, uintptr_t base,
                bool backward) {
+#if LINATTN_CP_CUDA_DSTATE
+  const bool chain = chained();  // the chained backward needs the dS stage
+#else
+  const bool chain = chained() && !backward;
+#endif
   LINATTN_CHECK(in.q.defined() && in.v.defined(), "q, v: expected tensors, got none");
   ChunkPlan p;
   p.L = cudacp::open_call(cp, "chunk_attn", in.cu_seqlens, in.q, "q", 4);
@@ -151,18 +181,21 @@ ChunkPlan plan(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOp
   p.nA = in.A_log.defined() ? in.A_log.numel() : 0;
   p.nB = in.dt_bias.defined() ? in.dt_bias.numel() : 0;
   const int64_t REC = p.sd.rec(), SK = p.sd.state(), NS = p.N * SK;
+  p.chain = chain;
   cudacp::Carve c{base};
   p.vcu = c.take<int64_t>(static_cast<size_t>(p.N + 1));
   p.seg = c.take<int32_t>(8);
-  p.rec = c.take<float>(REC);
-  p.all = c.take<float>(p.world * REC);
+  // Chained backward: both records of a rank in one piece ([REC + SK] per rank, one all-gather).
+  const int64_t R2 = chain && backward ? REC + SK : REC;
+  p.rec = c.take<float>(R2);
+  p.all = c.take<float>(p.world * R2);
   p.h0 = c.take<float>(NS);
   p.ht = c.take<float>(NS);
   if (backward) {
     p.dht = c.take<float>(NS);
     p.dh0 = c.take<float>(NS);
-    p.drec = c.take<float>(SK);
-    p.dall = c.take<float>(p.world * SK);
+    p.drec = chain ? p.rec + REC : c.take<float>(SK);
+    p.dall = chain ? p.all + REC : c.take<float>(p.world * SK);
     p.prm = c.take<float>(p.nA + p.nB);
     p.allp = c.take<float>(p.world * (p.nA + p.nB));
   }
@@ -178,8 +211,28 @@ ChunkPlan plan(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOp
     return p;
   }
   p.d = meta::describe_chunk_attn(p.vin, p.vopt);
+  p.aug = chain && !backward && p.L.rank > 0;
+  if (p.aug) {  // the augmented forward's buffers and call
+    const int64_t A = p.A(), rows = p.L.rows, HV = p.sd.HV, K = p.sd.K, V = p.sd.V;
+    const size_t es = dtype_size(in.v.dtype);
+    p.v_aug = c.take<char>(static_cast<size_t>(rows * HV * A) * es);
+    p.o_aug = c.take<char>(static_cast<size_t>(rows * HV * A) * es);
+    p.h0_aug = c.take<float>(p.N * HV * K * A);
+    p.ht_aug = c.take<float>(p.N * HV * K * A);
+    p.Sinit = c.take<float>(HV * K * V);
+    p.Sb = c.take<char>(static_cast<size_t>(HV * K * V) * es);
+    p.ain = p.vin;
+    p.ain.v = TensorView::contiguous(p.v_aug, in.v.dtype, {1, rows, HV, A}, in.q.device);
+    p.ain.initial_state = TensorView::contiguous(p.h0_aug, DType::kF32, {p.N, HV, K, A}, in.q.device);
+    p.aopt = p.vopt;
+    p.aopt.state_v_first = false;
+    p.inner_bytes = chunk_attn_fwd_workspace_bytes(p.ain, p.aopt);
+    p.inner = c.take<char>(p.inner_bytes);
+    p.total = c.used();
+    return p;
+  }
 #if LINATTN_CP_CUDA_SEG
-  p.fast = fast_pass_supported(p.d, in);
+  p.fast = fast_pass_supported(p.d, in) && !(chain && !backward);  // the chained forward has no state pass
   if (p.fast) {
     p.segS = c.take<float>(2 * SK);
     p.segM = c.take<float>(2 * p.sd.HV * p.sd.K * p.sd.K);
@@ -246,15 +299,78 @@ void tail_pass(const ChunkPlan& p, const ChunkAttnInputs& in, void* s) {
   dev::token_state_pass(t, p.seg, p.rec, s);
 }
 
-// The forward exchange: p.h0 = every sequence's initial state, the head's chained.
-void forward_exchange(const CpContext& cp, const ChunkAttnInputs& in, const ChunkPlan& p, void* s) {
+// Before an exchange: the virtual layout, p.h0 = every sequence's initial state (the head's 0),
+// and (first version, backward) the tail's (M, S_loc) record.
+void exchange_pre(const ChunkAttnInputs& in, const ChunkPlan& p, bool tail, void* s) {
   dev::virtual_cu(p.L, p.vcu, p.seg, s);
-  if (p.L.rank < p.world - 1 && p.L.rows > 0) tail_pass(p, in, s);  // the last rank never has a tail
-  cp.comm->all_gather(p.rec, p.all, sizeof(float) * p.sd.rec(), s);
   const TensorView& h0 = in.initial_state;
   dev::copy_states(p.L, dev::Pick::kAll, true, h0.defined() ? h0.data : nullptr, h0.dtype, p.h0, DType::kF32,
                    p.sd.state(), s);
-  if (p.L.rank > 0) dev::chunk_head_state(p.L, p.sd, p.all, p.h0, s);
+  if (tail && p.L.rank < p.world - 1 && p.L.rows > 0) tail_pass(p, in, s);  // the last rank never has a tail
+}
+
+// The first version's forward exchange: p.h0 = every sequence's initial state, the head's chained.
+void forward_exchange(const CpContext& cp, const ChunkAttnInputs& in, const ChunkPlan& p, void* s) {
+  exchange_pre(in, p, true, s);
+  cp.comm->all_gather(p.rec, p.all, sizeof(float) * p.sd.rec(), s);
+  if (p.L.rank > 0) dev::chunk_head_state(p.L, p.sd, p.all, p.sd.rec(), p.h0, false, nullptr, s);
+}
+
+bool capturing(void* s) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone;
+}
+
+// The chained forward (file comment). p.ht: the final states of the rank's sequences.
+void chain_forward(const CpContext& cp, const ChunkAttnInputs& in, const ChunkAttnOutputs& out, const ChunkPlan& p,
+                   const ExecContext& ctx) {
+  void* s = ctx.stream;
+  const Device dev = in.q.device;
+  const bool ran = p.L.rows > 0;
+  exchange_pre(in, p, false, s);
+  if (ran && !p.aug) {  // rank 0: no head, the whole forward at once
+    chunk_attn_fwd(p.vin, ChunkAttnOutputs{out.o, TensorView::contiguous(p.ht, DType::kF32, p.state_shape(), dev)},
+                   p.vopt, inner_ctx(ctx, p));
+    dev::chain_tail_record(p.L, p.sd, p.ht, false, p.rec, s);
+  }
+  const int64_t A = p.A(), HV = p.sd.HV, K = p.sd.K, V = p.sd.V;
+  const DType io = in.v.dtype;
+  if (ran && p.aug) {
+    dev::chain_aug_inputs(p.L, p.sd, in.v.data, io, in.v.strides[1], in.v.strides[2], p.v_aug, p.h0, p.h0_aug, s);
+    chunk_attn_fwd(p.ain,
+                   ChunkAttnOutputs{TensorView::contiguous(p.o_aug, io, {1, p.L.rows, HV, A}, dev),
+                                    TensorView::contiguous(p.ht_aug, DType::kF32, {p.N, HV, K, A}, dev)},
+                   p.aopt, inner_ctx(ctx, p));
+    dev::chain_tail_record(p.L, p.sd, p.ht_aug, true, p.rec, s);
+  }
+  cp.comm->all_gather(p.rec, p.all, sizeof(float) * p.sd.rec(), s);
+  if (!ran || !p.aug) return;
+  dev::chunk_head_state(p.L, p.sd, p.all, p.sd.rec(), p.h0, true, p.Sinit, s);
+  // o += Qt S_init: cuBLAS unless capturing on a stream that has no cuBLAS context yet.
+  const int device = dev.index;
+  const bool blas = !capturing(s) || cuda::dense_prepared(device, s);
+  if (blas) {
+    dev::to_dtype(p.Sinit, p.Sb, io, HV * K * V, s);
+    const size_t es = dtype_size(io);
+    for (int64_t j = 0; j < HV; ++j) {
+      cuda::GemmArgs g;
+      g.M = p.L.rows;
+      g.N = V;
+      g.K = K;
+      g.beta = 1.0f;
+      g.a = static_cast<const char*>(p.o_aug) + static_cast<size_t>(j * A + V) * es;
+      g.lda = HV * A;
+      g.b = static_cast<const char*>(p.Sb) + static_cast<size_t>(j * K * V) * es;
+      g.ldb = V;
+      g.c = static_cast<char*>(p.o_aug) + static_cast<size_t>(j * A) * es;
+      g.ldc = HV * A;
+      g.ab_dtype = g.c_dtype = io;
+      cuda::gemm(device, s, g);
+    }
+  }
+  dev::chain_aug_output(p.L, p.sd, p.o_aug, io, out.o.data, out.o.dtype, out.o.strides[1], out.o.strides[2], p.Sinit,
+                        !blas, s);
+  dev::chain_aug_states(p.L, p.sd, p.ht_aug, p.Sinit, p.ht, s);
 }
 
 }  // namespace
@@ -278,11 +394,16 @@ void cp_chunk_attn_fwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, cons
   cudacp::Scratch ws(ctx, plan(cp, in, opt, cudacp::kCountingBase, false).total, opt.use_graph, "chunk_attn");
   const ChunkPlan p = plan(cp, in, opt, ws.base(), false);
   void* s = ctx.stream;
-  forward_exchange(cp, in, p, s);
   const bool ran = p.L.rows > 0;
-  if (ran)
-    chunk_attn_fwd(p.vin, ChunkAttnOutputs{out.o, TensorView::contiguous(p.ht, DType::kF32, p.state_shape(), in.q.device)},
-                   p.vopt, inner_ctx(ctx, p));
+  if (p.chain) {
+    chain_forward(cp, in, out, p, ctx);
+  } else {
+    forward_exchange(cp, in, p, s);
+    if (ran)
+      chunk_attn_fwd(p.vin,
+                     ChunkAttnOutputs{out.o, TensorView::contiguous(p.ht, DType::kF32, p.state_shape(), in.q.device)},
+                     p.vopt, inner_ctx(ctx, p));
+  }
   if (opt.output_final_state)  // an empty rank owns only empty sequences: final state = h0
     dev::copy_states(p.L, dev::Pick::kEndsHere, false, ran ? p.ht : p.h0, DType::kF32, out.final_state.data,
                      out.final_state.dtype, p.sd.state(), s);
@@ -296,8 +417,9 @@ void cp_chunk_attn_bwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, cons
   const ChunkPlan p = plan(cp, in, opt, ws.base(), true);
   void* s = ctx.stream;
   const Device dev = in.q.device;
-  const int64_t SK = p.sd.state(), NS = p.N * SK;
-  forward_exchange(cp, in, p, s);
+  const int64_t SK = p.sd.state(), NS = p.N * SK, REC = p.sd.rec();
+  if (p.chain) exchange_pre(in, p, true, s);  // the chained backward exchanges once, below
+  else forward_exchange(cp, in, p, s);
   const bool with_dht = opt.output_final_state && d_final_state.defined();
   dev::copy_states(p.L, dev::Pick::kEndsHere, true, with_dht ? d_final_state.data : nullptr, d_final_state.dtype,
                    p.dht, DType::kF32, SK, s);
@@ -323,10 +445,17 @@ void cp_chunk_attn_bwd_cuda(const CpContext& cp, const ChunkAttnInputs& in, cons
 #endif
   }
   if (phase_a) dev::chunk_head_record(p.L, p.sd, p.dh0, p.drec, s);
-  cp.comm->all_gather(p.drec, p.dall, sizeof(float) * SK, s);
-  if (phase_b) {
-    if (p.L.rank < p.world - 1) dev::chunk_tail_grad(p.L, p.sd, p.all, p.dall, p.dht, s);
+  if (p.chain) {  // both records in one all-gather ([REC + SK] per rank), then both chains
+    cp.comm->all_gather(p.rec, p.all, sizeof(float) * (REC + SK), s);
+    if (p.L.rank > 0) dev::chunk_head_state(p.L, p.sd, p.all, REC + SK, p.h0, false, nullptr, s);
+    if (p.L.rank < p.world - 1) dev::chunk_tail_grad(p.L, p.sd, p.all, REC + SK, p.dall, REC + SK, p.dht, s);
     if (ran) chunk_attn_bwd(p.vin, d_o, dht, vg, p.vopt, inner_ctx(ctx, p));
+  } else {
+    cp.comm->all_gather(p.drec, p.dall, sizeof(float) * SK, s);
+    if (phase_b) {
+      if (p.L.rank < p.world - 1) dev::chunk_tail_grad(p.L, p.sd, p.all, REC, p.dall, SK, p.dht, s);
+      if (ran) chunk_attn_bwd(p.vin, d_o, dht, vg, p.vopt, inner_ctx(ctx, p));
+    }
   }
   if (!ran) {  // only empty sequences here: dh0 = dht, no parameter gradient
     cudacp::copy_async(p.dh0, p.dht, sizeof(float) * NS, s);

@@ -63,15 +63,20 @@ struct StateDims {
   constexpr int64_t rec() const { return HV * K * (K + V); }
   constexpr int64_t state() const { return HV * K * V; }
 };
-// h0_local[head] = S chained over the earlier ranks of the head's sequence from h0_local[head]
-// (already holding the sequence's initial state): S <- M_r S + S_r for each rank r in order.
-void chunk_head_state(const Layout& L, const StateDims& s, const float* all, float* h0_local, void* stream);
+// The head's initial state chained over the earlier ranks of its sequence (records at
+// all + r * stride: M [HV, K, K] then S [HV, K, V]), from the rank it starts on: S = M_r h0 + S_r
+// with h0 = h0_local[head] (relative records), or S = S_r (absolute: that rank's true final
+// state); then S <- M_r S + S_r for each rank it crosses. Written to h0_local[head] (op layout),
+// or, with S_out, to S_out [HV, K, V] fp32 K-major (zeros without a head).
+void chunk_head_state(const Layout& L, const StateDims& s, const float* all, int64_t stride, float* h0_local,
+                      bool absolute, float* S_out, void* stream);
 // dht_local[tail] = the state gradient at this rank's end: from dht_local[tail] (the sequence's
 // terminal gradient, already there), back over the later ranks r of the tail's sequence:
 // d <- D_r for the rank it ends on (its dS record already includes its terminal gradient),
-// then d <- M_r^T d + D_r for the ranks it crosses. mall: the forward records; dall [world, HV K V].
-void chunk_tail_grad(const Layout& L, const StateDims& s, const float* mall, const float* dall, float* dht_local,
-                     void* stream);
+// then d <- M_r^T d + D_r for the ranks it crosses. mall: the forward records (M at
+// mall + r * mstride), dall: the dS records (dall + r * dstride, [HV K V]).
+void chunk_tail_grad(const Layout& L, const StateDims& s, const float* mall, int64_t mstride, const float* dall,
+                     int64_t dstride, float* dht_local, void* stream);
 // rec [HV K V] = src[head] in K-major fp32 (zeros without a head); src in the op's state layout.
 void chunk_head_record(const Layout& L, const StateDims& s, const float* src, float* rec, void* stream);
 
@@ -91,5 +96,25 @@ struct TokenPass {
   const float* dt_bias = nullptr;
 };
 void token_state_pass(const TokenPass& p, const int32_t* seg, float* rec, void* stream);
+
+// ---- chained forward (cp_dev_chain.cu; A = V + K)
+// v_aug [rows, HV, A] (dtype dt) = [v | 0], v element (t, j, c) at v + t * v_row + j * v_head + c;
+// h0_aug [N, HV, K, A] fp32 K-major = [0 | I] for this rank's head, [h0_local[n] | 0] otherwise
+// (h0_local in the op's state layout).
+void chain_aug_inputs(const Layout& L, const StateDims& s, const void* v, DType dt, int64_t v_row, int64_t v_head,
+                      void* v_aug, const float* h0_local, float* h0_aug, void* stream);
+// rec (M [HV, K, K] then S [HV, K, V]) of this rank's tail, from the forward's final states: aug:
+// ht [N, HV, K, A] K-major, S = the first V columns, and M = the last K when the tail does not
+// start on this rank (else absolute: S is the true final state, M unwritten); !aug: ht in the
+// op's state layout (S only). Nothing without a tail.
+void chain_tail_record(const Layout& L, const StateDims& s, const float* ht, bool aug, float* rec, void* stream);
+void to_dtype(const float* src, void* dst, DType dt, int64_t n, void* stream);
+// o[t, j, :] = o_aug[t, j, :V] for the rows of this rank's sequences (padding rows untouched),
+// with simt also + o_aug[t, j, V:] S[j] over the head's rows (S fp32 K-major [HV, K, V]).
+void chain_aug_output(const Layout& L, const StateDims& s, const void* o_aug, DType adt, void* o, DType odt,
+                      int64_t o_row, int64_t o_head, const float* S, bool simt, void* stream);
+// ht_local[n] (op layout) = ht_aug[n][:, :V], the head's + ht_aug[head][:, V:] S.
+void chain_aug_states(const Layout& L, const StateDims& s, const float* ht_aug, const float* S, float* ht_local,
+                      void* stream);
 
 }  // namespace linattn::parallel::dev

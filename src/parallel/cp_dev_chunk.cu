@@ -56,26 +56,50 @@ __device__ void store_block(const float* X, float* dst, const StateDims& s, int6
   }
 }
 
-__global__ void head_state_kernel(Layout L, StateDims s, const float* all, float* h0_local) {
+__global__ void head_state_kernel(Layout L, StateDims s, const float* all, int64_t stride, float* h0_local,
+                                  bool absolute, float* S_out) {
   extern __shared__ float X[];
   const Rd rd(L);
-  const int64_t n = rd.head(L.rank);
-  if (n < 0) return;
+  const int64_t n = rd.head(L.rank), j = blockIdx.x, c0 = blockIdx.y * int64_t(kCols);
   int start = -1;  // the rank the sequence starts on (earlier ranks between are crossed)
-  for (int r = L.rank - 1; r >= 0 && start < 0; --r)
+  for (int r = L.rank - 1; n >= 0 && r >= 0 && start < 0; --r)
     if (!empty_rank(rd, r) && rd.starts_on(n, r)) start = r;
-  if (start < 0) return;
-  const int64_t j = blockIdx.x, c0 = blockIdx.y * int64_t(kCols), REC = s.rec();
-  load_block(X, h0_local, s, n, j, c0);
-  for (int r = start; r < L.rank; ++r) {
-    if (empty_rank(rd, r)) continue;
-    const float* rec = all + r * REC;
-    affine_block(X, rec + j * s.K * s.K, false, rec + s.HV * s.K * s.K + j * s.K * s.V, s.K, s.V, c0);
+  if (n < 0 || start < 0) {
+    if (S_out)
+      for (int64_t i = threadIdx.x; i < s.K * kCols; i += blockDim.x) {
+        const int64_t d = i / kCols, c = c0 + i % kCols;
+        if (c < s.V) S_out[(j * s.K + d) * s.V + c] = 0.0f;
+      }
+    return;
   }
-  store_block(X, h0_local, s, n, j, c0);
+  const int64_t MK = s.HV * s.K * s.K;
+  if (absolute) {
+    const float* S0 = all + start * stride + MK + j * s.K * s.V;
+    for (int64_t i = threadIdx.x; i < s.K * kCols; i += blockDim.x) {
+      const int64_t d = i / kCols, c = c0 + i % kCols;
+      X[i] = c < s.V ? S0[d * s.V + c] : 0.0f;
+    }
+    __syncthreads();
+  } else {
+    load_block(X, h0_local, s, n, j, c0);
+  }
+  for (int r = absolute ? start + 1 : start; r < L.rank; ++r) {
+    if (empty_rank(rd, r)) continue;
+    const float* rec = all + r * stride;
+    affine_block(X, rec + j * s.K * s.K, false, rec + MK + j * s.K * s.V, s.K, s.V, c0);
+  }
+  if (S_out) {
+    for (int64_t i = threadIdx.x; i < s.K * kCols; i += blockDim.x) {
+      const int64_t d = i / kCols, c = c0 + i % kCols;
+      if (c < s.V) S_out[(j * s.K + d) * s.V + c] = X[i];
+    }
+  } else {
+    store_block(X, h0_local, s, n, j, c0);
+  }
 }
 
-__global__ void tail_grad_kernel(Layout L, StateDims s, const float* mall, const float* dall, float* dht_local) {
+__global__ void tail_grad_kernel(Layout L, StateDims s, const float* mall, int64_t mstride, const float* dall,
+                                 int64_t dstride, float* dht_local) {
   extern __shared__ float X[];
   const Rd rd(L);
   const int64_t n = rd.tail(L.rank);
@@ -84,15 +108,15 @@ __global__ void tail_grad_kernel(Layout L, StateDims s, const float* mall, const
   for (int r = L.rank + 1; r < L.world && end < 0; ++r)
     if (!empty_rank(rd, r) && rd.ends_on(n, r)) end = r;
   if (end < 0) return;
-  const int64_t j = blockIdx.x, c0 = blockIdx.y * int64_t(kCols), SK = s.state();
+  const int64_t j = blockIdx.x, c0 = blockIdx.y * int64_t(kCols);
   for (int64_t i = threadIdx.x; i < s.K * kCols; i += blockDim.x) {
     const int64_t d = i / kCols, c = c0 + i % kCols;
-    X[i] = c < s.V ? dall[end * SK + (j * s.K + d) * s.V + c] : 0.0f;
+    X[i] = c < s.V ? dall[end * dstride + (j * s.K + d) * s.V + c] : 0.0f;
   }
   __syncthreads();
   for (int r = end - 1; r > L.rank; --r) {
     if (empty_rank(rd, r)) continue;
-    affine_block(X, mall + r * s.rec() + j * s.K * s.K, true, dall + r * SK + j * s.K * s.V, s.K, s.V, c0);
+    affine_block(X, mall + r * mstride + j * s.K * s.K, true, dall + r * dstride + j * s.K * s.V, s.K, s.V, c0);
   }
   store_block(X, dht_local, s, n, j, c0);
 }
@@ -173,18 +197,19 @@ dim3 combine_grid(const StateDims& s) {
 
 }  // namespace
 
-void chunk_head_state(const Layout& L, const StateDims& s, const float* all, float* h0_local, void* stream) {
+void chunk_head_state(const Layout& L, const StateDims& s, const float* all, int64_t stride, float* h0_local,
+                      bool absolute, float* S_out, void* stream) {
   LINATTN_CHECK(s.K <= 256, "context parallelism on CUDA: K = ", s.K, " (supported: K <= 256)");
   head_state_kernel<<<combine_grid(s), kThreads, s.K * kCols * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
-      L, s, all, h0_local);
+      L, s, all, stride, h0_local, absolute, S_out);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 
-void chunk_tail_grad(const Layout& L, const StateDims& s, const float* mall, const float* dall, float* dht_local,
-                     void* stream) {
+void chunk_tail_grad(const Layout& L, const StateDims& s, const float* mall, int64_t mstride, const float* dall,
+                     int64_t dstride, float* dht_local, void* stream) {
   LINATTN_CHECK(s.K <= 256, "context parallelism on CUDA: K = ", s.K, " (supported: K <= 256)");
   tail_grad_kernel<<<combine_grid(s), kThreads, s.K * kCols * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
-      L, s, mall, dall, dht_local);
+      L, s, mall, mstride, dall, dstride, dht_local);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,7 +1,7 @@
 // bench_cp_cuda: context-parallel scaling 1 -> 2 GPUs (one process, one thread per GPU, NCCL).
 // GDN configurations first, then the conv (--conv-d 0 skips it).
 //   bench_cp_cuda [--t 131072,524288] [--hv 16,32] [--k 128] [--v 128] [--conv-d 4096]
-//                 [--iters 5] [--commit X] [--json out.jsonl]
+//                 [--iters 5] [--chain 1] [--commit X] [--json out.jsonl]
 // One sequence of T tokens. GDN: bf16 q / k / v, H = HV heads, the layer's in-kernel options (q/k
 // L2 norm, gate from A_log / dt_bias, beta sigmoid), no initial / final state. Conv: bf16 x
 // [1, T, D], W = 4, silu. Inputs are filled on GPU 0 (rank 0 uses its half in place, rank 1's half
@@ -9,13 +9,16 @@
 // forward + backward on 1 GPU (the public ops on all T rows) and on 2 GPUs (the CP ops, T / 2 rows
 // per rank; an iteration is the slower rank's time, both ranks released together by a host
 // barrier). GDN also reports the rel RMS difference of o (2 GPUs vs 1) over rank 1's first and
-// last 4096 rows, the rows that depend on the exchange. JSON lines to stdout and --json.
+// last 4096 rows, the rows that depend on the exchange. --chain 1,0 runs the GDN CP rows once per
+// exchange (LINATTN_CP_CHAIN: 1 chained, the default; 0 the first version), field "chain".
+// JSON lines to stdout and --json.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -194,7 +197,7 @@ void alloc_out(DevMem& m, Gdn& x, int64_t T) {
   x.g.ddt_bias = m.alloc(DType::kF32, {HV});
 }
 
-void bench_gdn(Emit& e, int64_t T, int64_t HV, int64_t K, int64_t V, int iters) {
+void bench_gdn(Emit& e, int64_t T, int64_t HV, int64_t K, int64_t V, int iters, const std::vector<int64_t>& chains) {
   cuda_ok(cudaSetDevice(0), "cudaSetDevice");
   DevMem m0;
   Gdn one;
@@ -234,7 +237,9 @@ void bench_gdn(Emit& e, int64_t T, int64_t HV, int64_t K, int64_t V, int iters) 
   cuda_ok(cudaStreamSynchronize(s0), "sync");
   const int64_t half = T / 2, probe = std::min<int64_t>(4096, T - half);
   const std::vector<float> ref_a = rows_f32(one.out.o, half, probe), ref_b = rows_f32(one.out.o, T - probe, probe);
+  for (const int64_t chain : chains)
   for (const bool bwd : {false, true}) {
+    setenv("LINATTN_CP_CHAIN", chain ? "1" : "0", 1);  // read by every CP call; set before the rank threads
     struct Rank {
       std::unique_ptr<DevMem> m;
       Gdn x;
@@ -281,9 +286,10 @@ void bench_gdn(Emit& e, int64_t T, int64_t HV, int64_t K, int64_t V, int iters) 
     std::snprintf(buf, sizeof buf,
                   "{\"bench\":\"cp_cuda\",\"op\":\"gdn\",\"pass\":\"%s\",\"T\":%lld,\"H\":%lld,\"HV\":%lld,\"K\":%lld,"
                   "\"V\":%lld,\"dtype\":\"bf16\",\"ms_1gpu\":%.3f,\"ms_2gpu\":%.3f,\"speedup\":%.3f,"
-                  "\"o_rel_rms_vs_1gpu\":%s,\"state_pass\":\"%s\",\"commit\":\"%s\"}",
+                  "\"o_rel_rms_vs_1gpu\":%s,\"state_pass\":\"%s\",\"chain\":%d,\"commit\":\"%s\"}",
                   bwd ? "fwd+bwd" : "fwd", (long long)T, (long long)HV, (long long)HV, (long long)K, (long long)V, single,
-                  ms, single / ms, errs, parallel::cp_cuda_tier3_state_pass() ? "tier3" : "token", e.commit.c_str());
+                  ms, single / ms, errs, parallel::cp_cuda_tier3_state_pass() ? "tier3" : "token", int(chain),
+                  e.commit.c_str());
     e.line(buf);
   }
   cudaStreamDestroy(s0);
@@ -394,7 +400,8 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> ts = ints(flag(argc, argv, "t", "131072,524288"));
   try {
     for (int64_t T : ts)
-      for (int64_t HV : ints(flag(argc, argv, "hv", "16,32"))) bench_gdn(e, T, HV, K, V, iters);
+      for (int64_t HV : ints(flag(argc, argv, "hv", "16,32")))
+        bench_gdn(e, T, HV, K, V, iters, ints(flag(argc, argv, "chain", "1")));
     for (int64_t T : ts)
       if (D > 0) bench_conv(e, T, D, iters);
   } catch (const std::exception& ex) {

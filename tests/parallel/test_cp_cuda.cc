@@ -5,12 +5,14 @@
 // chunk and a sequence, on a sequence boundary with an empty sequence there, a 3-row rank 0),
 // and captured into one CUDA graph per rank (lockstep capture of the NCCL calls), replayed,
 // then replayed again after new sequence boundaries were copied into the same cu_seqlens
-// buffer (the rank metadata is read on the device). Cases: bf16 K = V = 128 with the layer's
+// buffer (the rank metadata is read on the device). Eager runs both exchanges (chained, the
+// default, and the first version, LINATTN_CP_CHAIN=0); graphs the chained one. Cases: bf16 K = V = 128 with the layer's
 // in-kernel options (tier 3's chunked state pass when built in, else the token pass), fp32
 // small K / V with raw gates and state_v_first (token pass). 4- and 8-rank layouts run on the
 // CPU thread communicator (test_cp_chunk / test_cp_conv): NCCL needs one GPU per rank.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -196,17 +198,21 @@ TEST_P(CpCudaChunk, TwoGpusEqualSingleGpuEagerAndGraph) {
   const ChunkAttnOutTensors ref = ref_forward(d);
   const ChunkAttnGradTensors gref = ref_backward(d, cot);
   const int64_t T = d.T();
-  // Eager: a cut inside a chunk and a sequence; on a sequence boundary (an empty sequence there);
-  // a 3-row rank 0.
-  for (const std::vector<int64_t>& off : {std::vector<int64_t>{0, 380, T}, {0, 100, T}, {0, 3, T}}) {
-    SCOPED_TRACE("eager, rank 1 from row " + std::to_string(off[1]));
-    std::vector<RankPart> parts(2);
-    run_gpu_ranks(2, [&](int r, parallel::Communicator& comm) {
-      parts[r] = cp_chunk_rank(r, comm, d, cot, off, false, nullptr, nullptr);
-    });
-    expect_close(d, single, ref, gref, assemble(d, off, parts));
-  }
-  // Graph: layout A, then new sequence boundaries in the same buffer.
+  // Eager, chained (the default): a cut inside a chunk and a sequence; on a sequence boundary (an
+  // empty sequence there); a 3-row rank 0. The first version (LINATTN_CP_CHAIN=0): the first cut.
+  for (const char* chain : {"1", "0"})
+    for (const std::vector<int64_t>& off : {std::vector<int64_t>{0, 380, T}, {0, 100, T}, {0, 3, T}}) {
+      if (chain[0] == '0' && off[1] != 380) continue;  // the first version: one cut (verified since 1bd2c1f)
+      SCOPED_TRACE(std::string("eager, LINATTN_CP_CHAIN=") + chain + ", rank 1 from row " + std::to_string(off[1]));
+      setenv("LINATTN_CP_CHAIN", chain, 1);  // before the rank threads start
+      std::vector<RankPart> parts(2);
+      run_gpu_ranks(2, [&](int r, parallel::Communicator& comm) {
+        parts[r] = cp_chunk_rank(r, comm, d, cot, off, false, nullptr, nullptr);
+      });
+      expect_close(d, single, ref, gref, assemble(d, off, parts));
+    }
+  unsetenv("LINATTN_CP_CHAIN");
+  // Graph (the chained exchange): layout A, then new sequence boundaries in the same buffer.
   const std::vector<int64_t> off{0, 380, T};
   ChunkAttnData db = d;
   db.cu_seqlens = cu_seqlens_tensor(kLensB, d.cu_seqlens.dtype());
