@@ -29,6 +29,7 @@
 #include "api/backend_cuda.h"
 #include "bench_cuda_util.h"
 #include "core/half.h"
+#include "core/util.h"
 #include "cuda/common/cuda_graph.h"
 #include "cuda/common/random_fill.h"
 #include "linattn/dense.h"
@@ -201,7 +202,8 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
   };
 
   double rel = NAN, mabs = NAN;
-  if (T <= check_max_tokens && !c.kda) {  // KDA runs the token path: nothing independent to compare
+  // KDA: compared only when its chunked path runs (LINATTN_CUDA_KDA_BWD=chunked); else both are the token path.
+  if (T <= check_max_tokens && (!c.kda || env_or("LINATTN_CUDA_KDA_BWD", "") == "chunked")) {
     Grads tok = make_grads();
     tok.d_o = gr.d_o;
     tok.dht = gr.dht;

@@ -7,7 +7,8 @@
 // dims, bf16 / fp16 / fp32 inputs, fp32 and input-dtype gradients and cotangents, BT 64 and 32.
 // Gradients are NaN-prefilled (unwritten elements fail), padding rows must be exactly 0, zero-
 // length sequences pass d_final_state to dh0 exactly, no gradient may be NaN / Inf, two runs are
-// bitwise equal. Bars: tests/common/tolerances.h.
+// bitwise equal. Bars: tests/common/tolerances.h. This binary tests the token-by-token path
+// (LINATTN_CUDA_KDA_BWD=token for the whole binary); test_cuda_kda_bwd_chunked.cc the chunked one.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -18,6 +19,8 @@
 
 namespace linattn::test {
 namespace {
+
+const bool kTokenPath = setenv("LINATTN_CUDA_KDA_BWD", "token", 1) == 0;
 
 struct Case {
   std::string name;
@@ -118,6 +121,7 @@ void run_case(const Case& c) {
 class CudaKdaBwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:
   void SetUp() override {
+    ASSERT_TRUE(kTokenPath);
     if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
   }
 };
@@ -167,7 +171,7 @@ TEST(CudaKdaBwdExtreme, AllGatesAtTheLimits) {
   }
 }
 
-// The forced chunked path refuses KDA (it takes the scalar gate only).
+// With LINATTN_CUDA_KDA_BWD=token the forced chunked path refuses KDA.
 TEST(CudaKdaBwdApi, ChunkedPathRefusesPerChannelGates) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   expect_chunked_refused(base(DType::kBF16, 64));

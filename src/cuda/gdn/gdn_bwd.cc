@@ -1,11 +1,14 @@
 // Planning, workspace carving and launch order of the CUDA GDN backward (see gdn_bwd.h):
 // chunked: [chunk metadata] -> prep -> sweeps -> chunk gradients -> gate reduce -> zero padding;
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
-// (also every KDA backward: the chunked kernels take the scalar gate only).
+// KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
+// per-channel gate reduce -> zero padding; opt-in (LINATTN_CUDA_KDA_BWD=chunked) until GPU-verified,
+// LINATTN_CUDA_KDA_BWD=token forces the token path.
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
 //   vh, dvh: T x HV x V each; per-chunk gate partials NT x HV x 2 (fp32).
+// KDA: no gam / rq / rk; qg, kg, kgl (T x HV x K, io type), gl (NT x HV x K fp32); partials x K.
 #include "cuda/gdn/gdn_bwd.h"
 
 #include <cuda_runtime.h>
@@ -13,6 +16,7 @@
 #include <sstream>
 
 #include "core/carver.h"
+#include "core/util.h"
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_bwd_kernels.h"
 #include "cuda/gdn/gdn_fwd.h"
@@ -54,9 +58,16 @@ Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied
   GdnBwdWs& w = r.w;
   w.nt_cap = plan.nt_cap;
   w.c.T_cap = f.T_total;
-  w.c.gam = c.take<float>(HV * T);
-  w.c.rq = c.take<float>(size_t(f.H) * T);
-  w.c.rk = c.take<float>(size_t(f.H) * T);
+  if (f.kda) {
+    w.c.qg = c.take<uint16_t>(HV * T * K);
+    w.c.kg = c.take<uint16_t>(HV * T * K);
+    w.c.kgl = c.take<uint16_t>(HV * T * K);
+    w.c.gl = c.take<float>(NT * HV * K);
+  } else {
+    w.c.gam = c.take<float>(HV * T);
+    w.c.rq = c.take<float>(size_t(f.H) * T);
+    w.c.rk = c.take<float>(size_t(f.H) * T);
+  }
   w.c.Ab = c.take<uint16_t>(HV * T * plan.BT);
   w.c.P = c.take<uint16_t>(HV * T * plan.BT);
   w.c.Ai = c.take<uint16_t>(HV * T * plan.BT);
@@ -64,11 +75,33 @@ Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied
   w.hdS = c.take<uint16_t>(NT * HV * K * V);
   w.vh = c.take<uint16_t>(HV * T * V);
   w.dvh = c.take<uint16_t>(HV * T * V);
-  w.part = c.take<float>(NT * HV * 2);
+  w.part = c.take<float>(NT * HV * 2 * (f.kda ? K : 1));
   return r;
 }
 
 bool is_aligned16(const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; }
+
+// Why the chunked kernels cannot take this shape (null: they can).
+const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
+  if (f.K != 128) return "K != 128";
+  if (f.V != 64 && f.V != 128) return "V not in {64, 128}";
+  if (f.io != ElemType::kBF16 && f.io != ElemType::kF16) return "fp32 inputs";
+  if (f.BT != 64 && f.BT != 32) return "chunk_size 16";
+  if (!aligned16) return "q/k/v not 16-byte aligned";
+  return nullptr;
+}
+
+// KDA takes the chunked path by default only once it is verified on a GPU; until then on request.
+constexpr bool kKdaChunkedDefault = false;
+
+// Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
+// LINATTN_CUDA_KDA_BWD = token | chunked, read on every call (plan and workspace query agree).
+const char* kda_chunked_refusal() {
+  const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
+  if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
+  if (mode == "chunked" || kKdaChunkedDefault) return nullptr;
+  return "KDA chunked backward is opt-in (LINATTN_CUDA_KDA_BWD=chunked)";
+}
 
 }  // namespace
 
@@ -89,13 +122,8 @@ GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16) {
   plan.gate_width = gate_width;
   plan.tables = f.cu_seqlens != nullptr;
   plan.nt_cap = gdn_chunk_capacity(f, f.BT);
-  const char* why = nullptr;
-  if (gate_width != 1) why = "per-channel (KDA) gate";
-  else if (f.K != 128) why = "K != 128";
-  else if (f.V != 64 && f.V != 128) why = "V not in {64, 128}";
-  else if (f.io != ElemType::kBF16 && f.io != ElemType::kF16) why = "fp32 inputs";
-  else if (f.BT != 64 && f.BT != 32) why = "chunk_size 16";
-  else if (!aligned16) why = "q/k/v not 16-byte aligned";
+  const char* why = gate_width != 1 ? kda_chunked_refusal() : nullptr;
+  if (!why) why = shape_refusal(f, aligned16);
   if (why) {
     plan.reason = std::string("token-by-token backward: ") + why;
     return plan;
@@ -106,6 +134,7 @@ GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16) {
   const int64_t heads = int64_t(f.N) * f.HV;
   plan.vs = 32;
   for (int vs : {128, 64}) {
+    if (f.kda && vs == 128) continue;  // KDA stages hold a third K-wide tile: V-slices 32 / 64
     if (f.V % vs == 0 && 2.0 * double(heads) * (f.V / vs) >= want) {
       plan.vs = vs;
       break;
@@ -159,11 +188,17 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   w.chunk_offsets = plan.tables ? co : nullptr;
   w.do_direct = p.do_type == f.io && is_aligned16(p.d_o);
   w.dstate_only = dstate;
-  launch_gdn_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
+  if (f.kda) launch_kda_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
+  else launch_gdn_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
-  launch_gdn_bwd_chunk(p, w, st);
-  launch_gdn_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
+  if (f.kda) {
+    launch_kda_bwd_chunk(p, w, st);
+    launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
+  } else {
+    launch_gdn_bwd_chunk(p, w, st);
+    launch_gdn_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
+  }
   launch_gdn_bwd_zero_padding(p, st);
 }
 

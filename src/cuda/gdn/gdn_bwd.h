@@ -4,8 +4,8 @@
 // head-level sweeps in one launch (forward states S_c and V^; reverse dS, dV^, dv, dh0), then the
 // chunk-parallel gradient kernel (dq, dk, dg, dbeta, gate partials) and a deterministic gate
 // reduction; padding rows of per-token gradients are zeroed. Other shapes take the token-by-token
-// backward, as does KDA (per-channel gates, same kernels through the gate policy of
-// GdnBwdParams). gdn_bwd never synchronizes and never allocates: the caller passes a workspace of
+// backward. KDA (per-channel gates) shares the plan, sweeps and finishing kernels through the gate
+// policy (KDA prep, KDA chunk kernel); its chunked path is opt-in (LINATTN_CUDA_KDA_BWD=chunked). gdn_bwd never synchronizes and never allocates: the caller passes a workspace of
 // gdn_bwd_workspace_bytes (one count-then-carve function sizes and slices it).
 #pragma once
 #include <cstddef>
@@ -20,15 +20,15 @@ struct GdnBwdPlan {
   bool chunked = false;  // prep + sweeps + chunk kernel; false: token-by-token backward
   int BT = 64;
   int vs = 0;            // V columns per sweep CTA
-  int gate_width = 1;    // bwd_gate_width: 1 (GDN) or K (KDA, token path only)
+  int gate_width = 1;    // bwd_gate_width: 1 (GDN) or K (KDA)
   int64_t nt_cap = 0;    // chunk capacity (rows of chunk_indices, checkpoints, per-chunk states)
   bool tables = false;   // varlen: chunk_indices / chunk_offsets built on the device
   std::string reason;
   std::string str() const;
 };
 
-// `aligned16`: q, k, v are 16-byte aligned (the chunked path's vector copies). KDA (f.kda) always
-// plans the token path.
+// `aligned16`: q, k, v are 16-byte aligned (the chunked path's vector copies). KDA (f.kda) plans
+// the token path unless LINATTN_CUDA_KDA_BWD=chunked (read on every call).
 GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16);
 
 // Workspace for `plan`; `tables_supplied`: the caller passes chunk_indices / chunk_offsets.

@@ -14,7 +14,7 @@ namespace linattn::cuda {
 // Intermediates of the chunked backward. Chunk row r (0 <= r < nt_cap) is the r-th chunk in
 // sequence order: chunk_offsets[n] + c (varlen) or n * nts + c (fixed length).
 struct GdnBwdWs {
-  GdnChunkWs c;                          // prep outputs (gam, rq, rk, Ab, Ai, P), T_cap rows
+  GdnChunkWs c;                          // prep outputs (gam, rq, rk, Ab, Ai, P; KDA: Ab, Ai, P, qg, kg, kgl, gl)
   int64_t nt_cap = 0;
   int nts = 0;                           // chunks per sequence (fixed length)
   const int32_t* chunk_indices = nullptr;  // [nt_cap, 2] (varlen) or null
@@ -23,7 +23,7 @@ struct GdnBwdWs {
   void* hdS = nullptr;     // [nt_cap, HV, K, V] io type: d(state leaving each chunk)
   void* vh = nullptr;      // [HV, T_cap, V] io type: V^ = Ab (V - e^gam K S)
   void* dvh = nullptr;     // [HV, T_cap, V] io type: dV^
-  float* part = nullptr;   // [nt_cap, HV, 2]: per-chunk dA_log / ddt_bias partial sums
+  float* part = nullptr;   // [nt_cap, HV, 2] (KDA [nt_cap, HV, K, 2]): per-chunk dA_log / ddt_bias partial sums
   bool do_direct = true;   // d_o is in the io type and 16-byte aligned (cp.async); else converted on load
   bool dstate_only = false;  // tier 3 (cuda/seg): launch only the reverse dS sweeps (dh0 wanted)
 };
@@ -35,6 +35,13 @@ void launch_gdn_bwd_sweeps(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cud
 // dq, dk (group-summed, through the L2 norm), dg, dbeta and the gate partials; one CTA per
 // (chunk row, q/k head).
 void launch_gdn_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
+
+// KDA (per-channel gate; kda/kda_bwd_chunk.cu): prep = launch_kda_prep with c.Ai set, the same
+// sweeps (KDA policy), then this chunk kernel (dq, dk, dg [T, HV, K], dbeta, per-channel gate
+// partials part [nt_cap, HV, K, 2]) and its reduction (dA_log [HV], ddt_bias [HV, K]).
+void launch_kda_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
+void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
+                                cudaStream_t stream);
 
 // Shared finishing kernels.
 // dA_log[j] / ddt_bias[j] = sum over rows r < count of part[r, j, 0 / 1], in row order (double).

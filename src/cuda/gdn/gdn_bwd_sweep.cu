@@ -12,6 +12,10 @@
 // stored. Warp tiling as the forward's fused kernel: NW warps (16 for BT = 64, 8 for BT = 32);
 // state tiles 16 K-rows x VS / (NW / 8) columns; token x VS products 16 rows x VS / 4 columns.
 // w.dstate_only (tier 3's local state gradients): only role 1, one CTA per (slice, head, sequence).
+// KDA policy (template KDA, per-key-channel gate; as the forward's fused kernel): the prep's gated
+// operands replace the row-scaled q / k: X = V - kg S, S <- diag(gl) S + kgl^T V^;
+// dV^ = kgl dS + P^T dO, dS <- diag(gl) dS + qg^T (scale dO) - kg^T dv (row d of the state decays
+// by gl_d, every factor <= 1). Its stages hold one more K-wide tile, so it takes V-slices 32 / 64.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -33,22 +37,26 @@ struct Tiling {
   static_assert(NTW >= 1 && NS >= 2 && NS % 2 == 0, "V-slice too narrow for this chunk size");
 };
 
-template <class T, int BT, int VS>
+template <class T, int BT, int VS, bool KDA = false>
 struct SweepSmem {
   static constexpr int kLdV = VS + 8, kLdA = BT + 8;
   struct FwdStage {
-    T k[BT][kLdK];
+    T k[BT][kLdK];               // k (KDA: kg)
+    T kl[KDA ? BT : 1][kLdK];    // KDA: kgl
     T v[BT][kLdV];
     T a[BT][kLdA];
     float gam[BT], rk[BT];
+    float gl[KDA ? kK : 4];      // KDA: 2^gam_L per key row
   };
   struct BwdStage {
-    T q[BT][kLdK];
-    T k[BT][kLdK];
+    T q[BT][kLdK];               // q (KDA: qg)
+    T k[BT][kLdK];               // k (KDA: kg)
+    T kl[KDA ? BT : 1][kLdK];    // KDA: kgl
     T d[BT][kLdV];  // dO slice
     T a[BT][kLdA];  // Ab
     T p[BT][kLdA];  // P
     float gam[BT], rq[BT], rk[BT];
+    float gl[KDA ? kK : 4];
   };
   struct Fwd {
     FwdStage st[2];
@@ -111,39 +119,65 @@ __device__ __forceinline__ void state_update(float (&S)[NS][4], const T (*a)[kLd
   }
 }
 
-template <class T, int BT, int VS>
-__device__ __forceinline__ void load_fwd_stage(typename SweepSmem<T, BT, VS>::FwdStage& st, const GdnBwdParams& p,
+// KDA: the chunk's 2^gam_L row of the prep (chunk row r), zeros past the capacity.
+template <bool KDA, class Stage>
+__device__ __forceinline__ void load_gl_async(Stage& st, const GdnBwdWs& w, int64_t r, int HV, int j, int tid) {
+  if constexpr (KDA) {
+    const bool ok = r < w.nt_cap;
+    if (tid < kK) cp_async4(&st.gl[tid], w.c.gl + ((ok ? r : 0) * HV + j) * kK + tid, ok);
+  }
+}
+
+template <class T, int BT, int VS, bool KDA>
+__device__ __forceinline__ void load_fwd_stage(typename SweepSmem<T, BT, VS, KDA>::FwdStage& st, const GdnBwdParams& p,
                                                const GdnBwdWs& w, int64_t t0, int len, int h, int j, int v0,
-                                               int tid) {
+                                               int tid, int64_t r) {
   constexpr int NT = Tiling<BT, VS>::NT;
-  constexpr int kLdV = SweepSmem<T, BT, VS>::kLdV, kLdA = SweepSmem<T, BT, VS>::kLdA;
+  constexpr int kLdV = SweepSmem<T, BT, VS, KDA>::kLdV, kLdA = SweepSmem<T, BT, VS, KDA>::kLdA;
   const GdnFwdParams& f = p.f;
-  load_rows_async<T, BT, kK, kLdK, NT>(st.k, static_cast<const T*>(f.k) + (t0 * f.H + h) * kK, int64_t(f.H) * kK,
-                                      len, tid);
+  if constexpr (KDA) {
+    const int64_t off = (j * w.c.T_cap + t0) * kK;
+    load_rows_async<T, BT, kK, kLdK, NT>(st.k, static_cast<const T*>(w.c.kg) + off, kK, len, tid);
+    load_rows_async<T, BT, kK, kLdK, NT>(st.kl, static_cast<const T*>(w.c.kgl) + off, kK, len, tid);
+    load_gl_async<KDA>(st, w, r, f.HV, j, tid);
+  } else {
+    load_rows_async<T, BT, kK, kLdK, NT>(st.k, static_cast<const T*>(f.k) + (t0 * f.H + h) * kK,
+                                        int64_t(f.H) * kK, len, tid);
+  }
   load_rows_async<T, BT, VS, kLdV, NT>(st.v, static_cast<const T*>(f.v) + (t0 * f.HV + j) * int64_t(f.V) + v0,
                                       int64_t(f.HV) * f.V, len, tid);
   load_rows_async<T, BT, BT, kLdA, NT>(st.a, static_cast<const T*>(w.c.Ab) + (j * w.c.T_cap + t0) * BT, BT, len,
                                       tid);
-  load_scalars_async<BT>(st.gam, w.c.gam + j * w.c.T_cap + t0, len, tid);
-  load_scalars_async<BT>(st.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - BT);
+  if constexpr (!KDA) {
+    load_scalars_async<BT>(st.gam, w.c.gam + j * w.c.T_cap + t0, len, tid);
+    load_scalars_async<BT>(st.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - BT);
+  }
 }
 
-template <class T, int BT, int VS>
-__device__ __forceinline__ void load_bwd_stage(typename SweepSmem<T, BT, VS>::BwdStage& st, const GdnBwdParams& p,
+template <class T, int BT, int VS, bool KDA>
+__device__ __forceinline__ void load_bwd_stage(typename SweepSmem<T, BT, VS, KDA>::BwdStage& st, const GdnBwdParams& p,
                                                const GdnBwdWs& w, int64_t t0, int len, int h, int j, int v0,
-                                               int tid) {
+                                               int tid, int64_t r) {
   constexpr int NT = Tiling<BT, VS>::NT;
-  constexpr int kLdV = SweepSmem<T, BT, VS>::kLdV, kLdA = SweepSmem<T, BT, VS>::kLdA;
+  constexpr int kLdV = SweepSmem<T, BT, VS, KDA>::kLdV, kLdA = SweepSmem<T, BT, VS, KDA>::kLdA;
   const GdnFwdParams& f = p.f;
-  const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
-  load_rows_async<T, BT, kK, kLdK, NT>(st.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
-  load_rows_async<T, BT, kK, kLdK, NT>(st.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+  if constexpr (KDA) {
+    const int64_t off = (j * w.c.T_cap + t0) * kK;
+    load_rows_async<T, BT, kK, kLdK, NT>(st.q, static_cast<const T*>(w.c.qg) + off, kK, len, tid);
+    load_rows_async<T, BT, kK, kLdK, NT>(st.k, static_cast<const T*>(w.c.kg) + off, kK, len, tid);
+    load_rows_async<T, BT, kK, kLdK, NT>(st.kl, static_cast<const T*>(w.c.kgl) + off, kK, len, tid);
+    load_gl_async<KDA>(st, w, r, f.HV, j, tid);
+  } else {
+    const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
+    load_rows_async<T, BT, kK, kLdK, NT>(st.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
+    load_rows_async<T, BT, kK, kLdK, NT>(st.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+    load_scalars_async<BT>(st.gam, w.c.gam + j * w.c.T_cap + t0, len, tid);
+    load_scalars_async<BT>(st.rq, w.c.rq + h * w.c.T_cap + t0, len, tid - BT);
+    load_scalars_async<BT>(st.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - 2 * BT);
+  }
   const int64_t aoff = (j * w.c.T_cap + t0) * BT;
   load_rows_async<T, BT, BT, kLdA, NT>(st.a, static_cast<const T*>(w.c.Ab) + aoff, BT, len, tid);
   load_rows_async<T, BT, BT, kLdA, NT>(st.p, static_cast<const T*>(w.c.P) + aoff, BT, len, tid);
-  load_scalars_async<BT>(st.gam, w.c.gam + j * w.c.T_cap + t0, len, tid);
-  load_scalars_async<BT>(st.rq, w.c.rq + h * w.c.T_cap + t0, len, tid - BT);
-  load_scalars_async<BT>(st.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - 2 * BT);
   load_do_rows<T, BT, VS, kLdV, NT>(st.d, p, w.do_direct, t0, len, j, v0, tid);
 }
 
@@ -185,9 +219,26 @@ struct SweepIds {
   }
 };
 
-template <class T, int BT, int VS>
+// S (registers) *= per-key-row decay: the scalar 2^gam_L (GDN) or gl[row] (KDA).
+template <bool KDA, int NS>
+__device__ __forceinline__ void decay_state(float (&S)[NS][4], float gl_scalar, const float* gl, int srow, int g) {
+  float d0 = gl_scalar, d1 = gl_scalar;
+  if constexpr (KDA) {
+    d0 = gl[srow + g];
+    d1 = gl[srow + g + 8];
+  }
+#pragma unroll
+  for (int nt = 0; nt < NS; ++nt) {
+    S[nt][0] *= d0;
+    S[nt][1] *= d0;
+    S[nt][2] *= d1;
+    S[nt][3] *= d1;
+  }
+}
+
+template <class T, int BT, int VS, bool KDA>
 __device__ void fwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, unsigned char* smem_raw) {
-  using Sm = SweepSmem<T, BT, VS>;
+  using Sm = SweepSmem<T, BT, VS, KDA>;
   using Tl = Tiling<BT, VS>;
   auto& s = *reinterpret_cast<typename Sm::Fwd*>(smem_raw);
   const GdnFwdParams& f = p.f;
@@ -198,7 +249,8 @@ __device__ void fwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
   float S[Tl::NS][4];
   id.load_state(S, f.h0, f.h0_type, f);
   if (nchunks > 0)
-    load_fwd_stage<T, BT, VS>(s.st[0], p, w, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid);
+    load_fwd_stage<T, BT, VS, KDA>(s.st[0], p, w, bos, static_cast<int>(min(int64_t(BT), eos - bos)), h, j, v0, tid,
+                                   rbase);
   cp_async_commit();
   T* vh_base = static_cast<T*>(w.vh) + int64_t(j) * w.c.T_cap * f.V + v0;
   for (int64_t c = 0; c < nchunks; ++c) {
@@ -206,8 +258,8 @@ __device__ void fwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
     __syncthreads();
     if (c + 1 < nchunks) {
       const int64_t t1 = bos + (c + 1) * BT;
-      load_fwd_stage<T, BT, VS>(s.st[(c + 1) & 1], p, w, t1, static_cast<int>(min(int64_t(BT), eos - t1)), h, j,
-                                v0, tid);
+      load_fwd_stage<T, BT, VS, KDA>(s.st[(c + 1) & 1], p, w, t1, static_cast<int>(min(int64_t(BT), eos - t1)), h,
+                                     j, v0, tid, rbase + c + 1);
     }
     cp_async_commit();
     auto& st = s.st[c & 1];
@@ -223,7 +275,7 @@ __device__ void fwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int rr = r0 + 8 * hf;
-      const float erk = exp2f(st.gam[rr]) * st.rk[rr];
+      const float erk = KDA ? 1.f : exp2f(st.gam[rr]) * st.rk[rr];
 #pragma unroll
       for (int nt = 0; nt < Tl::NTW; ++nt) {
         const int col = cbase + nt * 8 + 2 * tq;
@@ -235,11 +287,11 @@ __device__ void fwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
 
     float vh[Tl::NTW][4] = {};
     mma_tile<T, Tl::NTW, BT, false, false>(vh, &st.a[0][0], Sm::kLdA, 16 * wm, &s.x[0][0], Sm::kLdV, cbase, lane);
-    const float gl = st.gam[len - 1];
+    const float gl = KDA ? 0.f : st.gam[len - 1];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int rr = r0 + 8 * hf;
-      const float wsc = rr < len ? exp2f(gl - st.gam[rr]) * st.rk[rr] : 0.f;
+      const float wsc = rr < len ? (KDA ? 1.f : exp2f(gl - st.gam[rr]) * st.rk[rr]) : 0.f;
 #pragma unroll
       for (int nt = 0; nt < Tl::NTW; ++nt) {
         const int col = cbase + nt * 8 + 2 * tq;
@@ -250,19 +302,16 @@ __device__ void fwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
     }
     __syncthreads();
 
-    const float decay = exp2f(gl);
-#pragma unroll
-    for (int nt = 0; nt < Tl::NS; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] *= decay;
-    state_update<T, BT, Tl::NS, Sm::kLdV>(S, st.k, s.vhs, srow, scol, lane);
+    decay_state<KDA, Tl::NS>(S, KDA ? 0.f : exp2f(gl), st.gl, srow, g);
+    if constexpr (KDA) state_update<T, BT, Tl::NS, Sm::kLdV>(S, st.kl, s.vhs, srow, scol, lane);
+    else state_update<T, BT, Tl::NS, Sm::kLdV>(S, st.k, s.vhs, srow, scol, lane);
   }
   cp_async_wait<0>();
 }
 
-template <class T, int BT, int VS>
+template <class T, int BT, int VS, bool KDA>
 __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, unsigned char* smem_raw) {
-  using Sm = SweepSmem<T, BT, VS>;
+  using Sm = SweepSmem<T, BT, VS, KDA>;
   using Tl = Tiling<BT, VS>;
   auto& s = *reinterpret_cast<typename Sm::Bwd*>(smem_raw);
   const GdnFwdParams& f = p.f;
@@ -275,7 +324,7 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
   auto chunk_start = [&](int64_t c) { return bos + c * BT; };
   if (nchunks > 0) {
     const int64_t t1 = chunk_start(nchunks - 1);
-    load_bwd_stage<T, BT, VS>(s.st[0], p, w, t1, static_cast<int>(eos - t1), h, j, v0, tid);
+    load_bwd_stage<T, BT, VS, KDA>(s.st[0], p, w, t1, static_cast<int>(eos - t1), h, j, v0, tid, rbase + nchunks - 1);
   }
   cp_async_commit();
   T* dvh_base = static_cast<T*>(w.dvh) + int64_t(j) * w.c.T_cap * f.V + v0;
@@ -285,7 +334,7 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
     __syncthreads();
     if (c > 0) {
       const int64_t t1 = chunk_start(c - 1);  // a full chunk: only the last one is partial
-      load_bwd_stage<T, BT, VS>(s.st[(cc + 1) & 1], p, w, t1, BT, h, j, v0, tid);
+      load_bwd_stage<T, BT, VS, KDA>(s.st[(cc + 1) & 1], p, w, t1, BT, h, j, v0, tid, rbase + c - 1);
     }
     cp_async_commit();
     auto& st = s.st[cc & 1];
@@ -298,14 +347,15 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
 
     // dV^ = diag(e^(gam_L - gam) rk) K dS + P^T dO
     float acc[Tl::NTW][4] = {};
-    mma_tile<T, Tl::NTW, kK, false, false>(acc, &st.k[0][0], kLdK, 16 * wm, &s.sb[0][0], Sm::kLdV, cbase, lane);
-    const float gl = st.gam[len - 1];
+    mma_tile<T, Tl::NTW, kK, false, false>(acc, KDA ? &st.kl[0][0] : &st.k[0][0], kLdK, 16 * wm, &s.sb[0][0],
+                                           Sm::kLdV, cbase, lane);
+    const float gl = KDA ? 0.f : st.gam[len - 1];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int rr = r0 + 8 * hf;
       const bool valid = rr < len;
-      const float wsc = valid ? exp2f(gl - st.gam[rr]) * st.rk[rr] : 0.f;
-      const float osc = valid ? f.scale * exp2f(st.gam[rr]) * st.rq[rr] : 0.f;
+      const float wsc = valid ? (KDA ? 1.f : exp2f(gl - st.gam[rr]) * st.rk[rr]) : 0.f;
+      const float osc = valid ? (KDA ? f.scale : f.scale * exp2f(st.gam[rr]) * st.rq[rr]) : 0.f;
 #pragma unroll
       for (int nt = 0; nt < Tl::NTW; ++nt) {
         const int col = cbase + nt * 8 + 2 * tq;
@@ -335,7 +385,7 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
     for (int hf = 0; hf < 2; ++hf) {
       const int rr = r0 + 8 * hf;
       const bool valid = rr < len;
-      const float esc = valid ? -exp2f(st.gam[rr]) * st.rk[rr] : 0.f;
+      const float esc = valid ? (KDA ? -1.f : -exp2f(st.gam[rr]) * st.rk[rr]) : 0.f;
 #pragma unroll
       for (int nt = 0; nt < Tl::NTW; ++nt) {
         const int col = cbase + nt * 8 + 2 * tq;
@@ -349,11 +399,7 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
     }
     __syncthreads();
 
-    const float decay = exp2f(gl);
-#pragma unroll
-    for (int nt = 0; nt < Tl::NS; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dS[nt][e] *= decay;
+    decay_state<KDA, Tl::NS>(dS, KDA ? 0.f : exp2f(gl), st.gl, srow, g);
     state_update<T, BT, Tl::NS, Sm::kLdV>(dS, st.q, s.dop, srow, scol, lane);
     state_update<T, BT, Tl::NS, Sm::kLdV>(dS, st.k, s.dvp, srow, scol, lane);
   }
@@ -366,24 +412,31 @@ __device__ void bwd_sweep(const GdnBwdParams& p, const GdnBwdWs& w, int slice, u
   }
 }
 
-template <class T, int BT, int VS>
+template <class T, int BT, int VS, bool KDA>
 __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_bwd_sweep_kernel(GdnBwdParams p, GdnBwdWs w) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  if (w.dstate_only) return bwd_sweep<T, BT, VS>(p, w, blockIdx.x, smem_raw);  // grid x = V / VS
+  if (w.dstate_only) return bwd_sweep<T, BT, VS, KDA>(p, w, blockIdx.x, smem_raw);  // grid x = V / VS
   const int slice = blockIdx.x >> 1;
-  if (blockIdx.x & 1) bwd_sweep<T, BT, VS>(p, w, slice, smem_raw);
-  else fwd_sweep<T, BT, VS>(p, w, slice, smem_raw);
+  if (blockIdx.x & 1) bwd_sweep<T, BT, VS, KDA>(p, w, slice, smem_raw);
+  else fwd_sweep<T, BT, VS, KDA>(p, w, slice, smem_raw);
 }
 
-template <class T, int BT, int VS>
+template <class T, int BT, int VS, bool KDA = false>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(gdn_bwd_sweep_kernel<T, BT, VS>, dim3((w.dstate_only ? 1 : 2) * (p.f.V / VS), p.f.HV, p.f.N),
+  launch(gdn_bwd_sweep_kernel<T, BT, VS, KDA>, dim3((w.dstate_only ? 1 : 2) * (p.f.V / VS), p.f.HV, p.f.N),
          dim3(Tiling<BT, VS>::NT),
-         SweepSmem<T, BT, VS>::bytes, stream, p, w);
+         SweepSmem<T, BT, VS, KDA>::bytes, stream, p, w);
 }
 
 template <class T, int BT>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cudaStream_t stream) {
+  if (p.f.kda) {
+    switch (vs) {
+      case 32: return launch_t<T, BT, 32, true>(p, w, stream);
+      case 64: return launch_t<T, BT, 64, true>(p, w, stream);
+      default: LINATTN_UNSUPPORTED("kda bwd sweeps: V-slice ", vs, " (supported: 32, 64)");
+    }
+  }
   switch (vs) {
     case 32: return launch_t<T, BT, 32>(p, w, stream);
     case 64: return launch_t<T, BT, 64>(p, w, stream);

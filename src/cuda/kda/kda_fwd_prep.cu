@@ -4,6 +4,7 @@
 //   Ab   (I + L)^-1 diag(beta), L_ij = beta_i sum_d k_id k_jd 2^(gam_id - gam_jd)      (i > j)
 //   P    scale sum_d q_id k_jd 2^(gam_id - gam_jd)                                   (i >= j)
 //   qg = q (.) 2^gam, kg = k (.) 2^gam, kgl = k (.) 2^(gam_L - gam), gl = 2^gam_L (fused operands)
+//   Ai   (I + L)^-1 unscaled, only when ws.Ai is set (the chunked backward)
 // (q, k l2-normalised when asked.) Stable intra-chunk step, 16-row sub-chunks: off-diagonal block
 // (row block a > column block b) uses the reference row n = 16a: A_i = x_i 2^(gam_i - gam_n) and
 // B_j = k_j 2^(gam_n - gam_j), both exponents <= 0 (gam decreases), one TF32 tensor-core product
@@ -268,6 +269,11 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
 #pragma unroll
     for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e] * s.beta[c0 + e];
     store16<T>(Ab + (j * ws.T_cap + t0 + i) * BT + c0, av);
+    if (ws.Ai) {  // the backward's unscaled (I + L)^-1
+#pragma unroll
+      for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e];
+      store16<T>(static_cast<T*>(ws.Ai) + (j * ws.T_cap + t0 + i) * BT + c0, av);
+    }
   }
 
   // Gated operands of the fused kernel; every exponent is <= 0.

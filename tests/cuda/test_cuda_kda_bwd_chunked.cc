@@ -1,0 +1,206 @@
+// The chunked CUDA KDA backward (KDA prep + sweeps with the KDA policy + kda_bwd_chunk.cu), forced
+// with LINATTN_CUDA_KDA_BWD=chunked for this whole binary, against the fp64 reference gradients
+// (dq, dk, dv, dg [T, HV, K], dbeta, dA_log, ddt_bias, dh0) for bf16 / fp16 x BT 64 / 32 and every
+// gate option: in-kernel softplus form, lower_bound -5 with safe_gate, lower_bound without A_log,
+// gates outside the kernel with -1000 entries and strong decay, clamped -5 gates; GVA 1 / 2 / 3,
+// varlen with lengths 0, 1, BT-1, BT, BT+1, 2BT+3 and padding rows, V = 64 and 128. Each case also
+// agrees with the token-by-token path (the independent check), keeps padding rows exactly 0, is
+// finite, passes d_final_state to dh0 for zero-length sequences; two runs are bitwise equal; every
+// gate at -1000 or -5 stays finite; LINATTN_CUDA_KDA_BWD=token refuses the forced chunked path;
+// forward + backward captured in one CUDA graph (GRAPH_CONTRACT.md section 8, cuda_graph_seq.h).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cuda_bwd_util.h"
+#include "cuda_fwd_util.h"
+#include "cuda_graph_seq.h"
+
+namespace linattn::test {
+namespace {
+
+const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
+
+struct Case {
+  std::string name;
+  ChunkAttnSpec spec;
+  DType grad_dtype;
+  DType cot_dtype;
+  bool dht = true;
+};
+
+ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt, ChunkOp::kKda); }
+
+std::vector<Case> cases(DType dt, int bt) {
+  std::vector<Case> r;
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.state_v_first = true;
+    r.push_back({"gate_in_kernel_softplus_dense_gva2", s, DType::kF32, dt});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.seqlens = edge_seqlens(bt);
+    s.pad_tokens = 7;
+    s.cu_dtype = DType::kI64;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -5.0;
+    s.opt.safe_gate = true;
+    s.dt_bias_2d = true;
+    s.opt.scale = 0.37;
+    r.push_back({"lower_bound_-5_safe_gate_varlen_edges", s, dt, DType::kF32});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.seqlens = {300, 0, 5, 64, 129};
+    s.pad_tokens = 3;
+    s.H = 1;
+    s.HV = 3;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -3.0;
+    s.has_A_log = false;
+    s.opt.use_qk_l2norm_in_kernel = true;
+    r.push_back({"lower_bound_no_A_log_varlen_gva3", s, DType::kF32, dt});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.seqlens = {200, 1, 77};
+    s.pad_tokens = 2;
+    s.has_h0 = false;
+    s.gate = GateDist::kMixedHeads;
+    s.extreme_gate_frac = 0.05;
+    r.push_back({"gates_-1000_strong_mixed_no_h0", s, dt, dt});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.gate = GateDist::kStrong;
+    s.extreme_gate_frac = 0.02;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -5.0;
+    s.opt.safe_gate = true;
+    s.opt.state_v_first = true;
+    r.push_back({"safe_gate_clamped_-5_strong", s, DType::kF32, DType::kF32});
+  }
+  {
+    ChunkAttnSpec s = base(dt, bt);
+    s.V = 64;
+    s.B = 1;
+    s.T = 133;
+    s.H = s.HV = 2;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.allow_neg_eigval = true;
+    s.gate_dtype = DType::kBF16;
+    s.opt.output_final_state = false;
+    r.push_back({"neg_eigval_v64_bf16_gates_no_dht", s, DType::kF32, dt, false});
+  }
+  return r;
+}
+
+void run_case(const Case& c, bool with_token) {
+  SCOPED_TRACE(c.name);
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(c.spec.seed * 31 + 7);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+  const ChunkAttnGradTensors ref = ref_backward(d, cot);
+  const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  EXPECT_TRUE(bwd_close(d, ref, got, c.spec.dtype)) << "chunked vs fp64 reference";
+  EXPECT_TRUE(grads_padding_zero(d, got));
+  EXPECT_TRUE(grads_finite(got));
+  check_zero_length_dh0(d, cot, got);
+  if (with_token) {
+    const ChunkAttnGradTensors tok = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kRecurrent);
+    EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
+  }
+}
+
+bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
+
+class CudaKdaBwdChunked : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kChunkedOn);
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
+  const auto [dt, bt] = GetParam();
+  auto all = cases(dt, bt);
+  if (sanitized()) all.resize(2);
+  for (const Case& c : all) run_case(c, !sanitized());
+}
+
+TEST_P(CudaKdaBwdChunked, IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  const Case c = cases(dt, bt)[2];
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(5);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  EXPECT_TRUE(grads_bitwise(a, b));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// Every gate entry at -1000 (no memory) or at -5 (strongest lower-bound decay; 64 x 5 = 320 nats
+// over a chunk): finite and equal to the reference.
+TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const int bt : {64, 32})
+    for (const double x : {-1000.0, -5.0}) {
+      SCOPED_TRACE("gate " + std::to_string(x) + " bt " + std::to_string(bt));
+      ChunkAttnSpec s = base(DType::kBF16, bt);
+      s.seqlens = {129, 64, 3};
+      s.pad_tokens = 4;
+      ChunkAttnData d = make_chunk_attn(s);
+      for (int64_t i = 0; i < d.g.numel(); ++i) d.g.set(i, x);
+      Rng rng(21);
+      const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+      const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+      EXPECT_TRUE(grads_finite(got));
+      EXPECT_TRUE(grads_padding_zero(d, got));
+      EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, DType::kBF16));
+    }
+}
+
+// LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
+TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ASSERT_EQ(setenv("LINATTN_CUDA_KDA_BWD", "token", 1), 0);
+  expect_chunked_refused(base(DType::kBF16, 64));
+  ASSERT_EQ(setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1), 0);
+}
+
+// The public op on the chunked path, with and without a caller workspace (bitwise equal).
+TEST(CudaKdaBwdChunkedApi, PublicOpWithAndWithoutWorkspace) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.opt.use_gate_in_kernel = true;
+  check_public_op_varlen(s);
+}
+
+// GRAPH_CONTRACT.md section 8: forward + backward in one CUDA graph, replay == eager fixed bitwise.
+TEST(CudaKdaBwdChunkedGraph, SevenLayoutsReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  std::vector<GraphCase> gcs = {{ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true},
+                                {ChunkOp::kKda, DType::kF16, 32, false, false, DType::kF16},
+                                {ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}};
+  if (sanitized()) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+
+}  // namespace
+}  // namespace linattn::test
