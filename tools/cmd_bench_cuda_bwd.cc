@@ -202,8 +202,8 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
   };
 
   double rel = NAN, mabs = NAN;
-  // KDA: compared only when its chunked path runs (LINATTN_CUDA_KDA_BWD=chunked); else both are the token path.
-  if (T <= check_max_tokens && (!c.kda || env_or("LINATTN_CUDA_KDA_BWD", "") == "chunked")) {
+  // KDA with LINATTN_CUDA_KDA_BWD=token runs the token path: nothing independent to compare then.
+  if (T <= check_max_tokens && (!c.kda || env_or("LINATTN_CUDA_KDA_BWD", "") != "token")) {
     Grads tok = make_grads();
     tok.d_o = gr.d_o;
     tok.dht = gr.dht;

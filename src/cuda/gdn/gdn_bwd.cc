@@ -2,8 +2,8 @@
 // chunked: [chunk metadata] -> prep -> sweeps -> chunk gradients -> gate reduce -> zero padding;
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
-// per-channel gate reduce -> zero padding; opt-in (LINATTN_CUDA_KDA_BWD=chunked) until GPU-verified,
-// LINATTN_CUDA_KDA_BWD=token forces the token path.
+// per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
+// LINATTN_CUDA_KDA_BWD=token forces the token path).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -91,8 +91,9 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
   return nullptr;
 }
 
-// KDA takes the chunked path by default only once it is verified on a GPU; until then on request.
-constexpr bool kKdaChunkedDefault = false;
+// KDA takes the chunked path by default (verified on the H200 at commit 11dc4fd: every chunked,
+// token, graph and tier-3 backward test with it, memcheck / racecheck clean).
+constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
 // LINATTN_CUDA_KDA_BWD = token | chunked, read on every call (plan and workspace query agree).
@@ -100,7 +101,7 @@ const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
   if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
   if (mode == "chunked" || kKdaChunkedDefault) return nullptr;
-  return "KDA chunked backward is opt-in (LINATTN_CUDA_KDA_BWD=chunked)";
+  return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
 }
 
 }  // namespace

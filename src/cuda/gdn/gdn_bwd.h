@@ -5,7 +5,7 @@
 // chunk-parallel gradient kernel (dq, dk, dg, dbeta, gate partials) and a deterministic gate
 // reduction; padding rows of per-token gradients are zeroed. Other shapes take the token-by-token
 // backward. KDA (per-channel gates) shares the plan, sweeps and finishing kernels through the gate
-// policy (KDA prep, KDA chunk kernel); its chunked path is opt-in (LINATTN_CUDA_KDA_BWD=chunked). gdn_bwd never synchronizes and never allocates: the caller passes a workspace of
+// policy (KDA prep, KDA chunk kernel); LINATTN_CUDA_KDA_BWD=token keeps KDA on the token path. gdn_bwd never synchronizes and never allocates: the caller passes a workspace of
 // gdn_bwd_workspace_bytes (one count-then-carve function sizes and slices it).
 #pragma once
 #include <cstddef>
@@ -28,7 +28,7 @@ struct GdnBwdPlan {
 };
 
 // `aligned16`: q, k, v are 16-byte aligned (the chunked path's vector copies). KDA (f.kda) plans
-// the token path unless LINATTN_CUDA_KDA_BWD=chunked (read on every call).
+// the token path when LINATTN_CUDA_KDA_BWD=token (read on every call).
 GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16);
 
 // Workspace for `plan`; `tables_supplied`: the caller passes chunk_indices / chunk_offsets.

@@ -51,8 +51,8 @@ void launch_gdn_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_
 // Zeroes every per-token gradient in rows [clamp(cu_seqlens[N]), T_total) (varlen only).
 void launch_gdn_bwd_zero_padding(const GdnBwdParams& p, cudaStream_t stream);
 
-// Token-by-token path (GDN fallback for any K <= 256, V <= 256, dtype, chunk size; every KDA
-// backward). Workspace layout (ns = V-slices of 32 columns, gdn_bwd_token_slices):
+// Token-by-token path (GDN / KDA fallback for any K <= 256, V <= 256, dtype, chunk size; KDA with
+// LINATTN_CUDA_KDA_BWD=token). Workspace layout (ns = V-slices of 32 columns, gdn_bwd_token_slices):
 struct GdnBwdTokenWs {
   int64_t nt_cap = 0;                     // checkpoints, one per chunk of BT tokens
   int nts = 0;

@@ -1,6 +1,6 @@
 // Token-by-token GDN / KDA backward (ALGORITHMS.md section 2 recurrence, differentiated per
-// token), fp32 throughout: the fallback of every shape the chunked GDN backward does not take and
-// the KDA backward. The gate policy (f.kda, bwd_gate_width) is the only difference: a scalar decay per token
+// token), fp32 throughout: the fallback of every shape the chunked GDN / KDA backward does not take
+// (and KDA with LINATTN_CUDA_KDA_BWD=token). The gate policy (f.kda, bwd_gate_width) is the only difference: a scalar decay per token
 // (GDN, width 1) or one per key channel (KDA, width K); the kernel always works with a per-row
 // decay a[kk] = e^g[kk] (the scalar repeated), so both share every line.
 // CTA (value head j, V-slice sl, sequence n), 256 threads = 8 row groups x 32 columns: thread
