@@ -1,6 +1,7 @@
 // Helpers of the CUDA context-parallel tests and benchmark: device buffers on one GPU (NaN-filled
 // on request, copies in / out with cudaMemcpy), and run_gpu_ranks, one thread per rank, each on
-// its own GPU with an NcclCommunicator (one process, NCCL unique id shared in memory).
+// its own GPU with an NcclCommunicator (one process, NCCL unique id shared in memory), or
+// run_sim_ranks, threads sharing GPU 0 with a DeviceThreadCommunicator.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "linattn/tensor.h"
+#include "parallel/device_thread_comm.h"
 #include "parallel/nccl_comm.h"
 
 namespace linattn::test {
@@ -84,6 +86,28 @@ inline void run_gpu_ranks(int world, const std::function<void(int, parallel::Com
       try {
         cuda_ok(cudaSetDevice(r), "cudaSetDevice");
         parallel::NcclCommunicator comm(id, r, world, r);
+        fn(r, comm);
+        cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      } catch (...) {
+        errs[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : th) t.join();
+  for (auto& e : errs)
+    if (e) std::rethrow_exception(e);
+}
+
+// fn(rank, comm) on `world` threads that share GPU 0 (DeviceThreadCommunicator: NCCL refuses two
+// ranks on one GPU), for the simulated 4- and 8-rank runs; eager only.
+inline void run_sim_ranks(int world, const std::function<void(int, parallel::Communicator&)>& fn) {
+  auto group = std::make_shared<parallel::DeviceThreadGroup>(world);
+  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
+  std::vector<std::thread> th;
+  for (int r = 0; r < world; ++r)
+    th.emplace_back([&, r] {
+      try {
+        cuda_ok(cudaSetDevice(0), "cudaSetDevice");
+        parallel::DeviceThreadCommunicator comm(group, r);
         fn(r, comm);
         cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       } catch (...) {

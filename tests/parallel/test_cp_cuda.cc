@@ -8,8 +8,9 @@
 // buffer (the rank metadata is read on the device). Eager runs both exchanges (chained, the
 // default, and the first version, LINATTN_CP_CHAIN=0); graphs the chained one. Cases: bf16 K = V = 128 with the layer's
 // in-kernel options (tier 3's chunked state pass when built in, else the token pass), fp32
-// small K / V with raw gates and state_v_first (token pass). 4- and 8-rank layouts run on the
-// CPU thread communicator (test_cp_chunk / test_cp_conv): NCCL needs one GPU per rank.
+// small K / V with raw gates and state_v_first (token pass). 4- and 8-rank layouts also run as
+// threads sharing GPU 0 (SimulatedRanksOnOneGpu: DeviceThreadCommunicator, eager; NCCL needs one
+// GPU per rank) and on the CPU thread communicator (test_cp_chunk / test_cp_conv).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -230,6 +231,31 @@ TEST_P(CpCudaChunk, TwoGpusEqualSingleGpuEagerAndGraph) {
   }
 }
 
+// 4 and 8 simulated ranks on one GPU (threads with a DeviceThreadCommunicator), eager: the uneven
+// layouts of the CPU tests (cuts inside chunks and sequences; with 8 ranks an empty rank and
+// 1-2 row ranks); both exchanges with 4 ranks, the chained one with 8.
+TEST_P(CpCudaChunk, SimulatedRanksOnOneGpu) {
+  if (gpu_count() < 1) GTEST_FAIL() << "needs a GPU (run by scripts/gpu-final)";
+  const ChunkCase c = GetParam();
+  const ChunkAttnData d = make_data(c);
+  Rng rng(5);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
+  const ChunkRes single = single_gpu(d, cot);
+  const ChunkAttnOutTensors ref = ref_forward(d);
+  const ChunkAttnGradTensors gref = ref_backward(d, cot);
+  for (const auto& [world, chain] : {std::pair{4, "1"}, {4, "0"}, {8, "1"}}) {
+    SCOPED_TRACE(std::to_string(world) + " simulated ranks, LINATTN_CP_CHAIN=" + chain);
+    const std::vector<int64_t> off = rank_layout(world, d.T());
+    setenv("LINATTN_CP_CHAIN", chain, 1);
+    std::vector<RankPart> parts(static_cast<size_t>(world));
+    run_sim_ranks(world, [&](int r, parallel::Communicator& comm) {
+      parts[r] = cp_chunk_rank(r, comm, d, cot, off, false, nullptr, nullptr);
+    });
+    expect_close(d, single, ref, gref, assemble(d, off, parts));
+  }
+  unsetenv("LINATTN_CP_CHAIN");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Gpu2, CpCudaChunk,
     ::testing::Values(ChunkCase{"gdn_bf16_k128", ChunkOp::kGdn, DType::kBF16, 1, 2, 128, 128, false, true},
@@ -422,6 +448,23 @@ TEST_P(CpCudaConv, TwoGpusEqualSingleGpuEagerAndGraph) {
   {
     SCOPED_TRACE("graph replay, layout B");
     expect_conv_close(conv_single(cb, dt), parts_b, off, valid, dt);
+  }
+}
+
+TEST_P(CpCudaConv, SimulatedRanksOnOneGpu) {
+  if (gpu_count() < 1) GTEST_FAIL() << "needs a GPU (run by scripts/gpu-final)";
+  const DType dt = GetParam();
+  const ConvData c = make_conv(dt);
+  const ConvOut one = conv_single(c, dt);
+  const int64_t T = c.x.shape()[1], valid = 146;
+  for (int world : {4, 8}) {
+    SCOPED_TRACE(std::to_string(world) + " simulated ranks");
+    const std::vector<int64_t> off = rank_layout(world, T);
+    std::vector<ConvOut> parts(static_cast<size_t>(world));
+    run_sim_ranks(world, [&](int r, parallel::Communicator& comm) {
+      parts[r] = cp_conv_rank(r, comm, c, dt, off, false, nullptr, nullptr);
+    });
+    expect_conv_close(one, parts, off, valid, dt);
   }
 }
 

@@ -15,30 +15,20 @@
 namespace linattn::test {
 namespace {
 
-// fn(rank, comm, stream) on `world` threads on GPU 0; the first exception (by rank) is rethrown.
-void run_sim_ranks(int world, const std::function<void(int, parallel::Communicator&, cudaStream_t)>& fn) {
-  auto group = std::make_shared<parallel::DeviceThreadGroup>(world);
-  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
-  std::vector<std::thread> th;
-  for (int r = 0; r < world; ++r)
-    th.emplace_back([&, r] {
-      try {
-        cuda_ok(cudaSetDevice(0), "cudaSetDevice");
-        cudaStream_t s;
-        cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-        {
-          parallel::DeviceThreadCommunicator comm(group, r);
-          fn(r, comm, s);
-          cuda_ok(cudaStreamSynchronize(s), "sync");
-        }
-        cudaStreamDestroy(s);
-      } catch (...) {
-        errs[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : th) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
+// fn(rank, comm, stream): run_sim_ranks with a non-blocking stream per rank.
+void run_sim_ranks_s(int world, const std::function<void(int, parallel::Communicator&, cudaStream_t)>& fn) {
+  run_sim_ranks(world, [&](int r, parallel::Communicator& comm) {
+    cudaStream_t s;
+    cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    try {
+      fn(r, comm, s);
+      cuda_ok(cudaStreamSynchronize(s), "sync");
+    } catch (...) {
+      cudaStreamDestroy(s);
+      throw;
+    }
+    cudaStreamDestroy(s);
+  });
 }
 
 uint32_t word(int call, int rank, size_t i) { return 0x9E3779B9u * uint32_t(call + 1) ^ uint32_t(rank) << 20 ^ uint32_t(i); }
@@ -49,7 +39,7 @@ TEST(DeviceThreadComm, AllGatherInRankOrderOnOneGpu) {
   for (int world : {1, 2, 4, 8}) {
     SCOPED_TRACE("world " + std::to_string(world));
     std::vector<std::vector<uint32_t>> got(static_cast<size_t>(world) * words_per_call.size());
-    run_sim_ranks(world, [&](int r, parallel::Communicator& comm, cudaStream_t s) {
+    run_sim_ranks_s(world, [&](int r, parallel::Communicator& comm, cudaStream_t s) {
       EXPECT_EQ(comm.world_size(), world);
       EXPECT_EQ(comm.rank(), r);
       EXPECT_TRUE(comm.device_buffers());
@@ -85,7 +75,7 @@ TEST(DeviceThreadComm, AllGatherInRankOrderOnOneGpu) {
 
 TEST(DeviceThreadComm, RefusesCapture) {
   if (gpu_count() < 1) GTEST_FAIL() << "needs a GPU (run by scripts/gpu-final)";
-  run_sim_ranks(1, [&](int, parallel::Communicator& comm, cudaStream_t s) {
+  run_sim_ranks_s(1, [&](int, parallel::Communicator& comm, cudaStream_t s) {
     DevMem m;
     void* buf = m.raw(64);
     void* out = m.raw(64);  // before the capture: cudaMalloc is not allowed inside it
