@@ -163,6 +163,20 @@ __device__ __forceinline__ void wgmma_fence_regs(uint32_t (&a)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
+// stmatrix.trans (sm_90): four 8x8 b16 matrices, the inverse of ldmatrix.x4.trans: lane l supplies
+// the row address of row l % 8 of matrix l / 8 and r[i] holds its A-fragment pair of matrix i
+// (M[g][2q], M[g][2q + 1]), stored as column g of that matrix's rows 2q and 2q + 1.
+__device__ __forceinline__ void stmatrix_x4_trans(void* row_addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(row_addr))),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // Arrive (without waiting) at named barrier `id` of `threads` threads: the producer half of a
 // producer / consumer hand-off whose consumers bar.sync on the same id and count.
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
