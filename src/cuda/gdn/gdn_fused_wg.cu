@@ -21,6 +21,7 @@
 #include <string>
 
 #include "core/util.h"
+#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/wgmma.cuh"
@@ -273,7 +274,14 @@ bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) {
 bool gdn_fused_wg_enabled() { return env_or("LINATTN_CUDA_WGMMA", "") != "0"; }
 
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
-  return gdn_fused_wg_enabled() && gdn_fused_wg_eligible(p, vs) && (gdn_fused_wg_forced() || vs >= 64);
+  if (!gdn_fused_wg_enabled() || !gdn_fused_wg_eligible(p, vs)) return false;
+  if (gdn_fused_wg_forced() || vs >= 64) return true;
+  // The planner chose 32-column slices for more CTAs. The pipelined kernel's 64-column chunk step
+  // is still shorter than mma.sync's 32-column one (H200, 16/32 1x4096: 0.248 vs 0.289 ms with half
+  // the CTAs), so it wins while its CTAs fill a quarter of the device; with fewer heads than that
+  // (2/8 without tier 3: 16 CTAs) mma.sync's twice as many CTAs are kept.
+  const int64_t ctas = int64_t(p.N) * p.HV * (p.V / 64);
+  return 4 * ctas >= current_device_info().sm_count;
 }
 
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
