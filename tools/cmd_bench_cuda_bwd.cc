@@ -278,8 +278,12 @@ int cmd_bench_cuda_bwd(const Args& args) {
   const std::string commit = flag(args, "commit", "unknown");
   cudaDeviceProp prop{};
   LINATTN_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\"}\n",
-              prop.name, prop.multiProcessorCount, commit.c_str());
+  // The KDA backward variant (LINATTN_CUDA_KDA_BWD: token | chunked | chunked2 | chunked3; unset = default).
+  const std::string kda_bwd = env_or("LINATTN_CUDA_KDA_BWD", "default");
+  std::printf(
+      "{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\","
+      "\"kda_bwd\":\"%s\"}\n",
+      prop.name, prop.multiProcessorCount, commit.c_str(), kda_bwd.c_str());
   const int segments = std::stoi(flag(args, "segments", "0"));  // tier 3 (0: the planner decides)
   for (Config& c : configs) c.segments = segments;
   for (const Config& c : configs) run_config(c, iters, check_max, stdout, commit);

@@ -8,6 +8,10 @@
 // finite, passes d_final_state to dh0 for zero-length sequences; two runs are bitwise equal; every
 // gate at -1000 or -5 stays finite; LINATTN_CUDA_KDA_BWD=token refuses the forced chunked path;
 // forward + backward captured in one CUDA graph (GRAPH_CONTRACT.md section 8, cuda_graph_seq.h).
+// Every case also runs the opt-in chunk kernels LINATTN_CUDA_KDA_BWD=chunked2 (parallel gate chain) and
+// =chunked3 (+ tensor-core off-diagonal intra blocks), kda/kda_bwd_chunk2.cu: against the fp64
+// reference and against the default chunked kernel (same bars), padding, finiteness, determinism,
+// extreme gates, the public op and the graph sequence.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -21,6 +25,17 @@ namespace linattn::test {
 namespace {
 
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
+
+// The chunk-kernel variants every case runs ("chunked" = the default kernel).
+const char* const kVariants[] = {"chunked", "chunked2", "chunked3"};
+
+// Sets LINATTN_CUDA_KDA_BWD for a scope, back to "chunked" at its end.
+struct KdaBwdMode {
+  explicit KdaBwdMode(const char* m) { EXPECT_EQ(setenv("LINATTN_CUDA_KDA_BWD", m, 1), 0); }
+  ~KdaBwdMode() { setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1); }
+  KdaBwdMode(const KdaBwdMode&) = delete;
+  KdaBwdMode& operator=(const KdaBwdMode&) = delete;
+};
 
 struct Case {
   std::string name;
@@ -103,7 +118,7 @@ std::vector<Case> cases(DType dt, int bt) {
   return r;
 }
 
-void run_case(const Case& c, bool with_token) {
+void run_case(const Case& c, bool with_token, bool with_variants) {
   SCOPED_TRACE(c.name);
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(c.spec.seed * 31 + 7);
@@ -117,6 +132,17 @@ void run_case(const Case& c, bool with_token) {
   if (with_token) {
     const ChunkAttnGradTensors tok = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kRecurrent);
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
+  }
+  if (!with_variants) return;
+  for (const char* v : {kVariants[1], kVariants[2]}) {
+    SCOPED_TRACE(v);
+    KdaBwdMode mode(v);
+    const ChunkAttnGradTensors var = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(bwd_close(d, ref, var, c.spec.dtype)) << v << " vs fp64 reference";
+    EXPECT_TRUE(bwd_close(d, got, var, c.spec.dtype)) << v << " vs the default chunked kernel";
+    EXPECT_TRUE(grads_padding_zero(d, var));
+    EXPECT_TRUE(grads_finite(var));
+    check_zero_length_dh0(d, cot, var);
   }
 }
 
@@ -134,7 +160,7 @@ TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
   const auto [dt, bt] = GetParam();
   auto all = cases(dt, bt);
   if (sanitized()) all.resize(2);
-  for (const Case& c : all) run_case(c, !sanitized());
+  for (size_t i = 0; i < all.size(); ++i) run_case(all[i], !sanitized(), !sanitized() || i == 0);
 }
 
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
@@ -143,9 +169,13 @@ TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(5);
   const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  EXPECT_TRUE(grads_bitwise(a, b));
+  for (const char* v : kVariants) {
+    SCOPED_TRACE(v);
+    KdaBwdMode mode(v);
+    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_bitwise(a, b));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,
@@ -169,10 +199,15 @@ TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
       for (int64_t i = 0; i < d.g.numel(); ++i) d.g.set(i, x);
       Rng rng(21);
       const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
-      const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
-      EXPECT_TRUE(grads_finite(got));
-      EXPECT_TRUE(grads_padding_zero(d, got));
-      EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, DType::kBF16));
+      const ChunkAttnGradTensors ref = ref_backward(d, cot);
+      for (const char* v : kVariants) {
+        SCOPED_TRACE(v);
+        KdaBwdMode mode(v);
+        const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+        EXPECT_TRUE(grads_finite(got));
+        EXPECT_TRUE(grads_padding_zero(d, got));
+        EXPECT_TRUE(bwd_close(d, ref, got, DType::kBF16));
+      }
     }
 }
 
@@ -189,7 +224,11 @@ TEST(CudaKdaBwdChunkedApi, PublicOpWithAndWithoutWorkspace) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ChunkAttnSpec s = base(DType::kBF16, 64);
   s.opt.use_gate_in_kernel = true;
-  check_public_op_varlen(s);
+  for (const char* v : kVariants) {
+    SCOPED_TRACE(v);
+    KdaBwdMode mode(v);
+    check_public_op_varlen(s);
+  }
 }
 
 // GRAPH_CONTRACT.md section 8: forward + backward in one CUDA graph, replay == eager fixed bitwise.
@@ -199,7 +238,11 @@ TEST(CudaKdaBwdChunkedGraph, SevenLayoutsReplayEqualsEagerFixed) {
                                 {ChunkOp::kKda, DType::kF16, 32, false, false, DType::kF16},
                                 {ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}};
   if (sanitized()) gcs.resize(1);
-  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+  for (const char* v : kVariants) {
+    SCOPED_TRACE(v);
+    KdaBwdMode mode(v);
+    for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+  }
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
-// LINATTN_CUDA_KDA_BWD=token forces the token path).
+// LINATTN_CUDA_KDA_BWD=token forces the token path; =chunked2 / =chunked3 the opt-in chunk kernels of
+// kda/kda_bwd_chunk2.cu).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -96,11 +97,12 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
-// LINATTN_CUDA_KDA_BWD = token | chunked, read on every call (plan and workspace query agree).
+// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | chunked3, read on every call (plan and workspace
+// query agree; chunked2 / chunked3 pick the opt-in chunk-gradient kernel variants, same workspace).
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
   if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
-  if (mode == "chunked" || kKdaChunkedDefault) return nullptr;
+  if (mode == "chunked" || mode == "chunked2" || mode == "chunked3" || kKdaChunkedDefault) return nullptr;
   return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
 }
 
@@ -194,7 +196,9 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
-    launch_kda_bwd_chunk(p, w, st);
+    const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
+    if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
+    else launch_kda_bwd_chunk(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -40,6 +40,10 @@ void launch_gdn_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t
 // sweeps (KDA policy), then this chunk kernel (dq, dk, dg [T, HV, K], dbeta, per-channel gate
 // partials part [nt_cap, HV, K, 2]) and its reduction (dA_log [HV], ddt_bias [HV, K]).
 void launch_kda_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
+// Opt-in variants of it (kda/kda_bwd_chunk2.cu, LINATTN_CUDA_KDA_BWD=chunked2 / chunked3): same inputs,
+// outputs and launch geometry; parallel gate chain, and with tensor_core_intra the off-diagonal intra
+// blocks on TF32 mma.
+void launch_kda_bwd_chunk2(const GdnBwdParams& p, const GdnBwdWs& w, bool tensor_core_intra, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
 
