@@ -1,10 +1,10 @@
 // Context-parallel GDN / KDA on the CPU (see cp_ops.h; CUDA tensors: cp_chunk_cuda.cc). Per rank:
 // the shard's virtual sequences run through the public chunk_attn_fwd / bwd (so tiers 1-3 and every
 // option apply) with initial states (and, backward, final-state gradients) that come from the
-// exchange. Records: cp_chunk_cpu.h. Two exchanges (env LINATTN_CP_CHAIN, default 1):
-//  - chained (cp_chunk_chain.cc, default): only ranks a sequence crosses whole compute a
+// exchange. Records: cp_chunk_cpu.h. Two exchanges (env LINATTN_CP_CHAIN, default 0, as on CUDA: cp_chunk_cuda.cc says why):
+//  - chained (cp_chunk_chain.cc, LINATTN_CP_CHAIN=1): only ranks a sequence crosses whole compute a
 //    transition; see there.
-//  - first version (here, LINATTN_CP_CHAIN=0): every rank with a tail computes its (M, S_loc)
+//  - first version (here, the default): every rank with a tail computes its (M, S_loc)
 //    before the forward exchange; the backward runs that exchange, then a second one of each head's
 //    (M, dS_loc) computed on the head's rank.
 // Sequence ids travel as floats: exact below 2^24 sequences.
@@ -168,7 +168,7 @@ void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, c
 
 bool on_cuda(const TensorView& t) { return t.defined() && t.device.type == DeviceType::kCUDA; }
 
-bool chained() { return env_or("LINATTN_CP_CHAIN", "1") != "0"; }
+bool chained() { return env_or("LINATTN_CP_CHAIN", "0") == "1"; }
 
 }  // namespace
 

@@ -1,7 +1,10 @@
 // Context-parallel GDN / KDA on CUDA tensors (see cp_ops.h, cp_cuda.h). Per rank, on ctx.stream,
 // no host reads of device data; sequence n keeps index n in the rank's virtual layout (vcu).
-// Two exchanges, env LINATTN_CP_CHAIN (default 1; read per call, so every rank must see the same):
-// Chained (default; the CPU twin is cp_chunk_chain.cc, the math docs/perf-notes.md "Chained
+// Two exchanges, env LINATTN_CP_CHAIN (default 0; read per call, so every rank must see the same).
+// The default is the first version: on 2 H200s the chained forward measured slower (0.52-0.54x of
+// one GPU vs 0.73-0.76x, bench/results/h200x2-cp-20261130-7bf64cf.jsonl: the widened V + K forward
+// costs about a whole-sequence forward), fwd + bwd within 2-5% either way.
+// Chained (LINATTN_CP_CHAIN=1; the CPU twin is cp_chunk_chain.cc, the math docs/perf-notes.md "Chained
 // exchange"): forward with one all-gather after each rank's only big pass: rank 0 runs its
 // forward (its tail's record: the true final state); ranks > 0 run the forward on the augmented
 // value width V + K (cp_dev_chain.cu: head from [0 | I], others [h0 | 0]), record the tail's true
@@ -11,7 +14,7 @@
 // context) and the head's final state. Backward: the first version's records, both computed
 // before one all-gather (tail (M, S_loc) on ranks < world - 1, the head's dS by the dS stage on
 // ranks > 0), so the ranks' passes overlap; needs the dS stage (else the first version runs).
-// First version (LINATTN_CP_CHAIN=0):
+// First version (default, LINATTN_CP_CHAIN=0):
 // Forward: state pass over this rank's tail segment -> record (M, S_loc) -> all-gather ->
 // h0_local = the global initial states, the head's chained over the earlier ranks
 // (S <- M_r S + S_r) -> the CUDA chunk_attn_fwd on the rank's rows -> final states of the
@@ -82,7 +85,7 @@ struct ChunkPlan {
   int64_t A() const { return sd.V + sd.K; }
 };
 
-bool chained() { return env_or("LINATTN_CP_CHAIN", "1") != "0"; }
+bool chained() { return env_or("LINATTN_CP_CHAIN", "0") == "1"; }
 
 #if LINATTN_CP_CUDA_SEG || LINATTN_CP_CUDA_DSTATE
 cuda::ElemType elem(DType t) {

@@ -1,7 +1,7 @@
 // bench_cp_cuda: context-parallel scaling 1 -> 2 GPUs (one process, one thread per GPU, NCCL).
 // GDN configurations first, then the conv (--conv-d 0 skips it).
 //   bench_cp_cuda [--t 131072,524288] [--hv 16,32] [--k 128] [--v 128] [--conv-d 4096]
-//                 [--iters 5] [--chain 1] [--commit X] [--json out.jsonl]
+//                 [--iters 5] [--chain 0] [--commit X] [--json out.jsonl]
 // One sequence of T tokens. GDN: bf16 q / k / v, H = HV heads, the layer's in-kernel options (q/k
 // L2 norm, gate from A_log / dt_bias, beta sigmoid), no initial / final state. Conv: bf16 x
 // [1, T, D], W = 4, silu. Inputs are filled on GPU 0 (rank 0 uses its half in place, rank 1's half
@@ -10,7 +10,7 @@
 // per rank; an iteration is the slower rank's time, both ranks released together by a host
 // barrier). GDN also reports the rel RMS difference of o (2 GPUs vs 1) over rank 1's first and
 // last 4096 rows, the rows that depend on the exchange. --chain 1,0 runs the GDN CP rows once per
-// exchange (LINATTN_CP_CHAIN: 1 chained, the default; 0 the first version), field "chain".
+// exchange (LINATTN_CP_CHAIN: 1 chained; 0 the first version, the default), field "chain".
 // JSON lines to stdout and --json.
 #include <cuda_runtime.h>
 
@@ -401,7 +401,7 @@ int main(int argc, char** argv) {
   try {
     for (int64_t T : ts)
       for (int64_t HV : ints(flag(argc, argv, "hv", "16,32")))
-        bench_gdn(e, T, HV, K, V, iters, ints(flag(argc, argv, "chain", "1")));
+        bench_gdn(e, T, HV, K, V, iters, ints(flag(argc, argv, "chain", "0")));
     for (int64_t T : ts)
       if (D > 0) bench_conv(e, T, D, iters);
   } catch (const std::exception& ex) {

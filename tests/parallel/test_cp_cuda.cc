@@ -212,15 +212,16 @@ TEST_P(CpCudaChunk, TwoGpusEqualSingleGpuEagerAndGraph) {
       });
       expect_close(d, single, ref, gref, assemble(d, off, parts));
     }
-  unsetenv("LINATTN_CP_CHAIN");
-  // Graph (the chained exchange): layout A, then new sequence boundaries in the same buffer.
+  // Graph (the chained exchange; the first version's capture: fa6a7c4): layout A, then new sequence boundaries in the same buffer.
   const std::vector<int64_t> off{0, 380, T};
   ChunkAttnData db = d;
   db.cu_seqlens = cu_seqlens_tensor(kLensB, d.cu_seqlens.dtype());
+  setenv("LINATTN_CP_CHAIN", "1", 1);
   std::vector<RankPart> parts(2), parts_b(2);
   run_gpu_ranks(2, [&](int r, parallel::Communicator& comm) {
     parts[r] = cp_chunk_rank(r, comm, d, cot, off, true, &db.cu_seqlens, &parts_b[r]);
   });
+  unsetenv("LINATTN_CP_CHAIN");
   {
     SCOPED_TRACE("graph, layout A");
     expect_close(d, single, ref, gref, assemble(d, off, parts));

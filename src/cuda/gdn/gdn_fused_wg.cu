@@ -21,7 +21,6 @@
 #include <string>
 
 #include "core/util.h"
-#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/wgmma.cuh"
@@ -275,13 +274,13 @@ bool gdn_fused_wg_enabled() { return env_or("LINATTN_CUDA_WGMMA", "") != "0"; }
 
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
   if (!gdn_fused_wg_enabled() || !gdn_fused_wg_eligible(p, vs)) return false;
-  if (gdn_fused_wg_forced() || vs >= 64) return true;
-  // The planner chose 32-column slices for more CTAs. The pipelined kernel's 64-column chunk step
-  // is still shorter than mma.sync's 32-column one (H200, 16/32 1x4096: 0.248 vs 0.289 ms with half
-  // the CTAs), so it wins while its CTAs fill a quarter of the device; with fewer heads than that
-  // (2/8 without tier 3: 16 CTAs) mma.sync's twice as many CTAs are kept.
-  const int64_t ctas = int64_t(p.N) * p.HV * (p.V / 64);
-  return 4 * ctas >= current_device_info().sm_count;
+  if (gdn_fused_wg_forced()) return true;
+  // H200 A/B (bench/results/h200x2-final-20261130-7bf64cf.md): the pipelined kernel's chunk step is
+  // the shorter one whatever the CTA count (2/8 1x32768 with 16 CTAs: 1.07 vs 1.66 ms for mma.sync's
+  // 32), but its pipeline start costs more than a 1-chunk sequence saves (16 x 64 tokens: 0.124 vs
+  // 0.083 ms; 4 sequences of 2-3 chunks: equal). So mma.sync keeps batches whose sequences average
+  // under two chunks (with fixed capacity: T_max / N_max, a static choice).
+  return p.T_total >= 2 * int64_t(p.BT) * p.N;
 }
 
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {

@@ -14,10 +14,9 @@ namespace linattn::cuda {
 
 // Whether the wgmma kernel covers these parameters at V-slice vs.
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs);
-// Environment LINATTN_CUDA_WGMMA: unset = the pipelined kernel wherever it is eligible, unless the
-// planner chose 32-column V-slices and the pipelined kernel's 64-column CTAs would fill less than a
-// quarter of the SMs (then mma.sync keeps the finer split; H200 A/B in docs/perf-notes.md, "Step 2"
-// and "Step 3"); "0" = never (mma.sync);
+// Environment LINATTN_CUDA_WGMMA: unset = the pipelined kernel wherever it is eligible and the
+// sequences average two chunks or more (shorter ones keep mma.sync: the pipeline start costs more
+// than it saves; H200 A/B in docs/perf-notes.md, "Step 3"); "0" = never (mma.sync);
 // "1" = the pipelined kernel wherever eligible; "v1" = the first wgmma version wherever eligible.
 bool gdn_fused_wg_enabled();   // not "0"
 bool gdn_fused_wg_pipelined(); // not "v1"
