@@ -6,8 +6,8 @@
 //    walk at most 16 rows instead of up to 64, and the reverse cumsum + gate chain + partials as
 //    NT / K row groups per channel (group sums exchanged through shared memory, the group's gate
 //    derivatives loaded up front).
-//  chunked3: chunked2 + the off-diagonal 16 x 16 blocks of the intra-chunk per-channel sums on TF32
-//    mma.sync. For rows i in block I and columns j < R1 = 16 I (reference row R = R1 - 1):
+//  chunked3: chunked2 + the off-diagonal 16 x 16 blocks of the intra-chunk per-channel sums on 3xTF32
+//    mma.sync (split precision, ~fp32: see mma_3xtf32). For rows i in block I and columns j < R1 = 16 I (reference row R = R1 - 1):
 //    E_ij = E_iR E_Rj with E_iR = prod_{R1<=t<=i} a_t and E_Rj = prod_{j<t<R1} a_t, both products of
 //    decays <= 1 (no exponent is ever positive, exact underflow to 0 at gates -1000 / lower_bound -5), so
 //    dq2_I = E_IR (.) (daqk_I,<R1 @ (k^ (.) E_R.)), rp_I likewise with dL; the column side mirrors it
@@ -192,6 +192,26 @@ __device__ __forceinline__ void gate_chain(KdaChunk2Smem<T, BT, V>& s, const Gdn
   }
 }
 
+// 3xTF32 (split precision): x = hi + lo with hi, lo TF32 (~21 significant bits together), and
+// acc += A B as A_lo B_hi + A_hi B_lo + A_hi B_hi (the A_lo B_lo term is below fp32 rounding). Plain
+// TF32 (10 bits) would round the row side (q^ . dq2) and the column side (k^ . dka) of each intra term
+// differently, and dgam's rowsum - colsum cancellation would leave that rounding in dA_log / dt_bias
+// (the GDN backward's bf16 lesson, "CUDA GDN backward"): with the split it cancels to ~fp32.
+struct Tf32x2 {
+  uint32_t hi, lo;
+};
+__device__ __forceinline__ Tf32x2 split_tf32(float x) {
+  constexpr uint32_t kMask = 0xffffe000u;  // the 19 TF32 bits (the mma ignores the 13 below)
+  const uint32_t hi = to_tf32(x) & kMask;
+  return {hi, to_tf32(x - __uint_as_float(hi)) & kMask};
+}
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32x2 (&a)[4], Tf32x2 b0, Tf32x2 b1) {
+  const uint32_t ahi[4] = {a[0].hi, a[1].hi, a[2].hi, a[3].hi}, alo[4] = {a[0].lo, a[1].lo, a[2].lo, a[3].lo};
+  mma1688_tf32(d, alo, b0.hi, b1.hi);
+  mma1688_tf32(d, ahi, b0.lo, b1.lo);
+  mma1688_tf32(d, ahi, b0.hi, b1.hi);
+}
+
 // Fragment of B[k][n] for mma m16n8k8 (b0: k = tq, b1: k = tq + 4; n = g) over decay rows br..br+7 at
 // channel d: pc carries the product of the rows already walked (<= 1); on return e1 / e2 are pc times
 // the product over the fragment's rows after its row (AFTER: row side, walking down) or up to and
@@ -231,12 +251,12 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
   for (int nt = 0; nt < NTK; ++nt) pc[nt] = 1.f;
   for (int kk = 2 * wm - 1; kk >= 0; --kk) {
     const int br = 8 * kk;
-    uint32_t fq[4], fl[4];
+    Tf32x2 fq[4], fl[4];
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int row = r0 + 8 * (x & 1), col = br + tq + 4 * (x >> 1);
-      fq[x] = to_tf32(s.u.in.daqk[row][col]);
-      fl[x] = to_tf32(s.u.in.dL[row][col]);
+      fq[x] = split_tf32(s.u.in.daqk[row][col]);
+      fl[x] = split_tf32(s.u.in.dL[row][col]);
     }
     const float rk1 = s.rk[br + tq], rk2 = s.rk[br + tq + 4];
 #pragma unroll
@@ -244,10 +264,10 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
       const int d = ck + 8 * nt + g;
       float e1, e2;
       decay_pair<true>(s.a, br, d, tq, pc[nt], e1, e2);
-      const uint32_t b0 = to_tf32(rk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1);
-      const uint32_t b1 = to_tf32(rk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2);
-      mma1688_tf32(dq2[nt], fq, b0, b1);
-      mma1688_tf32(rp[nt], fl, b0, b1);
+      const Tf32x2 b0 = split_tf32(rk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1);
+      const Tf32x2 b1 = split_tf32(rk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2);
+      mma_3xtf32(dq2[nt], fq, b0, b1);
+      mma_3xtf32(rp[nt], fl, b0, b1);
     }
   }
   float er[NTK][4];  // E_iR = prod_{R1 <= t <= i} a_t, rows i = r0 (e 0, 1), r0 + 8 (e 2, 3)
@@ -295,12 +315,12 @@ __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, fl
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt) pc[nt] = 1.f;
   for (int br = R1; br < BT; br += 8) {
-    uint32_t fq[4], fl[4];  // A[m = j][k = i] = daqk[i][j] (transposed read)
+    Tf32x2 fq[4], fl[4];  // A[m = j][k = i] = daqk[i][j] (transposed read)
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int row = br + tq + 4 * (x >> 1), col = r0 + 8 * (x & 1);
-      fq[x] = to_tf32(s.u.in.daqk[row][col]);
-      fl[x] = to_tf32(s.u.in.dL[row][col]);
+      fq[x] = split_tf32(s.u.in.daqk[row][col]);
+      fl[x] = split_tf32(s.u.in.dL[row][col]);
     }
     const float sq1 = s.rq[br + tq], sq2 = s.rq[br + tq + 4];
     const float sk1 = s.beta[br + tq] * s.rk[br + tq], sk2 = s.beta[br + tq + 4] * s.rk[br + tq + 4];
@@ -309,10 +329,10 @@ __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, fl
       const int d = ck + 8 * nt + g;
       float e1, e2;
       decay_pair<false>(s.a, br, d, tq, pc[nt], e1, e2);
-      mma1688_tf32(ca[nt], fq, to_tf32(sq1 * MmaType<T>::to_float(s.q[br + tq][d]) * e1),
-                   to_tf32(sq2 * MmaType<T>::to_float(s.q[br + tq + 4][d]) * e2));
-      mma1688_tf32(ca[nt], fl, to_tf32(sk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1),
-                   to_tf32(sk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2));
+      mma_3xtf32(ca[nt], fq, split_tf32(sq1 * MmaType<T>::to_float(s.q[br + tq][d]) * e1),
+                 split_tf32(sq2 * MmaType<T>::to_float(s.q[br + tq + 4][d]) * e2));
+      mma_3xtf32(ca[nt], fl, split_tf32(sk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1),
+                 split_tf32(sk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2));
     }
   }
   float ej[NTK][4];  // E_Rj = prod_{j < t < R1} a_t, columns j = r0 (e 0, 1), r0 + 8 (e 2, 3)
