@@ -1,17 +1,18 @@
 // Opt-in variants of the chunked KDA backward's chunk-gradient kernel (same math, grid, smem layout
 // and outputs as kda_bwd_chunk.cu; selected by LINATTN_CUDA_KDA_BWD=chunked2 / chunked3 in gdn_bwd.cc):
 //  chunked2: the per-channel gate work runs on every thread instead of 128 serial 64-step loops:
-//    the decays a = e^g are staged element-parallel (BT x K / NT independent gate loads per thread, all
-//    in flight together), per-channel decay products of each 16-row block (blk) so that eg / egl / egL
-//    walk at most 16 rows instead of up to 64, and the reverse cumsum + gate chain + partials as
-//    NT / K row groups per channel (group sums exchanged through shared memory, the group's gate
-//    derivatives loaded up front).
+//    the decays a = e^g are staged element-parallel (BT x K / NT independent gate loads per thread, 8
+//    in flight at a time), per-channel decay products of each 16-row block (blk) let eg / egl / egL
+//    walk at most 16 rows instead of up to 64, the <S, dS'> row dots run on every thread, and the
+//    reverse cumsum + gate chain + partials run as NT / K row groups per channel (group sums exchanged
+//    through shared memory, the group's gate derivatives loaded up front).
 //  chunked3: chunked2 + the off-diagonal 16 x 16 blocks of the intra-chunk per-channel sums on 3xTF32
-//    mma.sync (split precision, ~fp32: see mma_3xtf32). For rows i in block I and columns j < R1 = 16 I (reference row R = R1 - 1):
-//    E_ij = E_iR E_Rj with E_iR = prod_{R1<=t<=i} a_t and E_Rj = prod_{j<t<R1} a_t, both products of
-//    decays <= 1 (no exponent is ever positive, exact underflow to 0 at gates -1000 / lower_bound -5), so
-//    dq2_I = E_IR (.) (daqk_I,<R1 @ (k^ (.) E_R.)), rp_I likewise with dL; the column side mirrors it
-//    with R = the last row of block J. Only the diagonal blocks keep the fp32 per-element loops.
+//    mma.sync (split precision, ~fp32: see mma_3xtf32). For rows i in block I and columns
+//    j < R1 = 16 I (reference row R = R1 - 1): E_ij = E_iR E_Rj with E_iR = prod_{R1<=t<=i} a_t and
+//    E_Rj = prod_{j<t<R1} a_t, both products of decays <= 1 (no exponent is ever positive, exact
+//    underflow to 0 at gates -1000 / lower_bound -5), so dq2_I = E_IR (.) (daqk_I,<R1 @ (k^ (.) E_R.)),
+//    rp_I likewise with dL; the column side mirrors it with R = the last row of block J. Only the
+//    diagonal blocks keep the fp32 per-element loops.
 // Both unverified on a GPU at the time of writing (no device time): opt-in until the lead's H200 run.
 #include <cuda_runtime.h>
 
@@ -443,13 +444,19 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         for (int u = 0; u < 16; ++u) pr *= 16 * b + u < len ? s.a[16 * b + u][cc] : 1.f;
         s.blk[b][cc] = pr;
       }
-      if (tid < kK) {  // <S_d, dS'_d> per key row
+      {  // <S_d, dS'_d> per key row on every thread: NT / K adjacent lanes per row, interleaved column
+         // pairs (conflict-free: row stride 68 words), then a lane-group sum
+        constexpr int TPR = Tl::NT / kK;
+        const int d = tid / TPR, qq = tid % TPR;
         float acc = 0.f;
-        for (int cc = 0; cc < V; cc += 2) {
-          const float2 a = ld_pair(&s.u.st.S[tid][cc]), b = ld_pair(&s.u.st.dS[tid][cc]);
+#pragma unroll 4
+        for (int cc = 2 * qq; cc < V; cc += 2 * TPR) {
+          const float2 a = ld_pair(&s.u.st.S[d][cc]), b = ld_pair(&s.u.st.dS[d][cc]);
           acc += a.x * b.x + a.y * b.y;
         }
-        s.sd[tid] = acc;
+#pragma unroll
+        for (int o = 1; o < TPR; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (qq == 0) s.sd[d] = acc;
       }
       __syncthreads();
 #pragma unroll
