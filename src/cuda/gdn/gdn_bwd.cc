@@ -3,8 +3,9 @@
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
-// LINATTN_CUDA_KDA_BWD=token forces the token path; =chunked2 / =chunked3 the opt-in chunk kernels of
-// kda/kda_bwd_chunk2.cu).
+// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk2.cu
+// with split-TF32 tensor-core blocks (default, =chunked3), without them (=chunked2), or the first
+// kernel kda/kda_bwd_chunk.cu (=chunked)).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -196,9 +197,12 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
+    // Default: chunked3 (the fastest on the H200, c050891: backward 20.8 vs 23.7 ms at 32/32
+    // 1x32768, 2.66 vs 3.04 at 1x4096); "chunked" = the first chunk kernel, "chunked2" = without
+    // the split-TF32 tensor-core blocks.
     const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
-    if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
-    else launch_kda_bwd_chunk(p, w, st);
+    if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
+    else launch_kda_bwd_chunk2(p, w, mode != "chunked2", st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);
