@@ -17,6 +17,7 @@
 #include "linattn/tensor.h"
 #include "parallel/device_thread_comm.h"
 #include "parallel/nccl_comm.h"
+#include "rank_threads.h"
 
 namespace linattn::test {
 
@@ -76,47 +77,31 @@ inline void refill(const TensorView& dst, const Tensor& src) {
   cuda_ok(cudaMemcpy(dst.data, src.view().data, src.view().nbytes(), cudaMemcpyHostToDevice), "refill");
 }
 
-// fn(rank, comm) on `world` threads, rank r on GPU r; the first exception (by rank) is rethrown.
-inline void run_gpu_ranks(int world, const std::function<void(int, parallel::Communicator&)>& fn) {
-  const parallel::NcclUniqueId id = parallel::nccl_unique_id();
-  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
-  std::vector<std::thread> th;
-  for (int r = 0; r < world; ++r)
-    th.emplace_back([&, r] {
-      try {
-        cuda_ok(cudaSetDevice(r), "cudaSetDevice");
-        parallel::NcclCommunicator comm(id, r, world, r);
-        fn(r, comm);
-        cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      } catch (...) {
-        errs[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : th) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
+// fn(rank, comm) on `world` threads, then a device synchronize on each; make(r) selects the device.
+inline void run_cuda_rank_threads(int world, const MakeComm& make, const RankFn& fn) {
+  run_rank_threads(world, make, [&](int r, parallel::Communicator& comm) {
+    fn(r, comm);
+    cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  });
 }
 
-// fn(rank, comm) on `world` threads that share GPU 0 (DeviceThreadCommunicator: NCCL refuses two
-// ranks on one GPU), for the simulated 4- and 8-rank runs; eager only.
-inline void run_sim_ranks(int world, const std::function<void(int, parallel::Communicator&)>& fn) {
+// Rank r on GPU r with an NcclCommunicator (one process, the NCCL unique id shared in memory).
+inline void run_gpu_ranks(int world, const RankFn& fn) {
+  const parallel::NcclUniqueId id = parallel::nccl_unique_id();
+  run_cuda_rank_threads(world, [&](int r) -> std::unique_ptr<parallel::Communicator> {
+    cuda_ok(cudaSetDevice(r), "cudaSetDevice");
+    return std::make_unique<parallel::NcclCommunicator>(id, r, world, r);
+  }, fn);
+}
+
+// Every rank on GPU 0 with a DeviceThreadCommunicator (NCCL refuses two ranks on one GPU): the
+// simulated 4- and 8-rank runs; eager only.
+inline void run_sim_ranks(int world, const RankFn& fn) {
   auto group = std::make_shared<parallel::DeviceThreadGroup>(world);
-  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
-  std::vector<std::thread> th;
-  for (int r = 0; r < world; ++r)
-    th.emplace_back([&, r] {
-      try {
-        cuda_ok(cudaSetDevice(0), "cudaSetDevice");
-        parallel::DeviceThreadCommunicator comm(group, r);
-        fn(r, comm);
-        cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      } catch (...) {
-        errs[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : th) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
+  run_cuda_rank_threads(world, [&](int r) -> std::unique_ptr<parallel::Communicator> {
+    cuda_ok(cudaSetDevice(0), "cudaSetDevice");
+    return std::make_unique<parallel::DeviceThreadCommunicator>(group, r);
+  }, fn);
 }
 
 // Captures fn() on `stream` (thread-local mode: every rank thread captures its own graph at the

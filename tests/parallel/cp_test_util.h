@@ -14,26 +14,14 @@
 
 #include "linattn/tensor.h"
 #include "parallel/thread_comm.h"
+#include "rank_threads.h"
 
 namespace linattn::test {
 
-// fn(rank, comm) on `world` threads; the first exception (by rank) is rethrown.
-inline void run_ranks(int world, const std::function<void(int, parallel::Communicator&)>& fn) {
+// fn(rank, comm) on `world` threads with ThreadCommunicators; the first exception (by rank) is rethrown.
+inline void run_ranks(int world, const RankFn& fn) {
   auto group = std::make_shared<parallel::ThreadGroup>(world);
-  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
-  std::vector<std::thread> th;
-  for (int r = 0; r < world; ++r)
-    th.emplace_back([&, r] {
-      parallel::ThreadCommunicator comm(group, r);
-      try {
-        fn(r, comm);
-      } catch (...) {
-        errs[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : th) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
+  run_rank_threads(world, [&](int r) { return std::make_unique<parallel::ThreadCommunicator>(group, r); }, fn);
 }
 
 // Rows [r0, r0 + n) of a [1, T, ...] tensor, as a new [1, n, ...] tensor.

@@ -187,17 +187,35 @@ void expect_close(const ChunkAttnData& d, const ChunkRes& single, const ChunkAtt
   EXPECT_TRUE(bwd_close(d, gref, got.g, dt)) << "vs fp64 reference";
 }
 
+// One case's inputs, cotangents, single-GPU results and fp64 reference.
+struct ChunkExpect {
+  ChunkAttnData d;
+  ChunkAttnCotangents cot;
+  ChunkRes single;
+  ChunkAttnOutTensors ref;
+  ChunkAttnGradTensors gref;
+};
+
+ChunkExpect chunk_expect(const ChunkCase& c) {
+  ChunkExpect e{make_data(c), {}, {}, {}, {}};
+  Rng rng(5);
+  e.cot = random_cotangents(e.d, rng, DType::kF32, true);
+  e.single = single_gpu(e.d, e.cot);
+  e.ref = ref_forward(e.d);
+  e.gref = ref_backward(e.d, e.cot);
+  return e;
+}
+
 class CpCudaChunk : public ::testing::TestWithParam<ChunkCase> {};
 
 TEST_P(CpCudaChunk, TwoGpusEqualSingleGpuEagerAndGraph) {
   if (need_two_gpus()) GTEST_FAIL() << "needs 2 GPUs (run by scripts/gpu-final or gpu-sp on the 2-GPU machine)";
-  const ChunkCase c = GetParam();
-  const ChunkAttnData d = make_data(c);
-  Rng rng(5);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
-  const ChunkRes single = single_gpu(d, cot);
-  const ChunkAttnOutTensors ref = ref_forward(d);
-  const ChunkAttnGradTensors gref = ref_backward(d, cot);
+  const ChunkExpect e = chunk_expect(GetParam());
+  const ChunkAttnData& d = e.d;
+  const ChunkAttnCotangents& cot = e.cot;
+  const ChunkRes& single = e.single;
+  const ChunkAttnOutTensors& ref = e.ref;
+  const ChunkAttnGradTensors& gref = e.gref;
   const int64_t T = d.T();
   // Eager, chained (the default): a cut inside a chunk and a sequence; on a sequence boundary (an
   // empty sequence there); a 3-row rank 0. The first version (LINATTN_CP_CHAIN=0): the first cut.
@@ -237,13 +255,12 @@ TEST_P(CpCudaChunk, TwoGpusEqualSingleGpuEagerAndGraph) {
 // 1-2 row ranks); both exchanges with 4 ranks, the chained one with 8.
 TEST_P(CpCudaChunk, SimulatedRanksOnOneGpu) {
   if (gpu_count() < 1) GTEST_FAIL() << "needs a GPU (run by scripts/gpu-final)";
-  const ChunkCase c = GetParam();
-  const ChunkAttnData d = make_data(c);
-  Rng rng(5);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
-  const ChunkRes single = single_gpu(d, cot);
-  const ChunkAttnOutTensors ref = ref_forward(d);
-  const ChunkAttnGradTensors gref = ref_backward(d, cot);
+  const ChunkExpect e = chunk_expect(GetParam());
+  const ChunkAttnData& d = e.d;
+  const ChunkAttnCotangents& cot = e.cot;
+  const ChunkRes& single = e.single;
+  const ChunkAttnOutTensors& ref = e.ref;
+  const ChunkAttnGradTensors& gref = e.gref;
   for (const auto& [world, chain] : {std::pair{4, "1"}, {4, "0"}, {8, "1"}}) {
     SCOPED_TRACE(std::to_string(world) + " simulated ranks, LINATTN_CP_CHAIN=" + chain);
     const std::vector<int64_t> off = rank_layout(world, d.T());
