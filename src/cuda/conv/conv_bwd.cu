@@ -26,7 +26,7 @@ namespace {
 constexpr int kWarps = kThreads / 32;
 
 template <class E, bool kVec, int kW>
-__global__ void __launch_bounds__(kThreads) bwd_kernel(const ConvParams p, int64_t tiles_per_group) {
+__global__ void __launch_bounds__(kThreads, kW > 0 ? 3 : 1) bwd_kernel(const ConvParams p, int64_t tiles_per_group) {
   using TT = ThreadTile<E, kVec>;
   constexpr int kCap = kW > 0 ? kW : kConvMaxW;
   constexpr int CB = TT::CB, kC = TT::kC;
@@ -92,16 +92,20 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(const ConvParams p, int64
       E* dresp = want_dres ? elem<E>(p.dres, p, a, c) : nullptr;
       E* dxp = want_dx ? elem<E>(p.dx, p, a, c) : nullptr;
       const int64_t dres_s = p.dres.st, dx_s = p.dx.st;
-      for (int i = 0; i < len + H; ++i, xp += CB, gp += CB) {
+      // One row step. Steady rows (H <= i < len, and before the d_final_state rows) need none of
+      // the range tests, and silu is a compile-time flag there: most rows take that loop.
+      auto step = [&](int i, auto steady_c, auto silu_c) {
+        constexpr bool kSteady = decltype(steady_c)::value;
+        const bool do_silu = kSteady ? decltype(silu_c)::value : p.silu;
         float xu[kC] = {}, dz[kC] = {};
-        if (i < ext) {
+        if (kSteady || i < ext) {
           load_lanes<E, kC>(xp, xu);
           load_lanes<E, kC>(gp, dz);
-          if (p.silu) {
+          if (do_silu) {
 #pragma unroll
             for (int j = 0; j < kC; ++j) dz[j] *= silu_grad(taps[j].conv(bias[j], win[j], xu[j], W));
           }
-          if (i < len) {
+          if (kSteady || i < len) {
 #pragma unroll
             for (int j = 0; j < kC; ++j) {
 #pragma unroll
@@ -118,8 +122,8 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(const ConvParams p, int64
             }
           }
         }
-        const int64_t t = a + i - H;
-        if (want_dx && i >= H) {
+        if (want_dx && (kSteady || i >= H)) {
+          const int64_t t = a + i - H;
           float acc[kC];
 #pragma unroll
           for (int j = 0; j < kC; ++j) {
@@ -127,7 +131,8 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(const ConvParams p, int64
 #pragma unroll
             for (int k = 0; k < kCap - 1; ++k)
               if (k < W - 1) acc[j] += taps[j].at(W - 1 - k) * dzr[j].v[k];
-            if (p.dht && t >= eos - W) acc[j] += load_small(p.dht, p.dht_dtype, (n * p.D + c + j) * p.W + t - (eos - W));
+            if (!kSteady && p.dht && t >= eos - W)
+              acc[j] += load_small(p.dht, p.dht_dtype, (n * p.D + c + j) * p.W + t - (eos - W));
           }
           store_lanes<E, kC>(dxp, acc);
           dxp += dx_s;
@@ -137,7 +142,27 @@ __global__ void __launch_bounds__(kThreads) bwd_kernel(const ConvParams p, int64
           win[j].push(xu[j], W);
           dzr[j].push(dz[j], W);
         }
+        xp += CB;
+        gp += CB;
+      };
+      using T_ = std::true_type;
+      using F_ = std::false_type;
+      int i = 0;
+      for (; i < H; ++i) step(i, F_{}, F_{});
+      int i_end = len > i ? len : i;
+      if (p.dht) {  // rows t >= eos - W add d_final_state terms: the general step
+        const int64_t lim = eos - W - a + H;
+        if (lim < i_end) i_end = lim > i ? static_cast<int>(lim) : i;
       }
+      // Not unrolled: an unrolled pair of steps needs > 80 registers (3 blocks per SM).
+      if (p.silu) {
+#pragma unroll 1
+        for (; i < i_end; ++i) step(i, T_{}, T_{});
+      } else {
+#pragma unroll 1
+        for (; i < i_end; ++i) step(i, T_{}, F_{});
+      }
+      for (; i < len + H; ++i) step(i, F_{}, F_{});
     }
   };
   tile_pipeline(t_begin, t_end, issue, body);

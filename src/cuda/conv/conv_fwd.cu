@@ -17,7 +17,7 @@ namespace conv {
 namespace {
 
 template <class E, bool kVec, int kW>
-__global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64_t tiles_per_group) {
+__global__ void __launch_bounds__(kThreads, kW > 0 ? 4 : 1) fwd_kernel(const ConvParams p, int64_t tiles_per_group) {
   using TT = ThreadTile<E, kVec>;
   constexpr int kCap = kW > 0 ? kW : kConvMaxW;
   constexpr int CB = TT::CB, kC = TT::kC;
@@ -75,18 +75,33 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const ConvParams p, int64
       const E* rp = rs + off * CB;
       E* yp = elem<E>(p.y, p, a, c);
       const int64_t ys = p.y.st;
-      for (int u = static_cast<int>(b - a); u > 0; --u, xp += CB, rp += CB, yp += ys) {
-        float xu[kC], out[kC], res[kC];
-        load_lanes<E, kC>(xp, xu);
-        if (has_res) load_lanes<E, kC>(rp, res);
+      // silu / residual as compile-time flags of the row loop: no per-row tests or selects.
+      auto rows_loop = [&](auto silu_c, auto res_c) {
+        constexpr bool kSilu = decltype(silu_c)::value, kRes = decltype(res_c)::value;
+#pragma unroll 2
+        for (int u = static_cast<int>(b - a); u > 0; --u, xp += CB, rp += CB, yp += ys) {
+          float xu[kC], out[kC], res[kC];
+          load_lanes<E, kC>(xp, xu);
+          if constexpr (kRes) load_lanes<E, kC>(rp, res);
 #pragma unroll
-        for (int j = 0; j < kC; ++j) {
-          float acc = taps[j].conv(bias[j], win[j], xu[j], W);
-          if (p.silu) acc = silu_f(acc);
-          out[j] = has_res ? acc + res[j] : acc;
-          win[j].push(xu[j], W);
+          for (int j = 0; j < kC; ++j) {
+            float acc = taps[j].conv(bias[j], win[j], xu[j], W);
+            if constexpr (kSilu) acc = silu_f(acc);
+            if constexpr (kRes) acc += res[j];
+            out[j] = acc;
+            win[j].push(xu[j], W);
+          }
+          store_lanes<E, kC>(yp, out);
         }
-        store_lanes<E, kC>(yp, out);
+      };
+      using T_ = std::true_type;
+      using F_ = std::false_type;
+      if (p.silu) {
+        if (has_res) rows_loop(T_{}, T_{});
+        else rows_loop(T_{}, F_{});
+      } else {
+        if (has_res) rows_loop(F_{}, T_{});
+        else rows_loop(F_{}, F_{});
       }
     }
   };
