@@ -8,10 +8,11 @@
 // (q, k l2-normalised when asked.) Stable intra-chunk step, 16-row sub-chunks: off-diagonal block
 // (row block a > column block b) uses the reference row n = 16a: A_i = x_i 2^(gam_i - gam_n) and
 // B_j = k_j 2^(gam_n - gam_j), both exponents <= 0 (gam decreases), one TF32 tensor-core product
-// [A_q; A_k] B^T per row block. The diagonal 16x16 blocks are summed per element with
-// 2^(gam_i - gam_j), j <= i (diagonal_blocks_exact): no factor e^{+gam} is ever formed, so no term
-// overflows and nothing is NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no
-// other path. 512 threads = 16 warps; K = 128.
+// [A_q; A_k] B^T per (row block, column block), all blocks in one pass. The diagonal 16x16 blocks
+// are summed per element with 2^(gam_i - gam_j), j <= i, as running products of per-token decays
+// (diagonal_blocks_exact): no factor e^{+gam} is ever formed, so no term overflows and nothing is
+// NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no other path.
+// 512 threads = 16 warps; K = 128; ~206 KB shared memory at BT 64 (one CTA per SM).
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -31,15 +32,26 @@ struct KdaPrepSmem {
   T q[BT][kLdK];
   T k[BT][kLdK];
   float gam[BT][kLdG];
+  static constexpr int kPairs = (BT / 16) * (BT / 16 - 1) / 2;  // off-diagonal blocks (a > b)
+  static constexpr int kRowsA = 32 * (BT / 16 - 1), kRowsB = 16 * kPairs;
   union {
-    struct { float a[32][kLdG]; float b[BT][kLdG]; } op;  // Gram operands of one row block
-    struct { float L[BT][kLd]; float X[BT][kLd]; } sv;    // then L and X = (I + L)^-1
+    float dec[BT][kLdG];  // first: per-token decays 2^(gam_t - gam_{t-1}) (<= 1) of the diagonal sums
+    struct { float a[kRowsA][kLdG]; float b[kRowsB][kLdG]; } op;  // then the Gram operands of all
+    struct { float L[BT][kLd]; float X[BT][kLd]; } sv;            // row blocks; then L and X
   } u;
   float kk[BT][kLd];  // sum_d k_id k_jd 2^(gam_id - gam_jd) rk_i rk_j (lower blocks)
   float qk[BT][kLd];  // sum_d q_id k_jd 2^(gam_id - gam_jd) rq_i rk_j
   float tscr[4][16][20];  // merge scratch of invert_unit_lower (<= BT/16 - 1 warps)
   float beta[BT], rq[BT], rk[BT];
 };
+
+// 2^x by one MUFU op (ex2.approx, as exp2f, but results below 2^-126 flush to 0 instead of taking
+// exp2f's denormal fix-up: three fewer instructions; every x here is <= 0, so only underflow differs).
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // acc (16x16) += A[16 rows a0.., k0..k0+16) * B[16 rows n0.., k0..k0+16)^T; both fp32 [row][k].
 __device__ __forceinline__ void mma16x16_nt_tf32(float (&acc)[2][4], const float (*A)[kLdG], int a0,
@@ -60,10 +72,13 @@ __device__ __forceinline__ void mma16x16_nt_tf32(float (&acc)[2][4], const float
 }
 
 // The 16x16 diagonal blocks, per element: qk_ij and kk_ij (j <= i in one sub-chunk) as
-// sum_d x_id k_jd 2^(gam_id - gam_jd), every exponent <= 0 at any gate value. Thread (block a,
-// row pair (p, 15 - p), channel slice cs) sums its 2 x 4 channels {64 q + 4 cs ..} over the 17
-// pairs (p+1 of row p, 16-p of row 15-p: every thread does the same work); the 16 slices of a row
-// pair are adjacent lanes and reduce by shuffles. 128 threads per diagonal block.
+// sum_d x_id k_jd 2^(gam_id - gam_jd), every factor <= 1 at any gate value. Thread (block a, row
+// pair (p, 15 - p), channel slice cs) sums its 2 x 4 channels {64 q + 4 cs ..} over the 17 pairs
+// (16-p of row 15-p, then p+1 of row p: every thread does the same work); the 16 slices of a row
+// pair are adjacent lanes and reduce by shuffles. 128 threads per diagonal block. The decay factor
+// is a running product walking j down from i (as kda_bwd_chunk2 does): 2^(gam_i - gam_j) =
+// prod_{j < t <= i} dec_t with dec_t = 2^(gam_t - gam_{t-1}) <= 1 from the gate itself, one FMUL
+// per term instead of one exp2 of a cumsum difference (exact to ~15 ulp, underflows only to 0).
 template <class T, int BT>
 __device__ __forceinline__ void diagonal_blocks_exact(KdaPrepSmem<T, BT>& s, int tid) {
   using M = MmaType<T>;
@@ -81,29 +96,32 @@ __device__ __forceinline__ void diagonal_blocks_exact(KdaPrepSmem<T, BT>& s, int
 #pragma unroll
   for (int cq = 0; cq < kK / 64; ++cq) {
     const int cc = 64 * cq + 4 * cs;
-    const float4 gA = *reinterpret_cast<const float4*>(&s.gam[iA][cc]);
-    const float4 gB = *reinterpret_cast<const float4*>(&s.gam[iB][cc]);
-    float qA[4], kA[4], qB[4], kB[4];
+    float qA[4], kA[4], qB[4], kB[4], ex[4] = {1.f, 1.f, 1.f, 1.f}, dprev[4] = {1.f, 1.f, 1.f, 1.f};
     load4(&s.q[iA][cc], qA);
     load4(&s.k[iA][cc], kA);
     load4(&s.q[iB][cc], qB);
     load4(&s.k[iB][cc], kB);
+    // Slot idx > pp: row iB, j = 16a + idx - pp - 1 (idx 16: j = iB); slot idx <= pp: row iA,
+    // j = 16a + idx (idx pp: j = iA). Walking idx down walks j down from i within each row.
 #pragma unroll
-    for (int idx = 0; idx < 17; ++idx) {
-      const bool ra = idx <= pp;
+    for (int idx = 16; idx >= 0; --idx) {
+      const bool ra = idx <= pp, first = idx == 16 || idx == pp;
       const int jr = 16 * a + (ra ? idx : idx - pp - 1);
-      const float4 gj = *reinterpret_cast<const float4*>(&s.gam[jr][cc]);
+      const float4 dj = *reinterpret_cast<const float4*>(&s.u.dec[jr][cc]);
       float kj[4];
       load4(&s.k[jr][cc], kj);
-      const float gi[4] = {ra ? gA.x : gB.x, ra ? gA.y : gB.y, ra ? gA.z : gB.z, ra ? gA.w : gB.w};
-      const float gjv[4] = {gj.x, gj.y, gj.z, gj.w};
       float sq = 0.f, sk = 0.f;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float ex = exp2f(gi[e] - gjv[e]) * kj[e];
-        sq += (ra ? qA[e] : qB[e]) * ex;
-        sk += (ra ? kA[e] : kB[e]) * ex;
+        ex[e] = first ? 1.f : ex[e] * dprev[e];
+        const float t = ex[e] * kj[e];
+        sq += (ra ? qA[e] : qB[e]) * t;
+        sk += (ra ? kA[e] : kB[e]) * t;
       }
+      dprev[0] = dj.x;
+      dprev[1] = dj.y;
+      dprev[2] = dj.z;
+      dprev[3] = dj.w;
       aq[idx] += sq;
       ak[idx] += sk;
     }
@@ -131,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
   extern __shared__ __align__(16) unsigned char smem_raw[];
   using Smem = KdaPrepSmem<T, BT>;
   using M = MmaType<T>;
-  constexpr int NB = BT / 16, RQ = BT / 4;
+  constexpr int RQ = BT / 4;
   auto& s = *reinterpret_cast<Smem*>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t r = blockIdx.x;
@@ -184,8 +202,10 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
 #pragma unroll
     for (int e = 0; e < RQ; ++e) {
       const int i = qr * RQ + e;
-      if (i < len) acc += p.gate_in_kernel ? kda_gate_value(p, gv[e], dtb, ea) : gv[e];
+      const float v = i < len ? (p.gate_in_kernel ? kda_gate_value(p, gv[e], dtb, ea) : gv[e]) : 0.f;
+      acc += v;
       s.gam[i][ch] = acc;
+      s.u.dec[i][ch] = ex2_ftz(v * kLog2e);  // the token's own decay, <= 1 (1 past the chunk end)
     }
   }
   if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(p, t0 + tid, j) : 0.f;
@@ -213,35 +233,47 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
   }
   __syncthreads();
 
-  // Off-diagonal blocks of row block a >= 1 (columns j < n = 16a): A_i = x_i 2^(gam_i - gam_n),
-  // B_j = k_j 2^(gam_n - gam_j), both exponents <= 0; one TF32 product [A_q; A_k] B^T per block.
-  for (int a = 1; a < NB; ++a) {
-    const int n0 = 16 * a;
-    for (int idx = tid; idx < 32 * kK; idx += kThreads) {
-      const int row = idx / kK, cc = idx % kK, i = n0 + (row & 15);
-      const float x = row < 16 ? M::to_float(s.q[i][cc]) * s.rq[i] : M::to_float(s.k[i][cc]) * s.rk[i];
-      s.u.op.a[row][cc] = x * exp2f(s.gam[i][cc] - s.gam[n0][cc]);
-    }
-    for (int idx = tid; idx < n0 * kK; idx += kThreads) {
-      const int jr = idx / kK, cc = idx % kK;
-      s.u.op.b[jr][cc] = M::to_float(s.k[jr][cc]) * s.rk[jr] * exp2f(s.gam[n0][cc] - s.gam[jr][cc]);
-    }
-    __syncthreads();
-    if (warp < 2 * a) {
-      const int mt = warp & 1, nb = warp >> 1, g = lane >> 2, t = lane & 3;
-      float acc[2][4] = {};
-#pragma unroll
-      for (int kt = 0; kt < kK / 16; ++kt) mma16x16_nt_tf32(acc, s.u.op.a, 16 * mt, s.u.op.b, 16 * nb, 16 * kt, lane);
-      float (*dst)[Smem::kLd] = mt == 0 ? s.qk : s.kk;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          dst[n0 + g + 8 * (e >> 1)][16 * nb + 8 * nt + 2 * t + (e & 1)] = acc[nt][e];
-    }
-    __syncthreads();
-  }
   diagonal_blocks_exact<T, BT>(s, tid);
+  __syncthreads();  // u.dec is dead from here: the Gram operands take its place
+
+  // Off-diagonal blocks (row block a > column block nb, all pairs at once): reference row n = 16a,
+  // A_i = x_i 2^(gam_i - gam_n) (rows of block a; q then k), B_j = k_j 2^(gam_n - gam_j) (j < n),
+  // both exponents <= 0. op.a holds block a's [A_q; A_k] at rows 32 (a - 1); op.b holds block a's
+  // B at rows 8 a (a - 1). One warp per (pair, q/k): one TF32 product A B^T of 16 x 16 x K.
+  constexpr int kRowsA = Smem::kRowsA, kRowsB = Smem::kRowsB;
+  for (int idx = tid; idx < (kRowsA / 2 + kRowsB) * kK; idx += kThreads) {
+    const int row = idx / kK, cc = idx % kK;  // row is warp-uniform (kK = 4 x 32)
+    if (row < kRowsA / 2) {  // token i of block a: its q row and its k row share the factor
+      const int a = row / 16 + 1, rr = row % 16, i = 16 * a + rr;
+      const float e = ex2_ftz(s.gam[i][cc] - s.gam[16 * a][cc]);
+      s.u.op.a[32 * (a - 1) + rr][cc] = M::to_float(s.q[i][cc]) * s.rq[i] * e;
+      s.u.op.a[32 * (a - 1) + 16 + rr][cc] = M::to_float(s.k[i][cc]) * s.rk[i] * e;
+    } else {
+      const int rb = row - kRowsA / 2;
+      int a = 1;
+      while (rb >= 8 * a * (a + 1)) ++a;
+      const int jr = rb - 8 * a * (a - 1);
+      s.u.op.b[rb][cc] = M::to_float(s.k[jr][cc]) * s.rk[jr] * ex2_ftz(s.gam[16 * a][cc] - s.gam[jr][cc]);
+    }
+  }
+  __syncthreads();
+  static_assert(2 * Smem::kPairs <= kWarps, "one warp per off-diagonal block and q/k");
+  if (warp < 2 * Smem::kPairs) {
+    const int mt = warp & 1, pr = warp >> 1, g = lane >> 2, t = lane & 3;
+    int a = 1;
+    while (pr >= a * (a + 1) / 2) ++a;
+    const int nb = pr - a * (a - 1) / 2, n0 = 16 * a;
+    float acc[2][4] = {};
+#pragma unroll
+    for (int kt = 0; kt < kK / 16; ++kt)
+      mma16x16_nt_tf32(acc, s.u.op.a, 32 * (a - 1) + 16 * mt, s.u.op.b, 8 * a * (a - 1) + 16 * nb, 16 * kt, lane);
+    float (*dst)[Smem::kLd] = mt == 0 ? s.qk : s.kk;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dst[n0 + g + 8 * (e >> 1)][16 * nb + 8 * nt + 2 * t + (e & 1)] = acc[nt][e];
+  }
   __syncthreads();
 
   constexpr int kSeg = 16, kSegs = BT / kSeg;
@@ -284,7 +316,7 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
     float vq[8], vk[8], vl[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const float gi = s.gam[i][c0 + e], eg = exp2f(gi), el = exp2f(s.gam[lr][c0 + e] - gi);
+      const float gi = s.gam[i][c0 + e], eg = ex2_ftz(gi), el = ex2_ftz(s.gam[lr][c0 + e] - gi);
       const float kx = M::to_float(s.k[i][c0 + e]) * s.rk[i];
       vq[e] = M::to_float(s.q[i][c0 + e]) * s.rq[i] * eg;
       vk[e] = kx * eg;
