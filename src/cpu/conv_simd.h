@@ -160,7 +160,35 @@ LINATTN_SIMD_INLINE vf reciprocal(vf d) {
 #endif
 }
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// sigmoid(z) = 1 / (1 + 2^y), y = -z log2(e) clamped to [-126, 126] (1 + 2^y and its reciprocal stay
+// normal; NaN propagates: max / min return their second operand when either is NaN). y = n + f with
+// f = vreduceps(y) in [-0.5, 0.5], 2^f by a degree-5 polynomial (least-squares relative fit, 1.8e-7
+// in fp32), 2^n by vscalefps: 16 vector ops instead of the Cody-Waite exp's ~23. The conv forward's
+// 16-bit path is bound by these (FP pipes of a Zen 4-class core, 512-bit ops double-pumped).
+// Error of silu vs fp64 over z in [-100, 100]: relative 3.8e-6 (at z ~ -73, where the fp32 rounding
+// of y dominates), absolute 1.3e-6 (fp32 conv bars: 1e-4 relative, 1e-6 absolute on RMS).
+LINATTN_SIMD_INLINE vf sigmoid(vf z) {
+  // maskz forms: GCC's unmasked ones read an uninitialized pass-through register (-Wmaybe-uninitialized)
+  const __mmask16 all = 0xFFFF;
+  const __m512 y = _mm512_maskz_min_ps(
+      all, _mm512_set1_ps(126.0f),
+      _mm512_maskz_max_ps(all, _mm512_set1_ps(-126.0f), reinterpret_cast<__m512>(z * -1.44269504088896341f)));
+  const __m512 f = _mm512_maskz_reduce_ps(all, y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const vf fv = reinterpret_cast<vf>(f), n = reinterpret_cast<vf>(y) - fv;
+  vf p = splat(1.326660393e-03f);
+  p = p * fv + 9.671512991e-03f;
+  p = p * fv + 5.550727248e-02f;
+  p = p * fv + 2.402224243e-01f;
+  p = p * fv + 6.931470037e-01f;
+  p = p * fv + 1.0f;
+  const vf e = reinterpret_cast<vf>(
+      _mm512_maskz_scalef_ps(all, reinterpret_cast<__m512>(p), reinterpret_cast<__m512>(n)));
+  return reciprocal(1.0f + e);
+}
+#else
 LINATTN_SIMD_INLINE vf sigmoid(vf z) { return reciprocal(1.0f + exp(-z)); }
+#endif
 LINATTN_SIMD_INLINE vf silu(vf z) { return z * sigmoid(z); }
 // d silu(z) / dz = s (1 + z (1 - s)), s = sigmoid(z).
 LINATTN_SIMD_INLINE vf silu_grad(vf z) {
