@@ -252,29 +252,36 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
 
 std::atomic<int64_t> g_launches{0};
 
-}  // namespace
+// LINATTN_CUDA_WGMMA is read once per call of the functions below (the forward's choice and its
+// launch each read it once): "0" off, "1" / "v1" forced, anything else the default.
+std::string wg_switch() { return env_or("LINATTN_CUDA_WGMMA", ""); }
 
-int64_t gdn_fused_wg_launches() { return g_launches.load(); }
-
-bool gdn_fused_wg_pipelined() { return env_or("LINATTN_CUDA_WGMMA", "") != "v1"; }
-
-bool gdn_fused_wg_forced() {
-  const std::string v = env_or("LINATTN_CUDA_WGMMA", "");
-  return v == "1" || v == "v1";
-}
-
-bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) {
+bool eligible_for(const GdnFwdParams& p, int vs, bool pipelined) {
   const bool tier3_state_pass = p.seg_M != nullptr || p.seg_S != nullptr || p.seg_flags != nullptr;
-  const bool slice = gdn_fused_wg_pipelined() ? p.V % 64 == 0 : (vs == 64 || vs == 128) && p.V % vs == 0;
+  const bool slice = pipelined ? p.V % 64 == 0 : (vs == 64 || vs == 128) && p.V % vs == 0;
   return !p.kda && !tier3_state_pass && p.BT == kBT && p.K == kK && slice &&
          (p.io == ElemType::kBF16 || p.io == ElemType::kF16);
 }
 
-bool gdn_fused_wg_enabled() { return env_or("LINATTN_CUDA_WGMMA", "") != "0"; }
+}  // namespace
+
+int64_t gdn_fused_wg_launches() { return g_launches.load(); }
+
+bool gdn_fused_wg_pipelined() { return wg_switch() != "v1"; }
+
+bool gdn_fused_wg_forced() {
+  const std::string v = wg_switch();
+  return v == "1" || v == "v1";
+}
+
+bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) { return eligible_for(p, vs, gdn_fused_wg_pipelined()); }
+
+bool gdn_fused_wg_enabled() { return wg_switch() != "0"; }
 
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
-  if (!gdn_fused_wg_enabled() || !gdn_fused_wg_eligible(p, vs)) return false;
-  if (gdn_fused_wg_forced()) return true;
+  const std::string v = wg_switch();
+  if (v == "0" || !eligible_for(p, vs, v != "v1")) return false;
+  if (v == "1" || v == "v1") return true;
   // H200 A/B (bench/results/h200x2-final-20261130-7bf64cf.md): the pipelined kernel's chunk step is
   // the shorter one whatever the CTA count (2/8 1x32768 with 16 CTAs: 1.07 vs 1.66 ms for mma.sync's
   // 32), but its pipeline start costs more than a 1-chunk sequence saves (16 x 64 tokens: 0.124 vs
@@ -284,11 +291,12 @@ bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
 }
 
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
-  LINATTN_CHECK(gdn_fused_wg_eligible(p, vs), "gdn fused (wgmma): needs GDN, BT 64, K 128, V % 64 == 0 (pipelined) or "
+  const bool pipelined = gdn_fused_wg_pipelined();
+  LINATTN_CHECK(eligible_for(p, vs, pipelined), "gdn fused (wgmma): needs GDN, BT 64, K 128, V % 64 == 0 (pipelined) or "
                 "V-slice 64 / 128 dividing V (v1), bf16 / fp16; got kda ", p.kda, ", BT ", p.BT, ", K ", p.K, ", V ", p.V,
                 ", V-slice ", vs);
   g_launches.fetch_add(1);
-  if (gdn_fused_wg_pipelined()) {
+  if (pipelined) {
     launch_gdn_fused_wgp(p, ws, stream);
     return;
   }
