@@ -10,11 +10,85 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_fwd_util.h"
 #include "cuda_test_util.h"
 #include "linattn/error.h"
 #include "meta/chunk_attn_desc.h"
 
 namespace linattn::test {
+
+// One backward test case: inputs, the per-token gradient dtype, the cotangent dtype, and whether a
+// d_final_state is passed.
+struct BwdCase {
+  std::string name;
+  ChunkAttnSpec spec;
+  DType grad_dtype;  // per-token gradients
+  DType cot_dtype;   // d_o, d_final_state
+  bool dht = true;
+};
+
+// The KDA backward cases the token-path and chunked tests share: gate in kernel (softplus form) with
+// every layer option and GVA 2; lower_bound -5 + safe_gate on varlen edge lengths with padding and
+// int64 cu_seqlens; lower_bound -3 without A_log, GVA 3, a zero-length sequence; -1000 gates mixed
+// with strong decays, no h0; clamped -5 safe gates with strong decays.
+inline std::vector<BwdCase> kda_bwd_cases(DType dt, int bt) {
+  auto base = [&] { return fwd_base_spec(dt, bt, ChunkOp::kKda); };
+  std::vector<BwdCase> r;
+  {
+    ChunkAttnSpec s = base();
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    s.opt.state_v_first = true;
+    r.push_back({"gate_in_kernel_softplus_dense_gva2", s, DType::kF32, dt});
+  }
+  {
+    ChunkAttnSpec s = base();
+    s.seqlens = edge_seqlens(bt);
+    s.pad_tokens = 7;
+    s.cu_dtype = DType::kI64;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -5.0;
+    s.opt.safe_gate = true;
+    s.dt_bias_2d = true;
+    s.opt.scale = 0.37;
+    r.push_back({"lower_bound_-5_safe_gate_varlen_edges", s, dt, DType::kF32});
+  }
+  {
+    ChunkAttnSpec s = base();
+    s.seqlens = {300, 0, 5, 64, 129};
+    s.pad_tokens = 3;
+    s.H = 1;
+    s.HV = 3;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -3.0;
+    s.has_A_log = false;
+    s.opt.use_qk_l2norm_in_kernel = true;
+    r.push_back({"lower_bound_no_A_log_varlen_gva3", s, DType::kF32, dt});
+  }
+  {
+    ChunkAttnSpec s = base();
+    s.seqlens = {200, 1, 77};
+    s.pad_tokens = 2;
+    s.has_h0 = false;
+    s.gate = GateDist::kMixedHeads;
+    s.extreme_gate_frac = 0.05;
+    r.push_back({"gates_-1000_strong_mixed_no_h0", s, dt, dt});
+  }
+  {
+    ChunkAttnSpec s = base();
+    s.gate = GateDist::kStrong;
+    s.extreme_gate_frac = 0.02;
+    s.opt.has_lower_bound = true;
+    s.opt.lower_bound = -5.0;
+    s.opt.safe_gate = true;
+    s.opt.state_v_first = true;
+    r.push_back({"safe_gate_clamped_-5_strong", s, DType::kF32, DType::kF32});
+  }
+  return r;
+}
 
 struct DevGrads {
   DevArena arena;

@@ -17,13 +17,7 @@
 namespace linattn::test {
 namespace {
 
-struct Case {
-  std::string name;
-  ChunkAttnSpec spec;
-  DType grad_dtype;  // per-token gradients
-  DType cot_dtype;   // d_o, d_final_state
-  bool dht = true;
-};
+using Case = BwdCase;
 
 ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt); }
 

@@ -22,72 +22,12 @@ namespace {
 
 const bool kTokenPath = setenv("LINATTN_CUDA_KDA_BWD", "token", 1) == 0;
 
-struct Case {
-  std::string name;
-  ChunkAttnSpec spec;
-  DType grad_dtype;  // per-token gradients
-  DType cot_dtype;   // d_o, d_final_state
-  bool dht = true;
-};
+using Case = BwdCase;
 
 ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt, ChunkOp::kKda); }
 
 std::vector<Case> cases(DType dt, int bt) {
-  const DType gd = dt == DType::kF32 ? DType::kF32 : dt;
-  std::vector<Case> r;
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.opt.use_qk_l2norm_in_kernel = true;
-    s.opt.use_gate_in_kernel = true;
-    s.opt.use_beta_sigmoid_in_kernel = true;
-    s.opt.state_v_first = true;
-    r.push_back({"gate_in_kernel_softplus_dense_gva2", s, DType::kF32, dt});
-  }
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.seqlens = edge_seqlens(bt);
-    s.pad_tokens = 7;
-    s.cu_dtype = DType::kI64;
-    s.opt.use_gate_in_kernel = true;
-    s.opt.has_lower_bound = true;
-    s.opt.lower_bound = -5.0;
-    s.opt.safe_gate = true;
-    s.dt_bias_2d = true;
-    s.opt.scale = 0.37;
-    r.push_back({"lower_bound_-5_safe_gate_varlen_edges", s, gd, DType::kF32});
-  }
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.seqlens = {300, 0, 5, 64, 129};
-    s.pad_tokens = 3;
-    s.H = 1;
-    s.HV = 3;
-    s.opt.use_gate_in_kernel = true;
-    s.opt.has_lower_bound = true;
-    s.opt.lower_bound = -3.0;
-    s.has_A_log = false;
-    s.opt.use_qk_l2norm_in_kernel = true;
-    r.push_back({"lower_bound_no_A_log_varlen_gva3", s, DType::kF32, dt});
-  }
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.seqlens = {200, 1, 77};
-    s.pad_tokens = 2;
-    s.has_h0 = false;
-    s.gate = GateDist::kMixedHeads;
-    s.extreme_gate_frac = 0.05;
-    r.push_back({"gates_-1000_strong_mixed_no_h0", s, gd, dt});
-  }
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.gate = GateDist::kStrong;
-    s.extreme_gate_frac = 0.02;
-    s.opt.has_lower_bound = true;
-    s.opt.lower_bound = -5.0;
-    s.opt.safe_gate = true;
-    s.opt.state_v_first = true;
-    r.push_back({"safe_gate_clamped_-5_strong", s, DType::kF32, DType::kF32});
-  }
+  std::vector<Case> r = kda_bwd_cases(dt, bt);
   {
     ChunkAttnSpec s = base(dt, bt);
     s.K = 64;
