@@ -144,14 +144,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
 
   for (int i = warp; i < 2 * BT; i += kWarps) {
     const T* row = i < BT ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
-    float ss = 0.f;
-#pragma unroll
-    for (int e = 0; e < kK / 32; ++e) {
-      const float x = MmaType<T>::to_float(row[lane * (kK / 32) + e]);
-      ss += x * x;
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, d);
+    const float ss = row_sumsq_warp<T, kK>(row, lane);
     const float rs = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
     if (lane == 0) {
       const int ri = i < BT ? i : i - BT;

@@ -1,6 +1,7 @@
 // Device helpers shared by the chunk-parallel prep kernels of GDN (gdn_prep.cu) and KDA
 // (kda/kda_fwd_prep.cu): a 16x16x16 TF32 tensor-core product on fp32 shared-memory tiles, the
-// inversion of the unit lower-triangular (I + L) of one chunk, and 16-element packed stores.
+// inversion of the unit lower-triangular (I + L) of one chunk, a row's warp-reduced sum of squares
+// (l2-norm scales), and 16-element packed stores.
 // invert_unit_lower: 64 threads invert the 16x16 diagonal blocks by right-looking forward
 // substitution (15 dependent steps, one column per thread); the off-diagonal blocks are merged
 // by distance, X_ab = -X_aa sum_m L_am X_mb, one warp per block on TF32 tensor cores (FLA's
@@ -78,6 +79,22 @@ __device__ __forceinline__ void invert_unit_lower(const float (*L)[LD], float (*
     }
     __syncthreads();
   }
+}
+
+// Sum of squares of one K-element row held by a warp (lane reads K / 32 contiguous elements),
+// reduced over the warp so every lane has it: the denominator of the l2-norm row scale
+// rsqrt(ss + 1e-6) of the preps and the chunked backwards.
+template <class T, int K>
+__device__ __forceinline__ float row_sumsq_warp(const T* row, int lane) {
+  float ss = 0.f;
+#pragma unroll
+  for (int e = 0; e < K / 32; ++e) {
+    const float x = MmaType<T>::to_float(row[lane * (K / 32) + e]);
+    ss += x * x;
+  }
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, d);
+  return ss;
 }
 
 template <class T>

@@ -400,14 +400,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   __syncthreads();
   for (int i = warp; i < 2 * BT; i += Tl::NW) {  // row scales (the forward prep's formula)
     const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
-    float ss = 0.f;
-#pragma unroll
-    for (int e = 0; e < kK / 32; ++e) {
-      const float x = MmaType<T>::to_float(row[lane * (kK / 32) + e]);
-      ss += x * x;
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, d);
+    const float ss = row_sumsq_warp<T, kK>(row, lane);
     if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = f.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
   }
 

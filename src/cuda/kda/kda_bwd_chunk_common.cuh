@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/gdn/gdn_bwd_load.cuh"
+#include "cuda/gdn/gdn_prep_common.cuh"
 
 namespace linattn::cuda {
 namespace kda_bwd {
