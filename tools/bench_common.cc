@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <time.h>
@@ -233,6 +234,8 @@ Machine measure_machine(int threads) {
 std::string source_commit() {
   // A copy of the tree sent to another machine carries its commit in .commit (it may sit inside
   // an unrelated checkout whose git would answer); otherwise git, only if it is this tree's own.
+  // Prebuilt binaries run elsewhere: their runner names the commit in LINATTN_COMMIT.
+  if (const char* e = std::getenv("LINATTN_COMMIT"); e != nullptr && *e != '\0') return e;
   std::string commit = shell_line("cat " LINATTN_SOURCE_DIR "/.commit 2>/dev/null");
   const bool own_git = shell_line("git -C " LINATTN_SOURCE_DIR " rev-parse --show-toplevel 2>/dev/null") ==
                        shell_line("cd " LINATTN_SOURCE_DIR " && pwd -P");
