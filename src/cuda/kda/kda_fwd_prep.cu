@@ -15,11 +15,15 @@
 // 512 threads = 16 warps; K = 128; ~206 KB shared memory at BT 64 (one CTA per SM).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_prep_common.cuh"
+#include "cuda/kda/kda_fwd_prep_v4.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -331,6 +335,16 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
          sizeof(KdaPrepSmem<T, BT>), stream, p, ws, ci, nts);
 }
 
+// v4 (kda_fwd_prep_v4.cu, all Gram terms on tensor cores, two CTAs per SM) is the default at
+// BT = 64; LINATTN_KDA_PREP=v3 selects this file's kernel (read once per process).
+bool prep_v4_enabled() {
+  static const bool v4 = [] {
+    const char* e = std::getenv("LINATTN_KDA_PREP");
+    return !(e && std::strcmp(e, "v3") == 0);
+  }();
+  return v4;
+}
+
 }  // namespace
 
 void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
@@ -340,7 +354,9 @@ void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
   LINATTN_CHECK(ws.qg && ws.kg && ws.kgl && ws.gl && ws.Ab && ws.P, "kda prep: workspace not carved");
   const bool bf = p.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.io == ElemType::kF16, "kda prep: io dtype must be bf16 or fp16");
-  if (p.BT == 64) {
+  if (p.BT == 64 && prep_v4_enabled()) {
+    launch_kda_prep_v4(p, ws, chunk_indices, nt_cap, stream);
+  } else if (p.BT == 64) {
     bf ? launch_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
        : launch_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);
   } else if (p.BT == 32) {
