@@ -289,7 +289,9 @@ __global__ void __launch_bounds__(kThreads, 2) kda_prep_v4_kernel(GdnFwdParams p
         uint32_t kv[8], qv[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          const float f = ex2_ftz(right ? gi[e] - gn[e] : gn[e] - gi[e]);
+          // gam_i - gam_n for a right token, gam_n - gam_i for a left one: both are -|gam_i - gam_n|
+          // (gam is non-increasing), one FADD with the sign folded into the MUFU operand.
+          const float f = ex2_ftz(-fabsf(gi[e] - gn[e]));
           kv[e] = to_tf32(xk[e] * f);
           qv[e] = to_tf32(xq[e] * f);
         }
