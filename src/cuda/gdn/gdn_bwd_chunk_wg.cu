@@ -1,0 +1,347 @@
+// wgmma variant of the GDN backward chunk kernel (gdn_bwd_chunk.cu has the math and the row-dot
+// bookkeeping; this file keeps both, line for line, and changes only where the products run):
+// one CTA of 4 warpgroups per (chunk row r, q/k head h), BT = 64, K = 128, V in {64, 128}.
+// Warpgroup wn owns output columns [wn N, (wn + 1) N) of every product (N = 32 of K, V / 4 of V,
+// 16 of BT) and warp wm of it rows 16 wm .. 16 wm + 15, which is the mma.sync kernel's warp tile,
+// so each 64 x N product is K / 16 wgmma (m64nNk16) reading its shared operands once per
+// warpgroup instead of ldmatrix fragments per warp. Tiles are 128-byte swizzled (wgmma.cuh), every
+// operand orientation is a descriptor (K-major or MN-major), so no tile is stored twice.
+// sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/util.h"
+#include "cuda/common/device_info.h"
+#include "cuda/common/launch.h"
+#include "cuda/gdn/gdn_bwd_chunk_common.cuh"
+#include "cuda/gdn/gdn_bwd_chunk_wg.cuh"
+#include "cuda/gdn/gdn_bwd_chunk_wg.h"
+
+namespace linattn::cuda {
+namespace {
+using namespace gdn_bwd_chunk_detail;
+using namespace gdn_bwd_chunk_wg_detail;
+
+constexpr int kK = 128, kBT = 64, kNW = 16, kNT = kNW * 32;
+
+template <int V>
+struct WgSmem {
+  alignas(1024) uint8_t q[kBT * kK * 2];   // raw q rows [t][key]
+  alignas(1024) uint8_t k[kBT * kK * 2];   // raw k rows [t][key]
+  alignas(1024) uint8_t S[kK * V * 2];     // S_c [key][v] of value head j
+  alignas(1024) uint8_t dS[kK * V * 2];    // dS' [key][v]
+  alignas(1024) uint8_t vh[kBT * V * 2];   // V^ [t][v]
+  alignas(1024) uint8_t dvh[kBT * V * 2];  // dV^ [t][v]
+  alignas(1024) uint8_t y[kBT * V * 2];    // Y [t][v]
+  alignas(1024) uint8_t dO[kBT * V * 2];   // [t][v]
+  alignas(1024) uint8_t ai[kBT * kBT * 2];  // Ai [i][j]
+  alignas(1024) uint8_t pk[kBT * kBT * 2], pq[kBT * kBT * 2], rm[kBT * kBT * 2], rb[kBT * kBT * 2];
+  float rq[kBT], rk[kBT], gam[kBT], beta[kBT];
+  float red[6][kBT][kWN];  // row-dot partials per column warp
+  float redc[kBT][kBT / 16];
+  float wred[kNW];
+};
+
+static_assert(sizeof(WgSmem<128>) + 1024 <= 227 * 1024, "one CTA per SM must fit");
+
+template <class T, int V>
+__device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
+                                             int64_t t0, int len, int j, int tid_) {
+  // An opaque copy of tid: the per-thread tile offsets are recomputed here rather than hoisted
+  // out of the head loop into registers that live through every product (spills).
+  int tid;
+  asm volatile("mov.b32 %0, %1;" : "=r"(tid) : "r"(tid_));
+  const GdnFwdParams& f = p.f;
+  const int64_t soff = (r * f.HV + j) * int64_t(kK) * V;
+  load_sw<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+  load_sw<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+  const int64_t toff = (j * w.c.T_cap + t0) * V;
+  load_sw<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
+  load_sw<T, kBT, V, kNT>(s.dvh, static_cast<const T*>(w.dvh) + toff, V, len, tid);
+  load_sw<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
+  load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
+}
+
+template <int NTW>
+__device__ __forceinline__ void scale_rows(float (&t)[NTW][4], const float (&f)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) t[nt][e] *= f[e >> 1];
+}
+
+template <class T, int V>
+__global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+  using Sm = WgSmem<V>;
+  constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Sm& s = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  const GdnFwdParams& f = p.f;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int64_t r = blockIdx.x;
+  const int h = blockIdx.y, G = f.HV / f.H;
+  int64_t n, c;
+  if (w.chunk_indices) {
+    n = w.chunk_indices[2 * r];
+    c = w.chunk_indices[2 * r + 1];
+    if (n < 0) return;  // sentinel row: touch nothing
+  } else {
+    n = r / w.nts;
+    c = r % w.nts;
+  }
+  int64_t bos, eos;
+  seq_bounds(f, n, bos, eos);
+  const int64_t t0 = bos + c * kBT;
+  const int len = static_cast<int>(min(int64_t(kBT), eos - t0));
+  if (len <= 0) return;
+  const int wm = warp & 3, wn = warp >> 2, r0 = 16 * wm + g;  // warpgroup wn, row group wm
+  const int ck = wn * 32, cv = wn * CV, cb = wn * 16;
+
+  const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
+  load_sw<T, kBT, kK, kNT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
+  load_sw<T, kBT, kK, kNT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+  load_scalars_async<kBT>(s.rq, w.c.rq + h * w.c.T_cap + t0, len, tid);
+  load_scalars_async<kBT>(s.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - kBT);
+  load_head_wg<T, V>(s, p, w, r, t0, len, h * G, tid);
+  cp_async_commit();
+
+  float dqA[NTK][4] = {}, dkA[NTK][4] = {};
+  for (int jj = 0; jj < G; ++jj) {
+    const int j = h * G + jj;
+    if (tid < kBT) {
+      const bool valid = tid < len;
+      s.gam[tid] = valid ? w.c.gam[j * w.c.T_cap + t0 + tid] : 0.f;
+      s.beta[tid] = valid ? gdn_beta(f, t0 + tid, j) : 0.f;
+    }
+    cp_async_wait<0>();
+    fence_view_async_shared();  // cp.async data -> the async proxy (wgmma)
+    __syncthreads();
+
+    const float gl = s.gam[len - 1];
+    float eg[2], egl[2], bv[2], neg_beg[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int rr = r0 + 8 * hf;
+      const bool valid = rr < len;
+      eg[hf] = valid ? exp2f(s.gam[rr]) : 0.f;
+      egl[hf] = valid ? exp2f(gl - s.gam[rr]) : 0.f;
+      bv[hf] = s.beta[rr];
+      neg_beg[hf] = -bv[hf] * eg[hf];
+    }
+    // Row dots, flushed to s.red[q]: 0 Y.v, 1 q.dq_inter, 2 k.dk_inter, 3 rowsum(M), 4 k.(R K^),
+    // 5 k.xn (q, k raw; the row scales are applied in finish_rows).
+
+    {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
+      float Y[NTV][4] = {};
+      wg_tile<T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int nt = 0; nt < NTV; ++nt)
+          st_pair(sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq), Y[nt][2 * hf], Y[nt][2 * hf + 1]);
+      float yv[2] = {};
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int rr = r0 + 8 * hf;
+        if (rr >= len) continue;
+        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rr) * f.HV + j) * int64_t(V);
+#pragma unroll
+        for (int nt = 0; nt < NTV; ++nt) {
+          const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+          yv[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
+        }
+      }
+      flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
+    }
+    {  // dq_inter = scale e^gam (dO S^T)
+      float t[NTK][4] = {};
+      wg_tile<T, 32, V, false, false, kK>(t, s.dO, s.S, ck);
+      const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
+      scale_rows(t, sc);
+      float pq1[2] = {};
+      rowdot_sw<T, kBT, NTK>(pq1, t, s.q, r0, ck, tq);
+      flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
+      const float one[2] = {1.f, 1.f};
+      add_scaled(dqA, t, one);
+    }
+    {  // dk_inter = e^(gL - gam) (V^ dS'^T)
+      float t[NTK][4] = {};
+      wg_tile<T, 32, V, false, false, kK>(t, s.vh, s.dS, ck);
+      scale_rows(t, egl);
+      float pk1[2] = {};
+      rowdot_sw<T, kBT, NTK>(pk1, t, s.k, r0, ck, tq);
+      flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
+      const float one[2] = {1.f, 1.f};
+      add_scaled(dkA, t, one);
+    }
+    {  // <S, dS'> (same layout: 16-byte pieces in address order; block partials in a fixed order)
+      float acc = 0.f;
+      for (int idx = tid; idx < kK * V / 8; idx += kNT)
+        acc += dot8<T>(reinterpret_cast<const uint4*>(s.S)[idx], reinterpret_cast<const uint4*>(s.dS)[idx]);
+      acc = warp_sum(acc);
+      if (lane == 0) s.wred[warp] = acc;
+    }
+    fence_view_async_shared();
+    __syncthreads();  // Y visible to every warpgroup
+
+    {  // xn = Y S^T: dk^ -= beta e^gam xn
+      float t[NTK][4] = {};
+      wg_tile<T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+      float pk[2] = {};
+      rowdot_sw<T, kBT, NTK>(pk, t, s.k, r0, ck, tq);
+      flush_rowdot<kBT>(s.red, 5, pk, r0, wn, tq);
+      add_scaled(dkA, t, neg_beg);
+    }
+    {  // Pd = scale M o D o (dO V^^T), R = -M- o D o (Y V^^T), staged with their row / column scales;
+       // M = Pd o (Q^ K^^T) + diag(beta) R o (K^ K^^T) in two halves (16 accumulators live, not 32)
+      float rowM[2] = {}, colM[NTB][2] = {};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float pl[NTB][4] = {}, xk[NTB][4] = {};  // half 0: dO V^^T, Q K^T; half 1: Y V^^T, K K^T
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
+        wgmma_fence();
+        wg_issue<T, 16, V, false, false, kBT>(pl, half == 0 ? s.dO : s.y, s.vh, cb);
+        wg_issue<T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
+        wg_sync(pl);
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int i = r0 + 8 * hf;
+          const float gi = s.gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+#pragma unroll
+          for (int nt = 0; nt < NTB; ++nt) {
+            const int c0 = cb + nt * 8 + 2 * tq;
+            float X[2], rkc[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int jc = c0 + e;
+              const float d = (i < len && jc <= i) ? exp2f(gi - s.gam[jc]) : 0.f;
+              rkc[e] = s.rk[jc];
+              float m;
+              if (half == 0) {
+                X[e] = f.scale * d * pl[nt][2 * hf + e];
+                m = X[e] * (xk[nt][2 * hf + e] * rqi * rkc[e]);
+              } else {
+                X[e] = jc < i ? -d * pl[nt][2 * hf + e] : 0.f;
+                m = brk * X[e] * (xk[nt][2 * hf + e] * rkc[e]);
+              }
+              rowM[hf] += m;
+              colM[nt][e] += m;
+            }
+            if (half == 0) {
+              st_pair(sw_at<T, kBT>(s.pk, i, c0), X[0] * rkc[0], X[1] * rkc[1]);
+              st_pair(sw_at<T, kBT>(s.pq, i, c0), rqi * X[0], rqi * X[1]);
+            } else {
+              st_pair(sw_at<T, kBT>(s.rm, i, c0), X[0] * rkc[0], X[1] * rkc[1]);
+              st_pair(sw_at<T, kBT>(s.rb, i, c0), brk * X[0], brk * X[1]);
+            }
+          }
+        }
+      }
+      flush_rowdot<kBT>(s.red, 3, rowM, r0, wn, tq);
+#pragma unroll
+      for (int nt = 0; nt < NTB; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float cs = colM[nt][e];  // sum over the 16 rows of this warp: lanes with the same tq
+          cs += __shfl_xor_sync(0xffffffffu, cs, 4);
+          cs += __shfl_xor_sync(0xffffffffu, cs, 8);
+          cs += __shfl_xor_sync(0xffffffffu, cs, 16);
+          if (g == 0) s.redc[cb + nt * 8 + 2 * tq + e][wm] = cs;
+        }
+    }
+    fence_view_async_shared();
+    __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
+    if (jj + 1 < G) load_head_wg<T, V>(s, p, w, r, t0, len, j + 1, tid);
+    cp_async_commit();
+
+    {  // dq^ += Pd K^ (accumulated in place: the product adds onto the running group sum)
+      wg_tile<T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
+    }
+    {  // dk^ += beta (R K^)
+      float t[NTK][4] = {};
+      wg_tile<T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+      float pk[2] = {};
+      rowdot_sw<T, kBT, NTK>(pk, t, s.k, r0, ck, tq);
+      flush_rowdot<kBT>(s.red, 4, pk, r0, wn, tq);
+      add_scaled(dkA, t, bv);
+    }
+    {  // dk^ += Pd^T Q^ + (beta R)^T K^ (in place)
+      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dkA));
+      wgmma_fence();
+      wg_issue<T, 32, kBT, true, true, kBT>(dkA, s.pq, s.q, ck);
+      wg_issue<T, 32, kBT, true, true, kBT>(dkA, s.rb, s.k, ck);
+      wg_sync(dkA);
+    }
+    __syncthreads();
+    if (warp == 0) finish_rows<kBT, kNW>(s, p, w, r, t0, len, j, lane);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  // L2-norm backward of the group sums: dx = r dy - r^3 (dy . x) x (x raw, y = r x); store.
+  float pq2[2] = {}, pk2[2] = {};
+  rowdot_sw<T, kBT, NTK>(pq2, dqA, s.q, r0, ck, tq);
+  rowdot_sw<T, kBT, NTK>(pk2, dkA, s.k, r0, ck, tq);
+  flush_rowdot<kBT>(s.red, 0, pq2, r0, wn, tq);
+  flush_rowdot<kBT>(s.red, 1, pk2, r0, wn, tq);
+  __syncthreads();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int rr = r0 + 8 * hf;
+    if (rr >= len) continue;
+    float fq = 1.f, cq = 0.f, fk = 1.f, cpk = 0.f;
+    if (f.l2norm) {
+      const float sq = ((s.red[0][rr][0] + s.red[0][rr][1]) + s.red[0][rr][2]) + s.red[0][rr][3];
+      const float sk = ((s.red[1][rr][0] + s.red[1][rr][1]) + s.red[1][rr][2]) + s.red[1][rr][3];
+      fq = s.rq[rr];
+      fk = s.rk[rr];
+      cq = fq * fq * fq * sq;
+      cpk = fk * fk * fk * sk;
+    }
+    const int64_t base = ((t0 + rr) * f.H + h) * int64_t(kK);
+#pragma unroll
+    for (int nt = 0; nt < NTK; ++nt) {
+      const int col = ck + nt * 8 + 2 * tq;
+      const float2 qv = ld_pair(sw_at<T, kBT>(s.q, rr, col)), kv = ld_pair(sw_at<T, kBT>(s.k, rr, col));
+      if (p.dq.p) {
+        store_out(p.dq.p, p.dq.t, base + col, fq * dqA[nt][2 * hf] - cq * qv.x);
+        store_out(p.dq.p, p.dq.t, base + col + 1, fq * dqA[nt][2 * hf + 1] - cq * qv.y);
+      }
+      if (p.dk.p) {
+        store_out(p.dk.p, p.dk.t, base + col, fk * dkA[nt][2 * hf] - cpk * kv.x);
+        store_out(p.dk.p, p.dk.t, base + col + 1, fk * dkA[nt][2 * hf + 1] - cpk * kv.y);
+      }
+    }
+  }
+}
+
+template <class T, int V>
+void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  launch(gdn_bwd_chunk_wg_kernel<T, V>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H), dim3(kNT),
+         sizeof(WgSmem<V>) + 1024, stream, p, w);
+}
+
+}  // namespace
+
+// LINATTN_CUDA_GDN_BWD_CHUNK: "wg" = this kernel where eligible, "mma" = the mma.sync kernel,
+// unset / anything else = the default (the mma.sync kernel until the H200 verification of this one).
+bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
+  const std::string mode = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
+  if (mode != "wg") return false;
+  return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
+         (f.io == ElemType::kBF16 || f.io == ElemType::kF16) && current_device_info().cc_major == 9;
+}
+
+void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,
+                " and ", p.f.K);
+  const bool bf = p.f.io == ElemType::kBF16;
+  if (p.f.V == 128) return bf ? launch_t<__nv_bfloat16, 128>(p, w, stream) : launch_t<__half, 128>(p, w, stream);
+  if (p.f.V == 64) return bf ? launch_t<__nv_bfloat16, 64>(p, w, stream) : launch_t<__half, 64>(p, w, stream);
+  LINATTN_UNSUPPORTED("gdn bwd chunk wg: V = ", p.f.V, " (supported: 64, 128)");
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,158 @@
+// Device helpers of the wgmma GDN backward chunk kernel (gdn_bwd_chunk_wg.cu): tiles in the
+// 128-byte-swizzled layout of wgmma.cuh (rows of 64 columns = 128 bytes, panels of 64 columns,
+// each panel ROWS x 128 bytes, every tile 1024-byte aligned), their cp.async loaders and element
+// accessor, and a warpgroup product m64 x N (N = 16 or 32) whose fp32 accumulator fragment is
+// exactly the mma.sync one of gdn_bwd_chunk.cu (float acc[N / 8][4]: warp w of the warpgroup
+// holds rows 16w + g (+8), columns 8 nt + 2q (+1)), so the epilogues carry over unchanged.
+// Operands: K-major = stored [m or n][k]; MN-major = stored [k][m or n] (wgmma transpose).
+#pragma once
+#include "cuda/common/wgmma.cuh"
+#include "cuda/gdn/gdn_bwd_load.cuh"
+
+namespace linattn::cuda {
+namespace gdn_bwd_chunk_wg_detail {
+
+// Byte offset of element (r, c) of a swizzled tile with ROWS rows.
+template <int ROWS>
+__device__ __forceinline__ uint32_t sw_off(int r, int c) {
+  return uint32_t(c >> 6) * uint32_t(ROWS) * 128u + sw128_offset(uint32_t(r), uint32_t(c & 63));
+}
+template <class T, int ROWS>
+__device__ __forceinline__ T* sw_at(uint8_t* tile, int r, int c) {
+  return reinterpret_cast<T*>(tile + sw_off<ROWS>(r, c));
+}
+template <class T, int ROWS>
+__device__ __forceinline__ const T* sw_at(const uint8_t* tile, int r, int c) {
+  return reinterpret_cast<const T*>(tile + sw_off<ROWS>(r, c));
+}
+
+// dst rows [0, ROWS) x columns [0, COLS) <- src[row * stride + col] for row < len, zeros beyond.
+template <class T, int ROWS, int COLS, int NT>
+__device__ __forceinline__ void load_sw(uint8_t* dst, const T* src, int64_t stride, int len, int tid) {
+  constexpr int P = COLS / 8;
+#pragma unroll
+  for (int idx = tid; idx < ROWS * P; idx += NT) {
+    const int row = idx / P, ch = idx % P;
+    const bool valid = row < len;
+    cp_async16(dst + sw_off<ROWS>(row, ch * 8), src + (valid ? row * stride + ch * 8 : 0), valid);
+  }
+}
+
+// d_o rows of value head j in the io type (converted on the fly when not direct).
+template <class T, int ROWS, int COLS, int NT>
+__device__ __forceinline__ void load_do_sw(uint8_t* dst, const GdnBwdParams& p, bool direct, int64_t t0, int len,
+                                           int j, int tid) {
+  const int64_t stride = int64_t(p.f.HV) * p.f.V;
+  const int64_t base = (t0 * p.f.HV + j) * int64_t(p.f.V);
+  if (direct) {
+    load_sw<T, ROWS, COLS, NT>(dst, static_cast<const T*>(p.d_o) + base, stride, len, tid);
+    return;
+  }
+  constexpr int P = COLS / 8;
+  for (int idx = tid; idx < ROWS * P; idx += NT) {
+    const int row = idx / P, ch = idx % P;
+    uint32_t v[4] = {0u, 0u, 0u, 0u};
+    if (row < len) {
+      const int64_t i = base + row * stride + ch * 8;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        v[e] = MmaType<T>::pack(load_elem(p.d_o, p.do_type, i + 2 * e), load_elem(p.d_o, p.do_type, i + 2 * e + 1));
+    }
+    *reinterpret_cast<uint4*>(dst + sw_off<ROWS>(row, ch * 8)) = make_uint4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// m64nNk16, both operands from descriptors, D += A B (N = 16: 8 registers, N = 32: 16).
+#define LINATTN_WGB_SS(SHAPE, TY, REGS, A_, B_, ONE_, TA_, TB_, DOPS)                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " ONE_ ", 0;\nwgmma.mma_async.sync.aligned." SHAPE ".f32." TY \
+               "." TY " " REGS ", " A_ ", " B_ ", p, 1, 1, " TA_ ", " TB_ ";\n}\n"                              \
+               : DOPS                                                                                          \
+               : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
+#define LINATTN_WGB_R8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+#define LINATTN_WGB_R16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define LINATTN_WGB_D8 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define LINATTN_WGB_D16                                                                                       \
+  LINATTN_WGB_D8, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), \
+      "+f"(d[15])
+
+template <class T, int N, int TA, int TB>
+__device__ __forceinline__ void wgmma_small(float (&d)[N / 2], uint64_t da, uint64_t db) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  static_assert(N == 16 || N == 32, "wgmma_small: N = 16 or 32");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (N == 16 && kBf16)
+    LINATTN_WGB_SS("m64n16k16", "bf16", LINATTN_WGB_R8, "%8", "%9", "%10", "%11", "%12", LINATTN_WGB_D8);
+  else if constexpr (N == 16)
+    LINATTN_WGB_SS("m64n16k16", "f16", LINATTN_WGB_R8, "%8", "%9", "%10", "%11", "%12", LINATTN_WGB_D8);
+  else if constexpr (kBf16)
+    LINATTN_WGB_SS("m64n32k16", "bf16", LINATTN_WGB_R16, "%16", "%17", "%18", "%19", "%20", LINATTN_WGB_D16);
+  else
+    LINATTN_WGB_SS("m64n32k16", "f16", LINATTN_WGB_R16, "%16", "%17", "%18", "%19", "%20", LINATTN_WGB_D16);
+#else
+  __trap();
+#endif
+}
+
+// Issues (no fence / commit / wait) acc += A[64 x KD] B[KD x n0 .. n0 + N) for one warpgroup.
+// A: 64 x KD tile a (K-major: stored [64][KD]; MN-major: stored [KD][64]); B: tile b with b_rows
+// rows (K-major: stored [n][KD], n < b_rows; MN-major: stored [KD][n], b_rows = KD). n0 % N == 0.
+template <class T, int N, int KD, bool A_MN, bool B_MN, int B_ROWS>
+__device__ __forceinline__ void wg_issue(float (&acc)[N / 8][4], const uint8_t* a, const uint8_t* b, int n0) {
+  float(&d)[N / 2] = reinterpret_cast<float(&)[N / 2]>(acc);
+  const uint32_t sa = smem_u32(a), sb = smem_u32(b);
+#pragma unroll
+  for (int kk = 0; kk < KD / 16; ++kk) {
+    const uint32_t oa = A_MN ? uint32_t(kk) * 2048u : uint32_t(kk >> 2) * 64u * 128u + uint32_t(kk & 3) * 32u;
+    const uint32_t ob = B_MN ? uint32_t(n0 >> 6) * uint32_t(B_ROWS) * 128u + uint32_t(kk) * 2048u + uint32_t(n0 & 63) * 2u
+                             : uint32_t(kk >> 2) * uint32_t(B_ROWS) * 128u + uint32_t(n0) * 128u + uint32_t(kk & 3) * 32u;
+    const uint64_t da = wgmma_desc_sw128(sa + oa, A_MN ? uint32_t(KD) * 128u : 16u, 1024u);
+    const uint64_t db = wgmma_desc_sw128(sb + ob, B_MN ? uint32_t(B_ROWS) * 128u : 16u, 1024u);
+    wgmma_small<T, N, A_MN ? 1 : 0, B_MN ? 1 : 0>(d, da, db);
+  }
+}
+
+template <int NTW>
+__device__ __forceinline__ void wg_sync(float (&acc)[NTW][4]) {
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(reinterpret_cast<float(&)[NTW * 4]>(acc));
+}
+
+// acc += A B, complete on return (see wg_issue).
+template <class T, int N, int KD, bool A_MN, bool B_MN, int B_ROWS>
+__device__ __forceinline__ void wg_tile(float (&acc)[N / 8][4], const uint8_t* a, const uint8_t* b, int n0) {
+  wgmma_fence_operands(reinterpret_cast<float(&)[N / 2]>(acc));
+  wgmma_fence();
+  wg_issue<T, N, KD, A_MN, B_MN, B_ROWS>(acc, a, b, n0);
+  wg_sync(acc);
+}
+
+// part[hf] += sum over this thread's columns of x * m (m: a swizzled tile with ROWS rows).
+template <class T, int ROWS, int NTW>
+__device__ __forceinline__ void rowdot_sw(float (&part)[2], const float (&x)[NTW][4], const uint8_t* m, int r0,
+                                          int cbase, int tq) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt) {
+      const float2 mv = ld_pair(sw_at<T, ROWS>(m, r0 + 8 * hf, cbase + nt * 8 + 2 * tq));
+      part[hf] += x[nt][2 * hf] * mv.x + x[nt][2 * hf + 1] * mv.y;
+    }
+}
+
+// Dot product of 8 packed 16-bit pairs.
+template <class T>
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+  float s = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 x = ld_pair(reinterpret_cast<const T*>(&av[e])), y = ld_pair(reinterpret_cast<const T*>(&bv[e]));
+    s += x.x * y.x + x.y * y.y;
+  }
+  return s;
+}
+
+}  // namespace gdn_bwd_chunk_wg_detail
+}  // namespace linattn::cuda
