@@ -1,7 +1,7 @@
 // The wgmma variant of the GDN backward chunk kernel (gdn_bwd_chunk_wg.cu): same inputs, outputs,
 // launch geometry and math as gdn_bwd_chunk.cu, for BT = 64, K = 128, V in {64, 128}, bf16 / fp16
-// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): "wg" selects it where
-// eligible, "mma" keeps the mma.sync kernel; unset = the default (see gdn_bwd_chunk_wg_eligible).
+// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = this kernel where
+// eligible (the default), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs).
 #pragma once
 #include <cuda_runtime.h>
 
