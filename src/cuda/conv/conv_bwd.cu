@@ -1,6 +1,8 @@
 // CUDA short-conv backward (formulas in src/cpu/conv_bwd_cpu.cc). Three launches:
-//  1. main: the tile kernel here (v3, the default; tiling in conv_common.cuh), or on aligned layouts
-//     when kStreamBwd / LINATTN_CONV_CUDA_PATH=stream say so the streaming one (conv_bwd_stream.cu).
+//  1. main: on aligned flat layouts with W <= 4 and enough blocks the long-run kernel
+//     (conv_bwd_run.cu, v6, conv_run.cuh: use_run), else the tile kernel here (v3; tiling in
+//     conv_common.cuh), or when kStreamBwd / LINATTN_CONV_CUDA_PATH=stream say so the streaming
+//     one (conv_bwd_stream.cu).
 //     Tiles: x rows [tile - (W-1), tile end + W - 1) and dy rows [tile, tile end + W - 1) go
 //     to shared memory by cp.async, double-buffered; each thread walks its rows of kC channels
 //     with the x window and the last W - 1 dz in registers (z recomputed, never stored; W - 1
@@ -17,7 +19,7 @@
 #include "cuda/common/eager_pool.h"
 #include "cuda/common/launch.h"
 #include "cuda/conv/conv_cuda.h"
-#include "cuda/conv/conv_stream.cuh"
+#include "cuda/conv/conv_run.cuh"
 
 namespace linattn::cuda {
 namespace conv {
@@ -275,10 +277,15 @@ void launch(ConvParams p, cudaStream_t stream) {
   if (any_rows && (p.dx.data || p.dres.data || want_sums)) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
                      rows_aligned(p.dy, sizeof(E));
-    if (vec && rows_aligned(p.dx, sizeof(E)) && rows_aligned(p.dres, sizeof(E)) && use_stream(kStreamBwd)) {
+    const bool vec_out = vec && rows_aligned(p.dx, sizeof(E)) && rows_aligned(p.dres, sizeof(E));
+    const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
+    const int64_t run_blocks = (p.D + run_span<E>() - 1) / run_span<E>() * groups;
+    if (vec_out && use_stream(kStreamBwd)) {
       bwd_stream<E>(p, stream, groups);
+    } else if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.dy, p) && run_flat(p.dx, p) &&
+               run_flat(p.dres, p) && use_run(run_blocks)) {
+      bwd_run<E>(p, stream, tpg * kRowTile, groups);
     } else {
-      const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
       const dim3 grid(static_cast<unsigned>((p.D + tile_channels<E>() - 1) / tile_channels<E>()),
                       static_cast<unsigned>(groups));
       if (!vec) launch_kernel<E, false, 0>(p, stream, grid, tpg);

@@ -1,6 +1,7 @@
 // CUDA short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual.
-// This shared-memory tile kernel (v3) is the default; the register-streaming kernel
-// (conv_fwd_stream.cu) runs aligned layouts when kStreamFwd / LINATTN_CONV_CUDA_PATH=stream say so.
+// Aligned flat layouts with W <= 4 and enough blocks run the long-run kernel (conv_fwd_run.cu, v6,
+// conv_run.cuh: use_run); the rest this shared-memory tile kernel (v3); the register-streaming
+// kernel (conv_fwd_stream.cu) runs aligned layouts when kStreamFwd / LINATTN_CONV_CUDA_PATH=stream say so.
 // Tiling and thread mapping in conv_common.cuh: x rows [tile - (W-1), tile end) and residual
 // rows of a 64-row tile go to shared memory by cp.async (double-buffered), each thread then
 // walks its rows of kC channels with the last W - 1 inputs in registers and writes y. x is read
@@ -10,7 +11,7 @@
 
 #include "cuda/common/launch.h"
 #include "cuda/conv/conv_cuda.h"
-#include "cuda/conv/conv_stream.cuh"
+#include "cuda/conv/conv_run.cuh"
 
 namespace linattn::cuda {
 namespace conv {
@@ -139,6 +140,15 @@ void launch_kernel(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t 
   fwd_kernel<E, kVec, kW><<<grid, kThreads, smem_bytes<E>(p.W, p.residual.data != nullptr), stream>>>(p, tpg);
 }
 
+// Forward long-run groups: ~kRunFwdBlocks blocks, >= 64 rows per group (the W - 1 rows before a
+// group are read again), a multiple of the tile.
+constexpr int64_t kRunFwdBlocks = 2048;
+int64_t run_group_rows(int64_t rows, int64_t spans) {
+  int64_t g = (rows * spans + kRunFwdBlocks - 1) / kRunFwdBlocks;
+  g = g < 64 ? 64 : g;
+  return (g + kRunRows - 1) / kRunRows * kRunRows;
+}
+
 template <class E>
 void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t rows = p.B * p.T;
@@ -146,8 +156,15 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   if (rows > 0 && p.N > 0) {
     const bool vec = p.D % static_cast<int64_t>(16 / sizeof(E)) == 0 && rows_aligned(p.x, sizeof(E)) &&
                      rows_aligned(p.residual, sizeof(E));
-    if (vec && rows_aligned(p.y, sizeof(E)) && use_stream(kStreamFwd)) {
+    const bool vec_out = vec && rows_aligned(p.y, sizeof(E));
+    const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
+    const int64_t run_rows = run_group_rows(rows, spans);
+    const int64_t run_groups = (rows + run_rows - 1) / run_rows;
+    if (vec_out && use_stream(kStreamFwd)) {
       fwd_stream<E>(p, stream);
+    } else if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.residual, p) && run_flat(p.y, p) &&
+               use_run(spans * run_groups)) {
+      fwd_run<E>(p, stream, run_rows, run_groups);
     } else {
       const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);
       const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
