@@ -214,17 +214,20 @@ void launch_one(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t gro
   }
 }
 
-// LINATTN_CONV_CUDA_RUN_TILE=16 (measurement override, bf16 / fp16 with W = 4): 16-row tiles in a
-// 3-stage ring (fewer per-tile instructions per row, 2 blocks per SM); default 8 rows x 4 stages.
-inline bool run_tile16() {
-  static const bool v = conv_env("LINATTN_CONV_CUDA_RUN_TILE") == 16;
+// Tile shape of bf16 / fp16 with W = 4: 16-row tiles in a 3-stage ring (2 blocks per SM, ~29
+// instead of ~36 instructions per element) when groups have >= 128 rows: measured 3-8% faster at
+// T >= 16384 (H200, perf-notes v6); 8 x 4 (3 blocks per SM) for the 64-row groups of T = 4096 and
+// every other type / width. LINATTN_CONV_CUDA_RUN_TILE=8 / 16 forces one (measurement override).
+inline int run_tile_env() {
+  static const int v = static_cast<int>(conv_env("LINATTN_CONV_CUDA_RUN_TILE"));
   return v;
 }
 
 template <class E, int kW>
 void launch_w(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t group_rows) {
   if constexpr (kW == 4 && sizeof(E) == 2) {
-    if (run_tile16()) return launch_one<E, kW, 16, 3>(p, stream, grid, group_rows);
+    const int env = run_tile_env();
+    if (env == 16 || (env != 8 && group_rows >= 128)) return launch_one<E, kW, 16, 3>(p, stream, grid, group_rows);
   }
   launch_one<E, kW, kRunRows, kRunStages>(p, stream, grid, group_rows);
 }
