@@ -1,4 +1,5 @@
-// GDN forward prep v3 (default; LINATTN_CUDA_GDN_PREP=v2 selects gdn_prep.cu): same outputs, grid and
+// GDN forward prep v3 (opt-in, LINATTN_CUDA_GDN_PREP=v3; H200: no faster than v2, docs/perf-notes.md
+// "Prep v3"): same outputs, grid and
 // workspace as v2 (rq, rk, gam, Ab = (I + L)^-1 diag(beta), P, Ai when ws.Ai is set), one CTA per
 // (chunk, q/k head), 256 threads. The q/k loads, G gate scans, row norms and the shared K K^T /
 // Q K^T (mma.sync) run CTA-wide as in v2; then the CTA splits into two 128-thread slots (one slot
