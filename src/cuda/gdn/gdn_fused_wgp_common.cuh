@@ -1,0 +1,251 @@
+// Shared pieces of the pipelined wgmma GDN forward kernels (gdn_fused_wgp.cu: step 3, the state
+// chain K S^T -> X -> Ab X -> update per chunk; gdn_fused_wgp_la.cu: the look-ahead chain): the
+// shared-memory layout (WG0's 3-stage k / v / Ab ring with per-token scales, WG1's 2-stage q / P
+// ring, the S^T / V^T fragment hand-off double buffer, the output staging), the cp.async loaders,
+// the per-token scales and the output warpgroup (WG1), which is the same for both.
+// Layouts and thread mapping: see gdn_fused_wgp.cu's header. bf16 / fp16, BT 64, K 128, V-slice 64.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/common/mma.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/gdn/gdn_common.cuh"
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace linattn::cuda {
+namespace wgp {
+
+constexpr int kBT = 64, kK = 128, kVS = 64, kThreads = 256, kLdV = kVS + 8;
+constexpr int kStages0 = 3, kStages1 = 2;
+// Named barriers (0 is __syncthreads): per-warpgroup, and the two hand-off buffers' full / empty.
+constexpr int kBarWg0 = 1, kBarWg1 = 2, kBarFull = 3, kBarEmpty = 5;
+
+template <class T>
+struct WgpSmem {
+  struct alignas(1024) Stage0 {  // WG0's inputs of one chunk
+    alignas(1024) uint8_t k[kBT * kK * 2];   // [token][key] K-major, panels of 64 keys
+    alignas(1024) uint8_t a[kBT * kBT * 2];  // Ab [t][s]
+    T v[kBT][kLdV];                          // [token][v]
+    // Raw per-token inputs, one private copy per thread (thread t: token t % 64), so each thread
+    // turns its own cp.async copies into a scale without a barrier: threads 0-63 e^gam rk,
+    // threads 64-127 e^(gam_L - gam) rk (gl: gam of the chunk's last valid row).
+    float gam[2 * kBT], rk[2 * kBT], gl[kBT];
+    float erk[kBT], wsc[kBT];  // e^gam rk, e^(gam_L - gam) rk (0 past the chunk end): per token
+    float decay;               // e^gam_L
+  };
+  struct alignas(1024) Stage1 {  // WG1's inputs of one chunk
+    alignas(1024) uint8_t q[kBT * kK * 2];
+    alignas(1024) uint8_t p[kBT * kBT * 2];  // P [t][s]
+    float gam[kBT], rq[kBT];  // raw inputs, thread t < 64 copies token t
+    float qsc[kBT];           // scale e^gam rq per token
+  };
+  struct Xch {     // bf16 A fragments of chunk c in fragment order: [register / 4][thread]
+    uint4 s[8][128];  // S^T (K = 128 keys)
+    uint4 v[4][128];  // V^T (K = 64 tokens)
+  };
+  Stage0 st0[kStages0];
+  Stage1 st1[kStages1];
+  Xch xch[2];
+  T o[kBT][kLdV];  // output staging [token][v]
+};
+
+__device__ __forceinline__ uint32_t kmaj(int row, int col, int rows) {
+  return uint32_t(col >> 6) * uint32_t(rows) * 128u + sw128_offset(row, col & 63);
+}
+// Descriptors are built once per tile of stage 0 and advanced by byte offsets (stage, k16 step):
+// the start-address field is the low 14 bits of the low word and shared addresses stay below
+// 256 KB, so an offset is one 32-bit add with no carry into the other fields.
+__device__ __forceinline__ uint64_t desc_at(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(d) + (bytes >> 4));
+}
+// K-major operand (rows along M / N, K contiguous): descriptor of stage 0 and k16 step kk's offset.
+__device__ __forceinline__ uint64_t desc_kmaj0(const uint8_t* base) { return wgmma_desc_sw128(smem_u32(base), 16u, 1024u); }
+__host__ __device__ constexpr uint32_t kmaj_step(int kk, int rows) {
+  return uint32_t(kk >> 2) * uint32_t(rows) * 128u + uint32_t(kk & 3) * 32u;
+}
+// MN-major operand (rows along K, MN contiguous in blocks of 64); a k16 step is 2048 bytes.
+__device__ __forceinline__ uint64_t desc_mnmaj0(const uint8_t* base, int krows) {
+  return wgmma_desc_sw128(smem_u32(base), uint32_t(krows) * 128u, 1024u);
+}
+
+// cp.async of rows row0 + u * row_step (u < kN) of a tile, one 16-byte chunk per row: source
+// src + u * src_step (elements), destination dst + u * dst_step (bytes); rows at or past len are
+// zero-filled from the always-valid row-0 address src0. Full chunks take the unpredicated path.
+template <int kN, class T>
+__device__ __forceinline__ void copy_rows(uint8_t* dst, uint32_t dst_step, const T* src, int64_t src_step, const T* src0,
+                                          int row0, int row_step, int len) {
+  if (len == kBT) {
+#pragma unroll
+    for (int u = 0; u < kN; ++u) cp_async16(dst + u * dst_step, src + u * src_step, true);
+  } else {
+#pragma unroll
+    for (int u = 0; u < kN; ++u) {
+      const bool valid = row0 + u * row_step < len;
+      cp_async16(dst + u * dst_step, valid ? src + u * src_step : src0, valid);
+    }
+  }
+}
+// Token (N index) of accumulator register pair slot e = 2 * (reg / 4) + reg % 2 of thread t.
+__device__ __forceinline__ int slot_col(int t, int e) { return 8 * (e >> 1) + 2 * (t & 3) + (e & 1); }
+__device__ __forceinline__ int reg_slot(int i) { return 2 * (i >> 2) + (i & 1); }
+
+template <class T>
+__device__ __forceinline__ T lo_half(uint32_t u) {
+  const uint16_t b = uint16_t(u & 0xFFFFu);
+  return *reinterpret_cast<const T*>(&b);
+}
+template <class T>
+__device__ __forceinline__ T hi_half(uint32_t u) {
+  const uint16_t b = uint16_t(u >> 16);
+  return *reinterpret_cast<const T*>(&b);
+}
+
+template <class T, int R>
+__device__ __forceinline__ void acc_to_frag(uint32_t (&f)[R / 2], const float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R / 2; ++i) f[i] = MmaType<T>::pack(d[2 * i], d[2 * i + 1]);
+}
+
+template <class T>
+__device__ __forceinline__ void load_state_inputs(typename WgpSmem<T>::Stage0& st, const GdnFwdParams& p,
+                                                  const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int v0,
+                                                  int t) {
+  const T* k = static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
+  const T* v = static_cast<const T*>(p.v) + (t0 * p.HV + j) * int64_t(p.V) + v0;
+  const T* A = static_cast<const T*>(ws.Ab) + (j * ws.T_cap + t0) * kBT;
+  const int64_t kstride = int64_t(p.H) * kK, vstride = int64_t(p.HV) * p.V;
+  // k: thread t copies chunk t % 16 of rows t / 16 + 8u; v, Ab: chunk t % 8 of rows t / 8 + 16u.
+  const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;
+  copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kstride + kc, 8 * kstride, k, kr, 8, len);
+  copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride, v,
+               vr, 16, len);
+  copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
+  const int tok = t & 63;
+  const bool valid = tok < len;
+  cp_async4(st.gam + t, ws.gam + j * ws.T_cap + (valid ? t0 + tok : 0), valid);
+  cp_async4(st.rk + t, ws.rk + h * ws.T_cap + (valid ? t0 + tok : 0), valid);
+  if (t >= 64) cp_async4(st.gl + tok, ws.gam + j * ws.T_cap + t0 + len - 1, true);
+}
+
+// The per-token scales of one chunk, computed once (one value per thread) from the thread's own
+// copies: the caller has waited for the chunk's cp.async group; a later WG0 barrier publishes them.
+template <class T>
+__device__ __forceinline__ void state_scales(typename WgpSmem<T>::Stage0& st, int len, int t) {
+  const int tok = t & 63;
+  const float g = st.gam[t], r = st.rk[t];
+  if (t < 64) {
+    st.erk[tok] = exp2f(g) * r;
+  } else {
+    const float gl = st.gl[tok];
+    st.wsc[tok] = tok < len ? exp2f(gl - g) * r : 0.f;
+    if (tok == 0) st.decay = exp2f(gl);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void load_output_inputs(typename WgpSmem<T>::Stage1& st, const GdnFwdParams& p,
+                                                   const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int t) {
+  const T* q = static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
+  const T* P = static_cast<const T*>(ws.P) + (j * ws.T_cap + t0) * kBT;
+  const int64_t qstride = int64_t(p.H) * kK;
+  const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;  // as in load_state_inputs
+  copy_rows<8>(st.q + kmaj(kr, kc, kBT), 1024u, q + kr * qstride + kc, 8 * qstride, q, kr, 8, len);
+  copy_rows<4>(st.p + sw128_offset(vr, vc), 2048u, P + vr * kBT + vc, 16 * kBT, P, vr, 16, len);
+  if (t < 64) {
+    const bool valid = t < len;
+    cp_async4(st.gam + t, ws.gam + j * ws.T_cap + (valid ? t0 + t : 0), valid);
+    cp_async4(st.rq + t, ws.rq + h * ws.T_cap + (valid ? t0 + t : 0), valid);
+  }
+}
+
+__device__ __forceinline__ int chunk_len(int64_t bos, int64_t eos, int c) {
+  return static_cast<int>(min(int64_t(kBT), eos - (bos + int64_t(c) * kBT)));
+}
+
+// WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
+template <class T>
+__device__ void output_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
+                                 int64_t eos, int nchunks, int h, int j, int v0, int t) {
+  using Stage1 = typename WgpSmem<T>::Stage1;
+  if (nchunks > 0) load_output_inputs<T>(s.st1[0], p, ws, bos, chunk_len(bos, eos, 0), h, j, t);
+  cp_async_commit();
+  T* o_base = static_cast<T*>(p.o) + int64_t(j) * p.V + v0;
+  const int64_t ostride = int64_t(p.HV) * p.V;
+  float acc[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+  const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address, as in the state warpgroup
+  const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
+  const uint64_t dq0 = desc_kmaj0(s.st1[0].q), dp0 = desc_kmaj0(s.st1[0].p);
+  for (int c = 0; c < nchunks; ++c) {
+    const int stage = c & 1;
+    Stage1& st = s.st1[stage];
+    const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage1));
+    const int64_t t0 = bos + int64_t(c) * kBT;
+    const int len = chunk_len(bos, eos, c);
+    cp_async_wait<0>();
+    if (t < 64) st.qsc[t] = p.scale * exp2f(st.gam[t]) * st.rq[t];  // own copies
+    fence_view_async_shared();
+    named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
+    if (c + 1 < nchunks) load_output_inputs<T>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
+    cp_async_commit();
+
+    auto& x = s.xch[c & 1];
+    named_barrier(kBarFull + (c & 1), 256);  // WG0 has written chunk c's fragments
+    uint32_t sf[32], vf[16];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint4 u = x.s[i][t];
+      sf[4 * i] = u.x, sf[4 * i + 1] = u.y, sf[4 * i + 2] = u.z, sf[4 * i + 3] = u.w;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint4 u = x.v[i][t];
+      vf[4 * i] = u.x, vf[4 * i + 1] = u.y, vf[4 * i + 2] = u.z, vf[4 * i + 3] = u.w;
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kK / 16; ++kk)
+      wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dq0, soff + kmaj_step(kk, kBT)), kk > 0);
+    wgmma_commit();
+    float qsc[16];
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const float2 q2 = *reinterpret_cast<const float2*>(&st.qsc[slot_col(t, 2 * m)]);
+      qsc[2 * m] = q2.x, qsc[2 * m + 1] = q2.y;
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operands(acc);
+    wgmma_fence_regs(sf);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] *= qsc[reg_slot(i)];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBT / 16; ++kk)
+      wgmma_m64k16_rs<T, 64, 0>(acc, vf + 4 * kk, desc_at(dp0, soff + kmaj_step(kk, kBT)), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operands(acc);
+    wgmma_fence_regs(vf);
+    if (c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (c & 1), 256);  // WG0 may refill this buffer
+
+    // O^T's accumulator as A fragments, stored transposed ([token][v]) by stmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < kBT / 16; ++kk) {
+      const uint32_t r[4] = {MmaType<T>::pack(acc[8 * kk], acc[8 * kk + 1]), MmaType<T>::pack(acc[8 * kk + 2], acc[8 * kk + 3]),
+                             MmaType<T>::pack(acc[8 * kk + 4], acc[8 * kk + 5]), MmaType<T>::pack(acc[8 * kk + 6], acc[8 * kk + 7])};
+      stmatrix_x4_trans(&s.o[16 * kk + st_row][st_col], r);
+    }
+    named_barrier(kBarWg1, 128);
+    const int orow = t >> 3, och = (t & 7) * 8;  // rows t / 8 + 16u, 16-byte chunk t % 8
+    T* out = o_base + (t0 + orow) * ostride + och;
+#pragma unroll
+    for (int u = 0; u < kBT / 16; ++u)
+      if (orow + 16 * u < len)
+        *reinterpret_cast<uint4*>(out + 16 * u * ostride) = *reinterpret_cast<const uint4*>(&s.o[orow + 16 * u][och]);
+  }
+  cp_async_wait<0>();
+}
+
+}  // namespace wgp
+}  // namespace linattn::cuda
