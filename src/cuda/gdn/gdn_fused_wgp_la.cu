@@ -9,8 +9,8 @@
 // (wgmma groups in issue order): H_{c-1} G_{c-1} -> X_c -> X_c Ab_c^T | Y_{c+1} = S_c^T K_{c+1}^T |
 // V^_c, H_c -> S_{c+1} = e^gam_L S_c + H_c K_c | G_c = K_{c+1} K_c^T -> shared memory.
 // k tiles of chunks c-1 .. c+1 are live, so chunk c+2's inputs are issued at the top of chunk c, once
-// chunk c-1's readers are done (about one chunk ahead, was two). bf16 only: G of raw fp16 keys could overflow (|k|^2 > 65504);
-// fp16 keeps gdn_fused_wgp.cu. Extra shared memory: G, 8 KB (224 KB in all).
+// chunk c-1's readers are done (about one chunk ahead, was two). bf16 only: G of raw fp16 keys
+// could overflow (|k|^2 > 65504); fp16 keeps gdn_fused_wgp.cu. Extra shared memory: G, 8 KB (221 KB per CTA).
 #include <cuda_runtime.h>
 
 #include "core/check.h"
@@ -39,8 +39,8 @@ struct Ctx {
   uint64_t dk0, da0, dkt0, dg;
 };
 
-// One chunk c of the state chain. ya = Y_c (complete; for c = 0 already KS_0), yb = scratch that
-// leaves holding Y_{c+1}. Stage indices: st (chunk c), nst (c + 1), pst (c - 1 = c + 2's slot).
+// One chunk c of the state chain. ya = Y_c (complete; for c = 0 already KS_0), yb = H G, then Y_{c+1}
+// (ya: X Ab^T, then G_c). Stage indices: st (chunk c), nst (c + 1), pst (c - 1 = c + 2's slot).
 __device__ __forceinline__ void la_chunk(LaSmem& ls, const GdnFwdParams& p, const GdnChunkWs& ws, const Ctx& x, int c,
                                          int st, float (&S)[64], float (&ya)[32], float (&yb)[32], Chain& ch) {
   using Stage0 = WgpSmem<T>::Stage0;
@@ -52,13 +52,13 @@ __device__ __forceinline__ void la_chunk(LaSmem& ls, const GdnFwdParams& p, cons
   fence_view_async_shared();
   named_barrier(kBarWg0, 128);  // G_{c-1} and chunk c's scales (written at the end of chunk c-1) visible
 
-  // KS_c = e^gam_L Y_c + H_{c-1} G_{c-1}^T (chunk 0: KS_0 + 0 G with G zeroed, decay 1). Every wgmma
-  // of the chunk is issued unconditionally: ptxas serializes wgmma on paths it cannot prove uniform.
-#pragma unroll
-  for (int i = 0; i < 32; ++i) ya[i] *= ch.decay;
+  // KS_c = e^gam_L Y_c + H_{c-1} G_{c-1}^T (chunk 0: KS_0 + 0 G with G zeroed, decay 1): H G into yb,
+  // the decay applied in the X pass. Every wgmma of the chunk is issued unconditionally: ptxas
+  // serializes wgmma on paths it cannot prove uniform.
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kBT / 16; ++kk) wgmma_m64k16_rs<T, 64, 0>(ya, ch.hf + 4 * kk, desc_at(x.dg, kmaj_step(kk, kBT)), 1);
+  for (int kk = 0; kk < kBT / 16; ++kk)
+    wgmma_m64k16_rs<T, 64, 0>(yb, ch.hf + 4 * kk, desc_at(x.dg, kmaj_step(kk, kBT)), kk > 0);
   wgmma_commit();
   // Chunk c-1's slot is free: every thread waited for its last readers (update, G) at the end of
   // chunk c-1 before the barrier above. Refill it with chunk c+2.
@@ -79,15 +79,16 @@ __device__ __forceinline__ void la_chunk(LaSmem& ls, const GdnFwdParams& p, cons
     const float2 e2 = *reinterpret_cast<const float2*>(&sc.erk[slot_col(x.t, 2 * m)]);
     erk[2 * m] = e2.x, erk[2 * m + 1] = e2.y;
   }
-  wgmma_wait<0>();
-  wgmma_fence_operands(ya);
+  wgmma_wait<0>();  // H G
+  wgmma_fence_operands(yb);
   wgmma_fence_regs(ch.hf);
 
-  uint32_t xf[16];  // X^T = V^T - KS^T diag(e^gam rk)
+  uint32_t xf[16];  // X^T = V^T - KS^T diag(e^gam rk), KS^T = e^gam_L Y + H G
 #pragma unroll
   for (int i = 0; i < 16; ++i)
-    xf[i] = MmaType<T>::pack(MmaType<T>::to_float(lo_half<T>(vv[i])) - erk[reg_slot(2 * i)] * ya[2 * i],
-                             MmaType<T>::to_float(hi_half<T>(vv[i])) - erk[reg_slot(2 * i + 1)] * ya[2 * i + 1]);
+    xf[i] = MmaType<T>::pack(
+        MmaType<T>::to_float(lo_half<T>(vv[i])) - erk[reg_slot(2 * i)] * fmaf(ch.decay, ya[2 * i], yb[2 * i]),
+        MmaType<T>::to_float(hi_half<T>(vv[i])) - erk[reg_slot(2 * i + 1)] * fmaf(ch.decay, ya[2 * i + 1], yb[2 * i + 1]));
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kBT / 16; ++kk) wgmma_m64k16_rs<T, 64, 0>(ya, xf + 4 * kk, desc_at(x.da0, soff + kmaj_step(kk, kBT)), kk > 0);
@@ -145,10 +146,10 @@ __device__ __forceinline__ void la_chunk(LaSmem& ls, const GdnFwdParams& p, cons
   if (more) state_scales<T>(s.st0[nst], chunk_len(x.bos, x.eos, c + 1), x.t);  // own copies, complete since the barrier
   wgmma_wait<0>();
   wgmma_fence_operands(S);
+  wgmma_fence_regs(ch.hf);
   wgmma_fence_operands(ya);
   wgmma_fence_operands(yb);
   wgmma_fence_regs(sf);
-  wgmma_fence_regs(ch.hf);
   // G -> shared memory (bf16 pairs, conflict-free: the swizzle spreads the 8 rows of a warp).
   // Every reader of G_{c-1} has passed the barrier above, so it can be overwritten.
   if (more) {
@@ -209,13 +210,17 @@ __device__ void la_state_warpgroup(LaSmem& ls, const GdnFwdParams& p, const GdnC
     st = st == kStages0 - 1 ? 0 : st + 1;
     ++c;
   }
-  wgmma_wait<0>();
+  wgmma_wait<0>();  // the last chunk's update
+  wgmma_fence_operands(S);
+  wgmma_fence_regs(ch.hf);
   cp_async_wait<0>();
   if (p.ht) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) p.ht[state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))] = S[i];
   }
 }
+
+static_assert(sizeof(LaSmem) + 1024 <= 227 * 1024, "look-ahead kernel: shared memory over the sm_90 limit");
 
 __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_la_kernel(GdnFwdParams p, GdnChunkWs ws) {
   extern __shared__ unsigned char smem_raw[];
