@@ -257,7 +257,8 @@ std::atomic<int64_t> g_launches{0}, g_la_launches{0};
 std::string wg_switch() { return env_or("LINATTN_CUDA_WGMMA", ""); }
 
 // Whether the default takes the look-ahead state chain (gdn_fused_wgp_la.cu) for bf16; "2" forces
-// it, "1" forces the step-3 chain (gdn_fused_wgp.cu). fp16 always takes the step-3 chain.
+// it, "1" forces the step-3 chain (gdn_fused_wgp.cu). fp16 always takes the step-3 chain. Off by
+// default: 3-8% slower on every H200 config (docs/perf-notes.md, CUDA GDN forward, Step 4).
 constexpr bool kLookAheadDefault = false;
 bool look_ahead(const std::string& v, const GdnFwdParams& p) {
   return p.io == ElemType::kBF16 && (v == "2" || (kLookAheadDefault && v != "1"));

@@ -11,6 +11,9 @@
 // k tiles of chunks c-1 .. c+1 are live, so chunk c+2's inputs are issued at the top of chunk c, once
 // chunk c-1's readers are done (about one chunk ahead, was two). bf16 only: G of raw fp16 keys
 // could overflow (|k|^2 > 65504); fp16 keeps gdn_fused_wgp.cu. Extra shared memory: G, 8 KB (221 KB per CTA).
+// Opt-in: measured 3-8% slower than gdn_fused_wgp.cu on the H200 (the state warp issues ~760 instead
+// of ~634 instructions per chunk and the chunk time follows that count), one fwd test case over the
+// precision bar and racecheck reports on the hand-off (docs/perf-notes.md, CUDA GDN forward, Step 4).
 #include <cuda_runtime.h>
 
 #include "core/check.h"
