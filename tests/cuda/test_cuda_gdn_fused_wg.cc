@@ -1,10 +1,10 @@
-// The wgmma fused GDN forwards, all behind LINATTN_CUDA_WGMMA (the pipelined one is also the
-// default, "0" = mma.sync): "1" the pipelined kernel (src/cuda/gdn/gdn_fused_wgp.cu), "2" its
-// look-ahead state chain (gdn_fused_wgp_la.cu, bf16; fp16 falls back to "1"), "v1" the
+// The wgmma fused GDN forwards, both behind LINATTN_CUDA_WGMMA (the pipelined one is also the
+// default, "0" = mma.sync): "1" the pipelined kernel (src/cuda/gdn/gdn_fused_wgp.cu), "v1" the
 // first one (gdn_fused_wg.cu); each against the fp64 reference on the GDN forward cases (layer
 // options with [V, K] states, varlen edge lengths with padding rows, strong decay with -1000 gates
 // and GVA 3, a long V = 256 sequence, 1- and 2-chunk sequences for the pipelined hand-off's start /
-// end, 3 chunks for the look-ahead's odd count), bf16 and fp16, planned V-slices 64 and 128; and against the mma.sync fused kernel on the
+// end, 3 chunks: every buffer of the 3-stage ring used once), bf16 and fp16, planned V-slices 64
+// and 128; and against the mma.sync fused kernel on the
 // same inputs (two fp32-accumulating orders of the same products: close, not bitwise).
 #include <gtest/gtest.h>
 
@@ -40,7 +40,7 @@ std::vector<FwdCase> cases(DType dt) {
   return r;
 }
 
-// (dtype, switch value): "1" pipelined, "2" pipelined with the look-ahead chain, "v1" the first version.
+// (dtype, switch value): "1" pipelined, "v1" the first version.
 using Param = std::tuple<DType, std::string>;
 
 class CudaGdnFusedWg : public ::testing::TestWithParam<Param> {
@@ -57,7 +57,7 @@ class CudaGdnFusedWg : public ::testing::TestWithParam<Param> {
 TEST_P(CudaGdnFusedWg, SwitchIsRead) {
   EXPECT_TRUE(cuda::gdn_fused_wg_enabled());
   EXPECT_TRUE(cuda::gdn_fused_wg_forced());
-  EXPECT_EQ(cuda::gdn_fused_wg_pipelined(), sw() != "v1");
+  EXPECT_EQ(cuda::gdn_fused_wg_pipelined(), sw() == "1");
   unsetenv("LINATTN_CUDA_WGMMA");  // the default: pipelined where the planner chose V-slices >= 64
   EXPECT_TRUE(cuda::gdn_fused_wg_enabled());
   EXPECT_TRUE(cuda::gdn_fused_wg_pipelined());
@@ -69,11 +69,9 @@ TEST_P(CudaGdnFusedWg, SwitchIsRead) {
 TEST_P(CudaGdnFusedWg, MatchesReference) {
   for (const FwdCase& c : cases(dt()))
     for (int vs : {64, 128}) {
-      const int64_t before = cuda::gdn_fused_wg_launches(), la_before = cuda::gdn_fused_wg_la_launches();
+      const int64_t before = cuda::gdn_fused_wg_launches();
       run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
       EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << " vs=" << vs << ": the wgmma kernel did not run";
-      const bool la = sw() == "2" && dt() == DType::kBF16;
-      EXPECT_EQ(cuda::gdn_fused_wg_la_launches() > la_before, la) << c.name << " vs=" << vs << ": look-ahead kernel";
     }
 }
 
@@ -99,11 +97,10 @@ TEST_P(CudaGdnFusedWg, CloseToTheMmaKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndKernels, CudaGdnFusedWg,
-                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(std::string("1"), std::string("2"), std::string("v1"))),
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(std::string("1"), std::string("v1"))),
                          [](const auto& info) {
-                           const std::string& v = std::get<1>(info.param);
                            return std::string(dtype_name(std::get<0>(info.param))) +
-                                  (v == "1" ? "_pipelined" : v == "2" ? "_lookahead" : "_v1");
+                                  (std::get<1>(info.param) == "1" ? "_pipelined" : "_v1");
                          });
 
 }  // namespace

@@ -14,7 +14,7 @@
 // arrive by cp.async (zero-filled past the chunk end) while chunk c computes.
 // Scope: GDN (scalar gate), BT = 64, K = 128, VS = 64 / 128, bf16 / fp16 operands; anything else
 // (and the tier-3 state pass, seg_M / seg_S) takes gdn_fused.cu. Kept for A/B runs (LINATTN_CUDA_WGMMA=v1);
-// its pipelined successors gdn_fused_wgp.cu / gdn_fused_wgp_la.cu are the default (gdn_fused_wg.h).
+// its pipelined successor gdn_fused_wgp.cu is the default (gdn_fused_wg.h).
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -250,19 +250,11 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
          p, ws);
 }
 
-std::atomic<int64_t> g_launches{0}, g_la_launches{0};
+std::atomic<int64_t> g_launches{0};
 
 // LINATTN_CUDA_WGMMA is read once per call of the functions below (the forward's choice and its
-// launch each read it once): "0" off, "1" / "2" / "v1" forced, anything else the default.
+// launch each read it once): "0" off, "1" / "v1" forced, anything else the default.
 std::string wg_switch() { return env_or("LINATTN_CUDA_WGMMA", ""); }
-
-// Whether the default takes the look-ahead state chain (gdn_fused_wgp_la.cu) for bf16; "2" forces
-// it, "1" forces the step-3 chain (gdn_fused_wgp.cu). fp16 always takes the step-3 chain. Off by
-// default: 3-8% slower on every H200 config (docs/perf-notes.md, CUDA GDN forward, Step 4).
-constexpr bool kLookAheadDefault = false;
-bool look_ahead(const std::string& v, const GdnFwdParams& p) {
-  return p.io == ElemType::kBF16 && (v == "2" || (kLookAheadDefault && v != "1"));
-}
 
 bool eligible_for(const GdnFwdParams& p, int vs, bool pipelined) {
   const bool tier3_state_pass = p.seg_M != nullptr || p.seg_S != nullptr || p.seg_flags != nullptr;
@@ -274,13 +266,12 @@ bool eligible_for(const GdnFwdParams& p, int vs, bool pipelined) {
 }  // namespace
 
 int64_t gdn_fused_wg_launches() { return g_launches.load(); }
-int64_t gdn_fused_wg_la_launches() { return g_la_launches.load(); }
 
 bool gdn_fused_wg_pipelined() { return wg_switch() != "v1"; }
 
 bool gdn_fused_wg_forced() {
   const std::string v = wg_switch();
-  return v == "1" || v == "2" || v == "v1";
+  return v == "1" || v == "v1";
 }
 
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) { return eligible_for(p, vs, gdn_fused_wg_pipelined()); }
@@ -290,7 +281,7 @@ bool gdn_fused_wg_enabled() { return wg_switch() != "0"; }
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
   const std::string v = wg_switch();
   if (v == "0" || !eligible_for(p, vs, v != "v1")) return false;
-  if (v == "1" || v == "2" || v == "v1") return true;
+  if (v == "1" || v == "v1") return true;
   // H200 A/B (bench/results/h200x2-final-20261130-7bf64cf.md): the pipelined kernel's chunk step is
   // the shorter one whatever the CTA count (2/8 1x32768 with 16 CTAs: 1.07 vs 1.66 ms for mma.sync's
   // 32), but its pipeline start costs more than a 1-chunk sequence saves (16 x 64 tokens: 0.124 vs
@@ -300,19 +291,13 @@ bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
 }
 
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
-  const std::string v = wg_switch();
-  const bool pipelined = v != "v1";
+  const bool pipelined = gdn_fused_wg_pipelined();
   LINATTN_CHECK(eligible_for(p, vs, pipelined), "gdn fused (wgmma): needs GDN, BT 64, K 128, V % 64 == 0 (pipelined) or "
                 "V-slice 64 / 128 dividing V (v1), bf16 / fp16; got kda ", p.kda, ", BT ", p.BT, ", K ", p.K, ", V ", p.V,
                 ", V-slice ", vs);
   g_launches.fetch_add(1);
   if (pipelined) {
-    if (look_ahead(v, p)) {
-      g_la_launches.fetch_add(1);
-      launch_gdn_fused_wgp_la(p, ws, stream);
-    } else {
-      launch_gdn_fused_wgp(p, ws, stream);
-    }
+    launch_gdn_fused_wgp(p, ws, stream);
     return;
   }
   const bool bf = p.io == ElemType::kBF16;

@@ -1,8 +1,7 @@
 // The wgmma versions of the fused GDN forward: same GdnFwdParams / GdnChunkWs contract as
 // launch_gdn_fused, for GDN with BT 64, K 128, bf16 / fp16. Two kernels behind one switch
 // (LINATTN_CUDA_WGMMA, below): the pipelined kernel (gdn_fused_wgp.cu: transposed register-resident
-// state, state / output warpgroups, V-slice always 64, V % 64 == 0; gdn_fused_wgp_la.cu its
-// look-ahead state chain); "v1" = the first version
+// state, state / output warpgroups, V-slice always 64, V % 64 == 0); "v1" = the first version
 // (gdn_fused_wg.cu: V-slice 64 / 128 as planned, kept for A/B measurements).
 #pragma once
 #include <cuda_runtime.h>
@@ -18,22 +17,17 @@ bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs);
 // Environment LINATTN_CUDA_WGMMA: unset = the pipelined kernel wherever it is eligible and the
 // sequences average two chunks or more (shorter ones keep mma.sync: the pipeline start costs more
 // than it saves; H200 A/B in docs/perf-notes.md, "Step 3"); "0" = never (mma.sync);
-// "1" = the pipelined kernel (step-3 state chain) wherever eligible; "2" = the pipelined kernel with
-// the look-ahead state chain (gdn_fused_wgp_la.cu; bf16, fp16 takes the step-3 chain) wherever
-// eligible; "v1" = the first wgmma version wherever eligible.
+// "1" = the pipelined kernel wherever eligible; "v1" = the first wgmma version wherever eligible.
 bool gdn_fused_wg_enabled();   // not "0"
 bool gdn_fused_wg_pipelined(); // not "v1"
-bool gdn_fused_wg_forced();    // "1", "2" or "v1": regardless of the planned V-slice
+bool gdn_fused_wg_forced();    // "1" or "v1": regardless of the planned V-slice
 // The forward's choice for these parameters and the planned V-slice.
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs);
 // Launches so far in this process (tests check the kernel really ran).
 int64_t gdn_fused_wg_launches();
-int64_t gdn_fused_wg_la_launches();  // of them, the look-ahead kernel
 // Launches the selected kernel (the pipelined one ignores vs and uses 64).
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
 // The pipelined kernel itself (gdn_fused_wgp.cu); launch_gdn_fused_wg checks eligibility.
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
-// The look-ahead variant (gdn_fused_wgp_la.cu), bf16 only.
-void launch_gdn_fused_wgp_la(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
 
 }  // namespace linattn::cuda

@@ -11,8 +11,8 @@
 // output of chunk c while WG0 runs the state chain of chunk c+1. Each warpgroup streams its own
 // inputs by cp.async (WG0: k, v, Ab, 3 stages; WG1: q, P, 2 stages; rows past the chunk end
 // zero-filled). Scope: as gdn_fused_wg.cu but V % 64 == 0 (the V-slice is always 64). The shared
-// layout, loaders and WG1 live in gdn_fused_wgp_common.cuh (shared with the look-ahead variant,
-// gdn_fused_wgp_la.cu); this file is the step-3 state chain (LINATTN_CUDA_WGMMA=1).
+// layout, loaders and WG1 live in gdn_fused_wgp_common.cuh; this file is the step-3 state chain
+// (LINATTN_CUDA_WGMMA=1).
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"

@@ -1,8 +1,9 @@
-// Shared pieces of the pipelined wgmma GDN forward kernels (gdn_fused_wgp.cu: step 3, the state
-// chain K S^T -> X -> Ab X -> update per chunk; gdn_fused_wgp_la.cu: the look-ahead chain): the
+// Shared pieces of the pipelined wgmma GDN forward kernel (gdn_fused_wgp.cu: step 3, the state
+// chain K S^T -> X -> Ab X -> update per chunk; kept apart so a state-chain variant can reuse them,
+// as the look-ahead chain measured in perf-notes "Step 4" did): the
 // shared-memory layout (WG0's 3-stage k / v / Ab ring with per-token scales, WG1's 2-stage q / P
 // ring, the S^T / V^T fragment hand-off double buffer, the output staging), the cp.async loaders,
-// the per-token scales and the output warpgroup (WG1), which is the same for both.
+// the per-token scales and the output warpgroup (WG1).
 // Layouts and thread mapping: see gdn_fused_wgp.cu's header. bf16 / fp16, BT 64, K 128, V-slice 64.
 #pragma once
 #include <cuda_runtime.h>
