@@ -11,6 +11,9 @@
 //   C  warps 2..: P (lower segments computed, upper segments written as zeros), concurrent with B
 //   D  all slot threads: Ab (+ Ai) rows, 16-byte stores
 // Per element the arithmetic is v2's (same products, same TF32 merges in the same order).
+// v4 (kFused, LINATTN_CUDA_GDN_PREP=v4; not yet run on a GPU): phase A forms each decay once for L
+// and P (as v2), by ex2.approx.ftz (= exp2f for results >= 2^-126; smaller ones flush to zero),
+// with the j <= i masks only in the diagonal segments; phase C then only stores P's zero segments.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -42,6 +45,39 @@ struct PrepV3Smem {
   // followed by gam[G][BT], beta[G][BT] (dynamic)
   static size_t bytes(int G) { return sizeof(PrepV3Smem) + size_t(G) * BT * 2 * sizeof(float); }
 };
+
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// v4 phase A: one 16-column segment of row i (i < len) of L (shared memory) and P (registers),
+// one decay per element. Off the diagonal block every j < i, so kDiag = false needs no masks; on
+// it the decay of j > i is never used (its exponent is >= 0 and may overflow: selected away).
+template <bool kDiag, int LD>
+__device__ __forceinline__ void lp_segment(const float (*kk)[LD], const float (*qk)[LD], const float* gam,
+                                           float* Lrow, int i, int c0, float bi, float sc, float (&pv)[16]) {
+  const float gi = gam[i];
+#pragma unroll
+  for (int e4 = 0; e4 < 16; e4 += 4) {
+    const float4 kk4 = *reinterpret_cast<const float4*>(&kk[i][c0 + e4]);
+    const float4 qk4 = *reinterpret_cast<const float4*>(&qk[i][c0 + e4]);
+    const float4 g4 = *reinterpret_cast<const float4*>(&gam[c0 + e4]);
+    const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+    const float gv[4] = {g4.x, g4.y, g4.z, g4.w};
+    float lv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int jc = c0 + e4 + e;
+      float d = ex2_ftz(gi - gv[e]);
+      if (kDiag) d = jc <= i ? d : 0.f;
+      lv[e] = (!kDiag || jc < i) ? bi * d * kkv[e] : 0.f;
+      pv[e4 + e] = sc * d * qkv[e];
+    }
+    *reinterpret_cast<float4*>(Lrow + e4) = make_float4(lv[0], lv[1], lv[2], lv[3]);
+  }
+}
 
 __device__ __forceinline__ void named_bar(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
@@ -161,7 +197,7 @@ __device__ __forceinline__ void solve_v3(const float (*L)[LD], float (*X)[LD], f
   }
 }
 
-template <class T, int BT>
+template <class T, int BT, bool kFused>
 __global__ void __launch_bounds__(kThreads, 2) gdn_prep_v3_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                                   const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -253,6 +289,20 @@ __global__ void __launch_bounds__(kThreads, 2) gdn_prep_v3_kernel(GdnFwdParams p
     for (int it = (u + 64) % NT; it < kLower; it += NT) {
       int i, c0;
       lower_item<NB>(it, i, c0);
+      if constexpr (kFused) {
+        float* Lrow = &sl.L[i][c0];
+        if (i >= len) {  // zero rows (the solve reads them); P rows past len are not stored
+#pragma unroll
+          for (int e4 = 0; e4 < kSeg; e4 += 4)
+            *reinterpret_cast<float4*>(Lrow + e4) = make_float4(0.f, 0.f, 0.f, 0.f);
+          continue;
+        }
+        float pv[kSeg];
+        if (c0 == (i & ~15)) lp_segment<true, Smem::kLd>(s.kk, s.qk, gam, Lrow, i, c0, beta[i], p.scale, pv);
+        else lp_segment<false, Smem::kLd>(s.kk, s.qk, gam, Lrow, i, c0, beta[i], p.scale, pv);
+        store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+        continue;
+      }
       const float gi = gam[i], bi = beta[i];
 #pragma unroll
       for (int e4 = 0; e4 < kSeg; e4 += 4) {
@@ -272,6 +322,17 @@ __global__ void __launch_bounds__(kThreads, 2) gdn_prep_v3_kernel(GdnFwdParams p
     named_bar(slot_bar, NT);  // L complete; the previous head's X reads (phase D) are done
     if (uw < 2) {
       solve_v3<BT, Smem::kLd>(sl.L, sl.X, sl.tscr, u, pair_bar);
+    } else if constexpr (kFused) {
+      // C (v4): only P's zero segments (the lower ones were stored in phase A).
+      for (int it = u - 64; it < kAll - kLower; it += NT - 64) {
+        int i, c0;
+        upper_item<NB>(it, i, c0);
+        if (i >= len) continue;
+        float pv[kSeg];
+#pragma unroll
+        for (int e = 0; e < kSeg; ++e) pv[e] = 0.f;
+        store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+      }
     } else {
       // C: P rows, 16 columns per item; lower segments computed, upper ones zero.
       for (int it = u - 64; it < kAll; it += NT - 64) {
@@ -327,33 +388,41 @@ __global__ void __launch_bounds__(kThreads, 2) gdn_prep_v3_kernel(GdnFwdParams p
   }
 }
 
-template <class T, int BT>
+template <class T, int BT, bool kFused>
 void launch_prep_v3_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                       cudaStream_t stream) {
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
   // Two 110 KB CTAs per SM need the largest shared-memory carveout (a hint; set once per process).
   static const bool carveout = [] {
-    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(gdn_prep_v3_kernel<T, BT>,
+    LINATTN_CUDA_CHECK(cudaFuncSetAttribute(gdn_prep_v3_kernel<T, BT, kFused>,
                                             cudaFuncAttributePreferredSharedMemoryCarveout, 100));
     return true;
   }();
   (void)carveout;
-  launch(gdn_prep_v3_kernel<T, BT>, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads),
+  launch(gdn_prep_v3_kernel<T, BT, kFused>, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads),
          PrepV3Smem<T, BT>::bytes(p.HV / p.H), stream, p, ws, ci, nts);
+}
+
+template <class T, int BT>
+void launch_prep_v3_f(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+                      cudaStream_t stream, bool fused) {
+  fused ? launch_prep_v3_t<T, BT, true>(p, ws, ci, nt_cap, stream)
+        : launch_prep_v3_t<T, BT, false>(p, ws, ci, nt_cap, stream);
 }
 
 }  // namespace
 
 // Checked by launch_gdn_prep (gdn_prep.cu): K = 128, bf16 / fp16, BT 32 / 64, nt_cap < 2^31.
+// fused: v4 (one decay per element for L and P), else v3.
 void launch_gdn_prep_v3(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
-                        int64_t nt_cap, cudaStream_t stream) {
+                        int64_t nt_cap, cudaStream_t stream, bool fused) {
   const bool bf = p.io == ElemType::kBF16;
   if (p.BT == 64) {
-    bf ? launch_prep_v3_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
-       : launch_prep_v3_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);
+    bf ? launch_prep_v3_f<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream, fused)
+       : launch_prep_v3_f<__half, 64>(p, ws, chunk_indices, nt_cap, stream, fused);
   } else {
-    bf ? launch_prep_v3_t<__nv_bfloat16, 32>(p, ws, chunk_indices, nt_cap, stream)
-       : launch_prep_v3_t<__half, 32>(p, ws, chunk_indices, nt_cap, stream);
+    bf ? launch_prep_v3_f<__nv_bfloat16, 32>(p, ws, chunk_indices, nt_cap, stream, fused)
+       : launch_prep_v3_f<__half, 32>(p, ws, chunk_indices, nt_cap, stream, fused);
   }
 }
 
