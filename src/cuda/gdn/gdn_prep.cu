@@ -11,12 +11,7 @@
 // Rows past the chunk end are zero-filled, never written back; upper triangles are exact zeros.
 // Shared memory: the bf16 q/k tiles are dead after K K^T and Q K^T and hold L and X afterwards.
 // 256 threads = 8 warps; K = 128.
-// launch_gdn_prep picks this kernel (v2, the default) or gdn_prep_v3.cu (same outputs, value heads
-// of the group run concurrently; v4 also forms each decay once): env LINATTN_CUDA_GDN_PREP=v2 / v3 / v4.
 #include <cuda_runtime.h>
-
-#include <cstdlib>
-#include <cstring>
 
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
@@ -219,24 +214,7 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
          PrepSmem<T, BT>::bytes(p.HV / p.H), stream, p, ws, ci, nts);
 }
 
-constexpr int kPrepDefault = 2;
-
-// 2: this file's kernel; 3 / 4: gdn_prep_v3.cu without / with the fused L and P pass.
-int gdn_prep_version() {
-  static const int v = [] {
-    const char* e = std::getenv("LINATTN_CUDA_GDN_PREP");
-    if (e && std::strcmp(e, "v2") == 0) return 2;
-    if (e && std::strcmp(e, "v3") == 0) return 3;
-    if (e && std::strcmp(e, "v4") == 0) return 4;
-    return kPrepDefault;
-  }();
-  return v;
-}
-
 }  // namespace
-
-void launch_gdn_prep_v3(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
-                        int64_t nt_cap, cudaStream_t stream, bool fused);  // gdn_prep_v3.cu
 
 void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                      int64_t nt_cap, cudaStream_t stream) {
@@ -244,9 +222,7 @@ void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
   LINATTN_CHECK(nt_cap < (int64_t(1) << 31), "gdn prep: too many chunks: ", nt_cap);
   const bool bf = p.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.io == ElemType::kF16, "gdn prep: io dtype must be bf16 or fp16");
-  if ((p.BT == 64 || p.BT == 32) && gdn_prep_version() >= 3) {
-    launch_gdn_prep_v3(p, ws, chunk_indices, nt_cap, stream, gdn_prep_version() == 4);
-  } else if (p.BT == 64) {
+  if (p.BT == 64) {
     bf ? launch_prep_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
        : launch_prep_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);
   } else if (p.BT == 32) {
