@@ -285,7 +285,8 @@ class Warm:
                         r = json.loads(line)
                     except ValueError:
                         continue
-                    if r.get("kind") in ("warm", "warm-start"):
+                    # the e2e script's warm-up lines share the file: they name impl / tokens, not a step
+                    if r.get("kind") in ("warm", "warm-start") and "step" in r:
                         key = (r["step"], r["backend"])
                         if r["kind"] == "warm" or key not in self.rows:
                             self.rows[key] = r
