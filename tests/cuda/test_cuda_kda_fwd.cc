@@ -6,11 +6,15 @@
 // and [HV, K], safe_gate with and without the gate in kernel), strong, mixed and no decay, gates
 // at -1000 (5%, 30%, all), lower_bound = -5 (the strongest safe decay: every step -5), bf16 and
 // fp16 (fp32 on the token kernel), BT 64 and 32. Outputs are NaN-prefilled: unwritten or
-// non-finite elements fail; padding rows of o must stay untouched (NaN).
+// non-finite elements fail; padding rows of o must stay untouched (NaN). The chunked cases also
+// run through the pipelined wgmma kernel's KDA gate policy (LINATTN_CUDA_KDA_WGMMA=1, BT 64 only).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 
+#include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -114,6 +118,55 @@ TEST_P(CudaKdaFwd, ChunkedEveryVSlice) {
   const auto [dt, bt] = GetParam();
   const FwdCase c = cases(dt, bt)[1];
   for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
+}
+
+// Sets an environment variable for one scope and restores the previous value (the A/B run of
+// scripts/ab.d sets LINATTN_CUDA_KDA_WGMMA for the whole binary).
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~EnvScope() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Every case (the -1000 and lower_bound = -5 gates included) through the pipelined wgmma kernel's
+// KDA policy when it is switched on; BT 32 is not eligible and keeps the mma.sync kernel.
+TEST_P(CudaKdaFwd, ChunkedPipelinedWgmmaPolicy) {
+  const auto [dt, bt] = GetParam();
+  EnvScope on("LINATTN_CUDA_KDA_WGMMA", "1");
+  EXPECT_TRUE(cuda::gdn_fused_wg_kda_enabled());
+  for (const FwdCase& c : cases(dt, bt)) {
+    const int64_t before = cuda::gdn_fused_wg_launches();
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+    if (bt == 64) EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << ": the pipelined kernel did not run";
+    else EXPECT_EQ(cuda::gdn_fused_wg_launches(), before) << c.name << ": BT 32 must keep the mma.sync kernel";
+  }
+  const FwdCase c = cases(dt, bt)[1];
+  for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);  // the planned V-slice is ignored
+}
+
+// Off (unset), KDA keeps the mma.sync kernel whatever LINATTN_CUDA_WGMMA says.
+TEST_P(CudaKdaFwd, PipelinedWgmmaPolicyIsOptIn) {
+  const auto [dt, bt] = GetParam();
+  EnvScope off("LINATTN_CUDA_KDA_WGMMA", nullptr);
+  EnvScope gdn_on("LINATTN_CUDA_WGMMA", "1");
+  EXPECT_FALSE(cuda::gdn_fused_wg_kda_enabled());
+  const FwdCase c = cases(dt, bt)[0];
+  const int64_t before = cuda::gdn_fused_wg_launches();
+  run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+  EXPECT_EQ(cuda::gdn_fused_wg_launches(), before) << c.name << ": KDA took the wgmma kernel without its switch";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,
