@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
@@ -155,6 +156,37 @@ TEST_P(CudaKdaFwd, ChunkedPipelinedWgmmaPolicy) {
   }
   const FwdCase c = cases(dt, bt)[1];
   for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);  // the planned V-slice is ignored
+}
+
+// The pipelined kernel's KDA policy against the mma.sync kernel on the same inputs (BT 64, the
+// policy's only chunk size): same operands and bf16 / fp16 rounding points, so only the summation
+// order differs; a layout or indexing slip shows as O(1) errors, far above this bar.
+TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (const FwdCase& c : cases(dt, 64)) {
+      SCOPED_TRACE(c.name + " " + dtype_name(dt));
+      const ChunkAttnData d = make_chunk_attn(c.spec);
+      ChunkAttnOutTensors wg, mma;
+      {
+        EnvScope on("LINATTN_CUDA_KDA_WGMMA", "1");
+        const int64_t before = cuda::gdn_fused_wg_launches();
+        wg = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << "the pipelined kernel did not run";
+      }
+      {
+        EnvScope off("LINATTN_CUDA_KDA_WGMMA", "0");
+        mma = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+      }
+      const Tolerance tol{1e-2, 0.0};
+      const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
+      const TensorView o_mma = var ? narrow(mma.o, 1, 0, d.valid_tokens) : TensorView(mma.o);
+      const TensorView o_wg = var ? narrow(wg.o, 1, 0, d.valid_tokens) : TensorView(wg.o);
+      EXPECT_TRUE(tensors_close("o", o_mma, o_wg, tol));
+      if (mma.final_state.defined()) {
+        EXPECT_TRUE(tensors_close("final_state", mma.final_state, wg.final_state, tol));
+      }
+    }
 }
 
 // Off (unset), KDA keeps the mma.sync kernel whatever LINATTN_CUDA_WGMMA says.
