@@ -6,11 +6,16 @@
 // and [HV, K], safe_gate with and without the gate in kernel), strong, mixed and no decay, gates
 // at -1000 (5%, 30%, all), lower_bound = -5 (the strongest safe decay: every step -5), bf16 and
 // fp16 (fp32 on the token kernel), BT 64 and 32. Outputs are NaN-prefilled: unwritten or
-// non-finite elements fail; padding rows of o must stay untouched (NaN).
+// non-finite elements fail; padding rows of o must stay untouched (NaN). The chunked cases also
+// run through the pipelined wgmma kernel's KDA gate policy (LINATTN_CUDA_KDA_WGMMA=1, BT 64 only).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 
+#include "common/compare.h"
+#include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -114,6 +119,86 @@ TEST_P(CudaKdaFwd, ChunkedEveryVSlice) {
   const auto [dt, bt] = GetParam();
   const FwdCase c = cases(dt, bt)[1];
   for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
+}
+
+// Sets an environment variable for one scope and restores the previous value (the A/B run of
+// scripts/ab.d sets LINATTN_CUDA_KDA_WGMMA for the whole binary).
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~EnvScope() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Every case (the -1000 and lower_bound = -5 gates included) through the pipelined wgmma kernel's
+// KDA policy when it is switched on; BT 32 is not eligible and keeps the mma.sync kernel.
+TEST_P(CudaKdaFwd, ChunkedPipelinedWgmmaPolicy) {
+  const auto [dt, bt] = GetParam();
+  EnvScope on("LINATTN_CUDA_KDA_WGMMA", "1");
+  EXPECT_TRUE(cuda::gdn_fused_wg_kda_enabled());
+  for (const FwdCase& c : cases(dt, bt)) {
+    const int64_t before = cuda::gdn_fused_wg_launches();
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+    if (bt == 64) EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << ": the pipelined kernel did not run";
+    else EXPECT_EQ(cuda::gdn_fused_wg_launches(), before) << c.name << ": BT 32 must keep the mma.sync kernel";
+  }
+  const FwdCase c = cases(dt, bt)[1];
+  for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);  // the planned V-slice is ignored
+}
+
+// The pipelined kernel's KDA policy against the mma.sync kernel on the same inputs (BT 64, the
+// policy's only chunk size): same operands and bf16 / fp16 rounding points, so only the summation
+// order differs; a layout or indexing slip shows as O(1) errors, far above this bar.
+TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (const FwdCase& c : cases(dt, 64)) {
+      SCOPED_TRACE(c.name + " " + dtype_name(dt));
+      const ChunkAttnData d = make_chunk_attn(c.spec);
+      ChunkAttnOutTensors wg, mma;
+      {
+        EnvScope on("LINATTN_CUDA_KDA_WGMMA", "1");
+        const int64_t before = cuda::gdn_fused_wg_launches();
+        wg = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << "the pipelined kernel did not run";
+      }
+      {
+        EnvScope off("LINATTN_CUDA_KDA_WGMMA", "0");
+        mma = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+      }
+      const Tolerance tol{1e-2, 0.0};
+      const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
+      const TensorView o_mma = var ? narrow(mma.o, 1, 0, d.valid_tokens) : TensorView(mma.o);
+      const TensorView o_wg = var ? narrow(wg.o, 1, 0, d.valid_tokens) : TensorView(wg.o);
+      EXPECT_TRUE(tensors_close("o", o_mma, o_wg, tol));
+      if (mma.final_state.defined()) {
+        EXPECT_TRUE(tensors_close("final_state", mma.final_state, wg.final_state, tol));
+      }
+    }
+}
+
+// Off (unset), KDA keeps the mma.sync kernel whatever LINATTN_CUDA_WGMMA says.
+TEST_P(CudaKdaFwd, PipelinedWgmmaPolicyIsOptIn) {
+  const auto [dt, bt] = GetParam();
+  EnvScope off("LINATTN_CUDA_KDA_WGMMA", nullptr);
+  EnvScope gdn_on("LINATTN_CUDA_WGMMA", "1");
+  EXPECT_FALSE(cuda::gdn_fused_wg_kda_enabled());
+  const FwdCase c = cases(dt, bt)[0];
+  const int64_t before = cuda::gdn_fused_wg_launches();
+  run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+  EXPECT_EQ(cuda::gdn_fused_wg_launches(), before) << c.name << ": KDA took the wgmma kernel without its switch";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,

@@ -21,13 +21,18 @@ bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs);
 bool gdn_fused_wg_enabled();   // not "0"
 bool gdn_fused_wg_pipelined(); // not "v1"
 bool gdn_fused_wg_forced();    // "1" or "v1": regardless of the planned V-slice
+// Environment LINATTN_CUDA_KDA_WGMMA=1: KDA takes the pipelined kernel's KDA gate policy wherever
+// eligible (BT 64, K 128, V % 64 == 0, bf16 / fp16, not the tier-3 state pass); otherwise (the
+// default until its H200 A/B) KDA keeps gdn_fused.cu. LINATTN_CUDA_WGMMA does not apply to KDA.
+bool gdn_fused_wg_kda_enabled();
 // The forward's choice for these parameters and the planned V-slice.
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs);
 // Launches so far in this process (tests check the kernel really ran).
 int64_t gdn_fused_wg_launches();
 // Launches the selected kernel (the pipelined one ignores vs and uses 64).
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
-// The pipelined kernel itself (gdn_fused_wgp.cu); launch_gdn_fused_wg checks eligibility.
+// The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy);
+// launch_gdn_fused_wg checks eligibility.
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
 
 }  // namespace linattn::cuda

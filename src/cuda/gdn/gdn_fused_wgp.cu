@@ -13,6 +13,11 @@
 // zero-filled). Scope: as gdn_fused_wg.cu but V % 64 == 0 (the V-slice is always 64). The shared
 // layout, loaders and WG1 live in gdn_fused_wgp_common.cuh; this file is the step-3 state chain
 // (LINATTN_CUDA_WGMMA=1).
+// Gate policy KDA (opt-in, LINATTN_CUDA_KDA_WGMMA=1; gdn_fused_wg.h): the same chain on the KDA prep's
+// gated operands (as gdn_fused.cu's KDA path): K S^T from kg, X^T = V^T - KS^T (the gate and rk are
+// inside kg), S^T <- S^T diag(gl) + V^T Kl (B = the kgl tile MN-major; the per-key decay gl_d scales
+// accumulator column d, which each thread knows from its fragment registers), O^T from qg with the
+// plain scale. WG0's ring is 2 stages for KDA (the extra kgl tile), loading one chunk ahead.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -24,31 +29,40 @@ namespace {
 using namespace wgp;
 
 // WG0: the state chain. S^T rows v0 + acc_row (values), columns acc_col (keys).
-template <class T>
-__device__ void state_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
+template <class T, bool KDA>
+__device__ void state_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
                                 int64_t eos, int nchunks, int h, int j, int v0, int t) {
-  using Stage0 = typename WgpSmem<T>::Stage0;
+  using Stage0 = typename WgpSmem<T, KDA>::Stage0;
+  constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
+  // KDA: chunk c of sequence n is row r0c + c of the prep grid (ws.gl's first index).
+  int64_t r0c = 0;
+  if constexpr (KDA) r0c = p.cu_seqlens ? int64_t(ws.chunk_offsets[n]) : n * ((p.T_seq + kBT - 1) / kBT);
   float S[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i)
     S[i] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))) : 0.f;
-  for (int c = 0; c < 2; ++c) {
-    if (c < nchunks) load_state_inputs<T>(s.st0[c], p, ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, v0, t);
+  for (int c = 0; c < kAhead; ++c) {
+    if (c < nchunks) load_state_inputs<T, KDA>(s.st0[c], p, ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, v0, t, r0c + c);
     cp_async_commit();
   }
-  cp_async_wait<1>();
-  if (nchunks > 0) state_scales<T>(s.st0[0], chunk_len(bos, eos, 0), t);
+  if constexpr (!KDA) {
+    cp_async_wait<1>();
+    if (nchunks > 0) state_scales<T>(s.st0[0], chunk_len(bos, eos, 0), t);
+  }
   // ldmatrix.trans lane address of V^T's A fragments: matrix lane / 8 = (token + 8, value + 8) bits.
   const int lane = t & 31, mat = lane >> 3;
   const int ld_row = 8 * (mat >> 1) + (lane & 7), ld_col = 16 * (t >> 5) + 8 * (mat & 1);
-  const uint64_t dk0 = desc_kmaj0(s.st0[0].k), da0 = desc_kmaj0(s.st0[0].a), dkt0 = desc_mnmaj0(s.st0[0].k, kBT);
+  const uint8_t* upd0;  // the update's B tile (K^T): GDN the k tile itself, KDA kgl
+  if constexpr (KDA) upd0 = s.st0[0].kda.kl;
+  else upd0 = s.st0[0].k;
+  const uint64_t dk0 = desc_kmaj0(s.st0[0].k), da0 = desc_kmaj0(s.st0[0].a), dkt0 = desc_mnmaj0(upd0, kBT);
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-  for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kStages0 - 1 ? 0 : stage + 1) {
+  for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
     Stage0& st = s.st0[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
-    cp_async_wait<1>();  // chunk c's group (the newest, chunk c+1's, may still be in flight)
+    cp_async_wait<kAhead - 1>();  // chunk c's group (GDN: the newest, chunk c+1's, may still be in flight)
     fence_view_async_shared();
     named_barrier(kBarWg0, 128);  // ... for every thread's copies and scales; all of WG0 is past chunk c-1
 
@@ -60,9 +74,10 @@ __device__ void state_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnC
       wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
     wgmma_commit();
 
-    const int ld_stage = stage == 0 ? kStages0 - 1 : stage - 1;  // chunk c-1's, whose readers all finished
-    if (c + 2 < nchunks)
-      load_state_inputs<T>(s.st0[ld_stage], p, ws, bos + int64_t(c + 2) * kBT, chunk_len(bos, eos, c + 2), h, j, v0, t);
+    const int ld_stage = stage == 0 ? kSt - 1 : stage - 1;  // chunk c-1's, whose readers all finished
+    if (c + kAhead < nchunks)
+      load_state_inputs<T, KDA>(s.st0[ld_stage], p, ws, bos + int64_t(c + kAhead) * kBT, chunk_len(bos, eos, c + kAhead),
+                                h, j, v0, t, r0c + c + kAhead);
     cp_async_commit();
     auto& x = s.xch[c & 1];
     if (c >= 2) named_barrier(kBarEmpty + (c & 1), 256);  // WG1 has read chunk c-2's fragments
@@ -78,11 +93,15 @@ __device__ void state_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnC
       ldsm_x4_t(r, &st.v[16 * kk + ld_row][ld_col]);
       vv[4 * kk] = r[0], vv[4 * kk + 1] = r[1], vv[4 * kk + 2] = r[2], vv[4 * kk + 3] = r[3];
     }
-    float erk[16];
+    float erk[16];  // KDA: 1 (the gate and rk are inside kg)
 #pragma unroll
     for (int m = 0; m < 8; ++m) {
-      const float2 e2 = *reinterpret_cast<const float2*>(&st.erk[slot_col(t, 2 * m)]);
-      erk[2 * m] = e2.x, erk[2 * m + 1] = e2.y;
+      if constexpr (KDA) {
+        erk[2 * m] = erk[2 * m + 1] = 1.f;
+      } else {
+        const float2 e2 = *reinterpret_cast<const float2*>(&st.erk[slot_col(t, 2 * m)]);
+        erk[2 * m] = e2.x, erk[2 * m + 1] = e2.y;
+      }
     }
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
@@ -98,15 +117,26 @@ __device__ void state_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnC
     for (int kk = 0; kk < kBT / 16; ++kk)
       wgmma_m64k16_rs<T, 64, 0>(acc, xf + 4 * kk, desc_at(da0, soff + kmaj_step(kk, kBT)), kk > 0);
     wgmma_commit();
-    float wsc[16];  // e^(gam_L - gam) rk, zero past the chunk end
+    float wsc[16];  // e^(gam_L - gam) rk, zero past the chunk end (KDA: 1; inside kgl, zero-filled rows)
+    if constexpr (KDA) {
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      const float2 w2 = *reinterpret_cast<const float2*>(&st.wsc[slot_col(t, 2 * m)]);
-      wsc[2 * m] = w2.x, wsc[2 * m + 1] = w2.y;
+      for (int i = 0; i < 16; ++i) wsc[i] = 1.f;
+      // Per-key decay: accumulator registers 4m + {0, 2} / {1, 3} hold keys 8m + 2 (t % 4) + 0 / 1.
+#pragma unroll
+      for (int m = 0; m < 16; ++m) {
+        const float2 g2 = *reinterpret_cast<const float2*>(&st.kda.gk[8 * m + 2 * (t & 3)]);
+        S[4 * m] *= g2.x, S[4 * m + 1] *= g2.y, S[4 * m + 2] *= g2.x, S[4 * m + 3] *= g2.y;
+      }
+    } else {
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        const float2 w2 = *reinterpret_cast<const float2*>(&st.wsc[slot_col(t, 2 * m)]);
+        wsc[2 * m] = w2.x, wsc[2 * m + 1] = w2.y;
+      }
+      const float decay = st.decay;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) S[i] *= decay;
     }
-    const float decay = st.decay;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) S[i] *= decay;
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
     wgmma_fence_regs(xf);
@@ -127,8 +157,10 @@ __device__ void state_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnC
     named_barrier_arrive(kBarFull + (c & 1), 256);
     // While the update runs: chunk c+1's scales (its group, committed during chunk c-1, is the
     // older of the two in flight); the barrier at the top of chunk c+1 publishes them.
-    cp_async_wait<1>();
-    if (c + 1 < nchunks) state_scales<T>(s.st0[stage == kStages0 - 1 ? 0 : stage + 1], chunk_len(bos, eos, c + 1), t);
+    if constexpr (!KDA) {
+      cp_async_wait<1>();
+      if (c + 1 < nchunks) state_scales<T>(s.st0[stage == kSt - 1 ? 0 : stage + 1], chunk_len(bos, eos, c + 1), t);
+    }
     wgmma_wait<0>();
     wgmma_fence_operands(S);
     wgmma_fence_regs(hf);
@@ -140,33 +172,39 @@ __device__ void state_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnC
   }
 }
 
-template <class T>
+template <class T, bool KDA>
 __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams p, GdnChunkWs ws) {
   extern __shared__ unsigned char smem_raw[];
   // Aligned by pointer arithmetic on the __shared__ array (no integer round trip), so the compiler
   // keeps the shared address space: LDS / STS instead of generic loads and stores.
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
+  WgpSmem<T, KDA>& s = *reinterpret_cast<WgpSmem<T, KDA>*>(base);
   const int tid = threadIdx.x, t = tid & 127;
   const int v0 = blockIdx.x * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
   const int64_t n = blockIdx.z;
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);
   const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
-  if (tid < 128) state_warpgroup<T>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t);
-  else output_warpgroup<T>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
+  if (tid < 128) state_warpgroup<T, KDA>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t);
+  else output_warpgroup<T, KDA>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
 }
 
-template <class T>
+static_assert(sizeof(WgpSmem<__nv_bfloat16, false>) + 1024 <= 227 * 1024 &&
+                  sizeof(WgpSmem<__nv_bfloat16, true>) + 1024 <= 227 * 1024,
+              "gdn fused (pipelined): shared memory per CTA over the sm_90 limit");
+
+template <class T, bool KDA>
 void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
-  launch(gdn_fused_wgp_kernel<T>, dim3(p.V / kVS, p.HV, p.N), dim3(kThreads), sizeof(WgpSmem<T>) + 1024, stream, p, ws);
+  launch(gdn_fused_wgp_kernel<T, KDA>, dim3(p.V / kVS, p.HV, p.N), dim3(kThreads), sizeof(WgpSmem<T, KDA>) + 1024, stream,
+         p, ws);
 }
 
 }  // namespace
 
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
-  if (p.io == ElemType::kBF16) launch_t<__nv_bfloat16>(p, ws, stream);
-  else launch_t<__half>(p, ws, stream);
+  const bool bf = p.io == ElemType::kBF16;
+  if (p.kda) bf ? launch_t<__nv_bfloat16, true>(p, ws, stream) : launch_t<__half, true>(p, ws, stream);
+  else bf ? launch_t<__nv_bfloat16, false>(p, ws, stream) : launch_t<__half, false>(p, ws, stream);
 }
 
 }  // namespace linattn::cuda

@@ -5,6 +5,10 @@
 // ring, the S^T / V^T fragment hand-off double buffer, the output staging), the cp.async loaders,
 // the per-token scales and the output warpgroup (WG1).
 // Layouts and thread mapping: see gdn_fused_wgp.cu's header. bf16 / fp16, BT 64, K 128, V-slice 64.
+// Gate policy (template KDA, as in gdn_fused.cu): GDN reads q / k and the per-token gam / rq / rk;
+// KDA reads the KDA prep's gated qg / kg ([HV, T_cap, K]) in their place, kgl ([HV, T_cap, K], the
+// update's operand, an extra tile per WG0 stage) and gl (2^gam_L per key), no per-token scales.
+// KDA's WG0 ring has 2 stages (one chunk ahead): a third 48 KB stage does not fit.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,11 +21,23 @@ namespace linattn::cuda {
 namespace wgp {
 
 constexpr int kBT = 64, kK = 128, kVS = 64, kThreads = 256, kLdV = kVS + 8;
-constexpr int kStages0 = 3, kStages1 = 2;
+constexpr int kStages1 = 2;
+// WG0's ring depth per gate policy: GDN loads two chunks ahead, KDA one.
+template <bool KDA>
+constexpr int kStages0 = KDA ? 2 : 3;
 // Named barriers (0 is __syncthreads): per-warpgroup, and the two hand-off buffers' full / empty.
 constexpr int kBarWg0 = 1, kBarWg1 = 2, kBarFull = 3, kBarEmpty = 5;
 
-template <class T>
+// KDA's extra inputs of one WG0 stage (GDN: none).
+template <bool KDA>
+struct KdaStage0 {};
+template <>
+struct KdaStage0<true> {
+  alignas(1024) uint8_t kl[kBT * kK * 2];  // kgl [token][key] K-major like k (read MN-major: the update's B)
+  float gk[kK];                            // 2^gam_L per key (the state's per-key decay)
+};
+
+template <class T, bool KDA = false>
 struct WgpSmem {
   struct alignas(1024) Stage0 {  // WG0's inputs of one chunk
     alignas(1024) uint8_t k[kBT * kK * 2];   // [token][key] K-major, panels of 64 keys
@@ -33,6 +49,7 @@ struct WgpSmem {
     float gam[2 * kBT], rk[2 * kBT], gl[kBT];
     float erk[kBT], wsc[kBT];  // e^gam rk, e^(gam_L - gam) rk (0 past the chunk end): per token
     float decay;               // e^gam_L
+    KdaStage0<KDA> kda;        // KDA only, after every GDN field (GDN's layout is unchanged)
   };
   struct alignas(1024) Stage1 {  // WG1's inputs of one chunk
     alignas(1024) uint8_t q[kBT * kK * 2];
@@ -44,7 +61,7 @@ struct WgpSmem {
     uint4 s[8][128];  // S^T (K = 128 keys)
     uint4 v[4][128];  // V^T (K = 64 tokens)
   };
-  Stage0 st0[kStages0];
+  Stage0 st0[kStages0<KDA>];
   Stage1 st1[kStages1];
   Xch xch[2];
   T o[kBT][kLdV];  // output staging [token][v]
@@ -107,10 +124,27 @@ __device__ __forceinline__ void acc_to_frag(uint32_t (&f)[R / 2], const float (&
   for (int i = 0; i < R / 2; ++i) f[i] = MmaType<T>::pack(d[2 * i], d[2 * i + 1]);
 }
 
-template <class T>
-__device__ __forceinline__ void load_state_inputs(typename WgpSmem<T>::Stage0& st, const GdnFwdParams& p,
+// gl_row (KDA): the chunk's row of ws.gl (the prep grid's chunk row).
+template <class T, bool KDA = false>
+__device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stage0& st, const GdnFwdParams& p,
                                                   const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int v0,
-                                                  int t) {
+                                                  int t, int64_t gl_row = 0) {
+  if constexpr (KDA) {  // kg / kgl [HV, T_cap, K] in place of k; gl instead of the per-token inputs
+    const int64_t gbase = (j * ws.T_cap + t0) * kK;
+    const T* k = static_cast<const T*>(ws.kg) + gbase;
+    const T* kl = static_cast<const T*>(ws.kgl) + gbase;
+    const T* v = static_cast<const T*>(p.v) + (t0 * p.HV + j) * int64_t(p.V) + v0;
+    const T* A = static_cast<const T*>(ws.Ab) + (j * ws.T_cap + t0) * kBT;
+    const int64_t vstride = int64_t(p.HV) * p.V;
+    const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;  // as for GDN below
+    copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kK + kc, 8 * kK, k, kr, 8, len);
+    copy_rows<8>(st.kda.kl + kmaj(kr, kc, kBT), 1024u, kl + kr * kK + kc, 8 * kK, kl, kr, 8, len);
+    copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
+                 v, vr, 16, len);
+    copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
+    if (t < kK / 4) cp_async16(&st.kda.gk[4 * t], ws.gl + (gl_row * p.HV + j) * kK + 4 * t, true);
+    return;
+  }
   const T* k = static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
   const T* v = static_cast<const T*>(p.v) + (t0 * p.HV + j) * int64_t(p.V) + v0;
   const T* A = static_cast<const T*>(ws.Ab) + (j * ws.T_cap + t0) * kBT;
@@ -143,16 +177,16 @@ __device__ __forceinline__ void state_scales(typename WgpSmem<T>::Stage0& st, in
   }
 }
 
-template <class T>
-__device__ __forceinline__ void load_output_inputs(typename WgpSmem<T>::Stage1& st, const GdnFwdParams& p,
+template <class T, bool KDA = false>
+__device__ __forceinline__ void load_output_inputs(typename WgpSmem<T, KDA>::Stage1& st, const GdnFwdParams& p,
                                                    const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int t) {
-  const T* q = static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
+  const T* q = KDA ? static_cast<const T*>(ws.qg) + (j * ws.T_cap + t0) * kK : static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
   const T* P = static_cast<const T*>(ws.P) + (j * ws.T_cap + t0) * kBT;
-  const int64_t qstride = int64_t(p.H) * kK;
+  const int64_t qstride = KDA ? int64_t(kK) : int64_t(p.H) * kK;
   const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;  // as in load_state_inputs
   copy_rows<8>(st.q + kmaj(kr, kc, kBT), 1024u, q + kr * qstride + kc, 8 * qstride, q, kr, 8, len);
   copy_rows<4>(st.p + sw128_offset(vr, vc), 2048u, P + vr * kBT + vc, 16 * kBT, P, vr, 16, len);
-  if (t < 64) {
+  if (!KDA && t < 64) {
     const bool valid = t < len;
     cp_async4(st.gam + t, ws.gam + j * ws.T_cap + (valid ? t0 + t : 0), valid);
     cp_async4(st.rq + t, ws.rq + h * ws.T_cap + (valid ? t0 + t : 0), valid);
@@ -164,11 +198,11 @@ __device__ __forceinline__ int chunk_len(int64_t bos, int64_t eos, int c) {
 }
 
 // WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
-template <class T>
-__device__ void output_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
+template <class T, bool KDA = false>
+__device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
                                  int64_t eos, int nchunks, int h, int j, int v0, int t) {
-  using Stage1 = typename WgpSmem<T>::Stage1;
-  if (nchunks > 0) load_output_inputs<T>(s.st1[0], p, ws, bos, chunk_len(bos, eos, 0), h, j, t);
+  using Stage1 = typename WgpSmem<T, KDA>::Stage1;
+  if (nchunks > 0) load_output_inputs<T, KDA>(s.st1[0], p, ws, bos, chunk_len(bos, eos, 0), h, j, t);
   cp_async_commit();
   T* o_base = static_cast<T*>(p.o) + int64_t(j) * p.V + v0;
   const int64_t ostride = int64_t(p.HV) * p.V;
@@ -185,10 +219,10 @@ __device__ void output_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const Gdn
     const int64_t t0 = bos + int64_t(c) * kBT;
     const int len = chunk_len(bos, eos, c);
     cp_async_wait<0>();
-    if (t < 64) st.qsc[t] = p.scale * exp2f(st.gam[t]) * st.rq[t];  // own copies
+    if (!KDA && t < 64) st.qsc[t] = p.scale * exp2f(st.gam[t]) * st.rq[t];  // own copies
     fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
-    if (c + 1 < nchunks) load_output_inputs<T>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
+    if (c + 1 < nchunks) load_output_inputs<T, KDA>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
     cp_async_commit();
 
     auto& x = s.xch[c & 1];
@@ -209,11 +243,15 @@ __device__ void output_warpgroup(WgpSmem<T>& s, const GdnFwdParams& p, const Gdn
     for (int kk = 0; kk < kK / 16; ++kk)
       wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dq0, soff + kmaj_step(kk, kBT)), kk > 0);
     wgmma_commit();
-    float qsc[16];
+    float qsc[16];  // KDA: the gate and rq are inside qg, only the scale is left
 #pragma unroll
     for (int m = 0; m < 8; ++m) {
-      const float2 q2 = *reinterpret_cast<const float2*>(&st.qsc[slot_col(t, 2 * m)]);
-      qsc[2 * m] = q2.x, qsc[2 * m + 1] = q2.y;
+      if constexpr (KDA) {
+        qsc[2 * m] = qsc[2 * m + 1] = p.scale;
+      } else {
+        const float2 q2 = *reinterpret_cast<const float2*>(&st.qsc[slot_col(t, 2 * m)]);
+        qsc[2 * m] = q2.x, qsc[2 * m + 1] = q2.y;
+      }
     }
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
