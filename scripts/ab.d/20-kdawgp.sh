@@ -24,3 +24,14 @@ for kdawgp_len in 1x32768 4096x8 1x4096; do
   bench 20 none bench-cuda --op kda --hqk 32 --hv 32 --lengths "$kdawgp_len" --iters 20 --check 0 --commit "$COMMIT"
   bench 25 "$kdawgp_sw" bench-cuda --op kda --hqk 32 --hv 32 --lengths "$kdawgp_len" --iters 20 --check 1 --commit "$COMMIT"
 done
+# memcheck + racecheck of the KDA policy on the bf16 BT 64 cases (small shapes under LINATTN_SANITIZED)
+for kdawgp_tool in memcheck racecheck; do
+  [ "$(left)" -gt 45 ] || { say "A/B kdawgp: $kdawgp_tool skipped (no time)"; continue; }
+  echo "### compute-sanitizer $kdawgp_tool, test_cuda_kda_fwd with $kdawgp_sw" >>"$OUT/ab-tests.txt"
+  if env "$kdawgp_sw" LINATTN_SANITIZED=1 timeout "$(cap 40)" compute-sanitizer --tool "$kdawgp_tool" --error-exitcode 99 \
+      "$BIN/test_cuda_kda_fwd" --gtest_filter='Dtypes/CudaKdaFwd.ChunkedPipelinedWgmmaPolicy/bf16_bt64' >>"$OUT/ab-tests.txt" 2>&1; then
+    say "A/B kdawgp: $kdawgp_tool clean"
+  else
+    status=1; say "A/B kdawgp: $kdawgp_tool FAILED or cut"
+  fi
+done
