@@ -1,11 +1,16 @@
 // DenseContext registry and the cuBLAS GEMM (dense_cuda.h). One context per (device, stream),
 // created once and kept for the process (handles are never destroyed, so a graph captured with
-// one stays valid). Every GEMM sets the stream and the fixed workspace on the handle, then
-// calls cublasGemmEx with the row-major operands swapped into cuBLAS's column-major view:
-// c^T = op(b)^T op(a)^T, which is c's own storage read column-major.
+// one stays valid). GEMMs go through cublasLt with one algorithm per GEMM class and size bucket
+// (dense_lt.cc: a new token count must not cost a heuristic run and new kernels); where cublasLt
+// has no algorithm, or with LINATTN_CUDA_GEMM=gemmex, through cublasGemmEx, with the stream and the
+// fixed workspace set on the handle. Both read the row-major operands in cuBLAS's column-major
+// view: c^T = op(b)^T op(a)^T, which is c's own storage read column-major.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +21,7 @@
 #include "cuda/common/check.h"
 #include "cuda/dense/dense_context.h"
 #include "cuda/dense/dense_cuda.h"
+#include "cuda/dense/dense_lt.h"
 
 namespace linattn::cuda {
 namespace {
@@ -31,6 +37,7 @@ constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
 struct DenseContext {
   cublasHandle_t handle = nullptr;
+  cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   float* partials = nullptr;
   size_t partial_floats = 0;
@@ -67,6 +74,7 @@ DenseContext& context(int device, void* stream) {
   DeviceScope scope(device);
   auto c = std::make_unique<DenseContext>();
   LINATTN_CUBLAS_CHECK(cublasCreate(&c->handle));
+  LINATTN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
   LINATTN_CUDA_CHECK(cudaMalloc(&c->workspace, kCublasWorkspace));
   // RMSNorm-backward partials for the widest row the kernels take, so they never grow later.
   c->partial_floats = size_t(kRmsNormMaxD) * dense::kNormPartialBlocks;
@@ -81,6 +89,15 @@ cudaDataType_t cuda_type(DType t) {
     case DType::kF16: return CUDA_R_16F;
     default: LINATTN_UNSUPPORTED("gemm on CUDA: dtype ", dtype_name(t), " (supported: fp32, bf16, fp16)");
   }
+}
+
+// LINATTN_CUDA_GEMM=gemmex: every GEMM through cublasGemmEx (the A/B baseline), read once.
+bool gemmex_only() {
+  static const bool v = [] {
+    const char* e = std::getenv("LINATTN_CUDA_GEMM");
+    return e != nullptr && std::strcmp(e, "gemmex") == 0;
+  }();
+  return v;
 }
 
 }  // namespace
@@ -117,6 +134,13 @@ void gemm(int device, void* stream, const GemmArgs& g) {
                 "gemm on CUDA: M, N, K = ", g.M, ", ", g.N, ", ", g.K, " exceed int32");
   DenseContext& c = context(device, stream);
   DeviceScope scope(device);
+  if (g.K > 0 && !gemmex_only()) {
+    dense::LtGemm l;
+    l.trans_a = g.trans_a, l.trans_b = g.trans_b, l.M = g.M, l.N = g.N, l.K = g.K, l.alpha = g.alpha, l.beta = g.beta;
+    l.a = g.a, l.b = g.b, l.c = g.c, l.lda = g.lda, l.ldb = g.ldb, l.ldc = g.ldc, l.ab = ab, l.ct = ct;
+    l.workspace = c.workspace, l.workspace_bytes = kCublasWorkspace, l.stream = static_cast<cudaStream_t>(stream);
+    if (dense::gemm_lt(c.lt, l)) return;
+  }
   LINATTN_CUBLAS_CHECK(cublasSetStream(c.handle, static_cast<cudaStream_t>(stream)));
   // cublasSetStream resets the workspace to cuBLAS's own pool: set ours again.
   LINATTN_CUBLAS_CHECK(cublasSetWorkspace(c.handle, c.workspace, kCublasWorkspace));

@@ -1,0 +1,152 @@
+// The layers' GEMMs through cublasLt with one algorithm per GEMM class and M bucket.
+// Why: cublasGemmEx picks its kernel per exact shape, so every new token count T of an eager
+// layer call ran cuBLAS's heuristic and loaded new kernels (H200 layer-demo: a first call with a
+// new layout 3.6 ms vs 0.43 ms for the same call again; bench/results/h200-layer-demo-20261201-
+// af8d9df.txt). Here the heuristic runs once per class (dtypes, transposes, N, leading dimensions,
+// alignment) and bucket of M and of K (powers of 4 from 256 up: the token count is M in the
+// forward and dx GEMMs and K in the weight-gradient ones), asked for the buckets' largest sizes
+// where the layouts allow it, and every problem of the class reuses that algorithm after one
+// cheap cublasLtMatmulAlgoCheck per new (M, K) (a failed check takes the heuristic for it).
+// Same math as before: C = alpha op(A) op(B) + beta C, fp32 accumulation (CUBLAS_COMPUTE_32F, no
+// TF32), row-major operands swapped into the column-major view (c^T = op(b)^T op(a)^T).
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/check.h"
+#include "cuda/dense/dense_lt.h"
+
+namespace linattn::cuda::dense {
+namespace {
+
+#define LINATTN_CUBLASLT_CHECK(call)                                                                   \
+  do {                                                                                                 \
+    const cublasStatus_t st_ = (call);                                                                 \
+    LINATTN_CHECK_CODE(st_ == CUBLAS_STATUS_SUCCESS, ::linattn::ErrorCode::kBackend,                   \
+                       ::linattn::FailureCategory::kNone, #call, ": ", cublasGetStatusString(st_));    \
+  } while (0)
+
+// One GEMM class: dtypes, transposes, N, lda, ldb, ldc, alignment, bucket of M, bucket of K.
+using ClassKey = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int64_t, int, int64_t, int64_t>;
+
+struct Plan {
+  cublasLtMatmulAlgo_t algo{};
+  std::map<std::pair<int64_t, int64_t>, bool> checked;  // (M, K) -> the algorithm supports it
+};
+
+std::mutex g_mu;
+std::map<std::pair<cublasLtHandle_t, ClassKey>, Plan> g_plans;
+
+int64_t bucket_of(int64_t M) {
+  int64_t b = 256;
+  while (b < M) b *= 4;
+  return b;
+}
+
+int alignment_bits(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  return (v % 16 == 0) ? 16 : (v % 8 == 0) ? 8 : (v % 4 == 0) ? 4 : 2;
+}
+
+// Descriptors of one problem (column-major view): C^T [N x M] = op(B)^T [N x K] op(A)^T [K x M].
+// Rows of each operand's column-major layout; valid() = every leading dimension covers its rows.
+struct Rows {
+  uint64_t a, b, c;
+  Rows(const LtGemm& g, int64_t M, int64_t K)
+      : a(g.trans_a ? M : K), b(g.trans_b ? K : g.N), c(g.N) {}
+  bool valid(const LtGemm& g) const {
+    return uint64_t(g.lda) >= a && uint64_t(g.ldb) >= b && uint64_t(g.ldc) >= c;
+  }
+};
+
+struct Problem {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  Problem(const LtGemm& g, int64_t M, int64_t K) {
+    const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LINATTN_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LINATTN_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof(tb)));
+    LINATTN_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof(ta)));
+    // cuBLAS's "A" is our b: [N x K] column-major view when not transposed (rows N of ld ldb).
+    const uint64_t b_rows = g.trans_b ? K : g.N, b_cols = g.trans_b ? g.N : K;
+    const uint64_t a_rows = g.trans_a ? M : K, a_cols = g.trans_a ? K : M;
+    LINATTN_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&b, g.ab, b_rows, b_cols, g.ldb));
+    LINATTN_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&a, g.ab, a_rows, a_cols, g.lda));
+    LINATTN_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&c, g.ct, g.N, M, g.ldc));
+  }
+  ~Problem() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+  Problem(const Problem&) = delete;
+  Problem& operator=(const Problem&) = delete;
+};
+
+// The heuristic's first choice for (M, K) within the workspace; false when it has none.
+bool heuristic(cublasLtHandle_t lt, const LtGemm& g, int64_t M, int64_t K, cublasLtMatmulAlgo_t& algo) {
+  Problem pr(g, M, K);
+  cublasLtMatmulPreference_t pref = nullptr;
+  LINATTN_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = g.workspace_bytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, pr.op, pr.b, pr.a, pr.c, pr.c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS) return false;
+  algo = res.algo;
+  return true;
+}
+
+}  // namespace
+
+bool gemm_lt(cublasLtHandle_t lt, const LtGemm& g) {
+  const int align = std::min({alignment_bits(g.a), alignment_bits(g.b), alignment_bits(g.c)});
+  const ClassKey key{static_cast<int>(g.ab), static_cast<int>(g.ct), g.trans_a, g.trans_b, g.N, g.lda, g.ldb, g.ldc,
+                     align, bucket_of(g.M), bucket_of(g.K)};
+  const std::pair<int64_t, int64_t> mk{g.M, g.K};
+  cublasLtMatmulAlgo_t algo{};
+  bool have = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_plans.find({lt, key});
+    if (it == g_plans.end()) {
+      // Asked for the buckets' big end (an algorithm for it serves the smaller sizes), unless
+      // the leading dimensions cannot hold those sizes: then for this problem's own.
+      Plan p;
+      int64_t M = std::max(g.M, bucket_of(g.M)), K = std::max(g.K, bucket_of(g.K));
+      if (!Rows(g, M, K).valid(g)) M = g.M, K = g.K;
+      if (!heuristic(lt, g, M, K, p.algo) && !(M != g.M || K != g.K ? heuristic(lt, g, g.M, g.K, p.algo) : false))
+        return false;
+      it = g_plans.emplace(std::make_pair(lt, key), std::move(p)).first;
+    }
+    Plan& p = it->second;
+    auto ck = p.checked.find(mk);
+    if (ck == p.checked.end()) {
+      Problem pr(g, g.M, g.K);
+      cublasLtMatmulHeuristicResult_t res{};
+      const bool ok = cublasLtMatmulAlgoCheck(lt, pr.op, pr.b, pr.a, pr.c, pr.c, &p.algo, &res) == CUBLAS_STATUS_SUCCESS &&
+                      res.workspaceSize <= g.workspace_bytes;
+      ck = p.checked.emplace(mk, ok).first;
+    }
+    if (ck->second) {
+      algo = p.algo;
+      have = true;
+    }
+  }
+  if (!have && !heuristic(lt, g, g.M, g.K, algo)) return false;
+  Problem pr(g, g.M, g.K);
+  const float alpha = g.alpha, beta = g.beta;
+  LINATTN_CUBLASLT_CHECK(cublasLtMatmul(lt, pr.op, &alpha, g.b, pr.b, g.a, pr.a, &beta, g.c, pr.c, g.c, pr.c, &algo,
+                                        g.workspace, g.workspace_bytes, g.stream));
+  return true;
+}
+
+}  // namespace linattn::cuda::dense
