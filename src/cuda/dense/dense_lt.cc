@@ -53,7 +53,6 @@ int alignment_bits(const void* p) {
   return (v % 16 == 0) ? 16 : (v % 8 == 0) ? 8 : (v % 4 == 0) ? 4 : 2;
 }
 
-// Descriptors of one problem (column-major view): C^T [N x M] = op(B)^T [N x K] op(A)^T [K x M].
 // Rows of each operand's column-major layout; valid() = every leading dimension covers its rows.
 struct Rows {
   uint64_t a, b, c;
@@ -64,6 +63,7 @@ struct Rows {
   }
 };
 
+// Descriptors of one problem (column-major view): C^T [N x M] = op(B)^T [N x K] op(A)^T [K x M].
 struct Problem {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -96,6 +96,11 @@ bool heuristic(cublasLtHandle_t lt, const LtGemm& g, int64_t M, int64_t K, cubla
   LINATTN_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = g.workspace_bytes;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  // Split-K reductions only through the workspace, never in place in C: fixed order, so a call
+  // repeats bitwise (graph replay == eager fixed-capacity).
+  const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                           CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, pr.op, pr.b, pr.a, pr.c, pr.c, pref, 1, &res, &found);
@@ -121,9 +126,14 @@ bool gemm_lt(cublasLtHandle_t lt, const LtGemm& g) {
       // Asked for the buckets' big end (an algorithm for it serves the smaller sizes), unless
       // the leading dimensions cannot hold those sizes: then for this problem's own.
       Plan p;
-      int64_t M = std::max(g.M, bucket_of(g.M)), K = std::max(g.K, bucket_of(g.K));
-      if (!Rows(g, M, K).valid(g)) M = g.M, K = g.K;
-      if (!heuristic(lt, g, M, K, p.algo) && !(M != g.M || K != g.K ? heuristic(lt, g, g.M, g.K, p.algo) : false))
+      const int64_t Mb = std::max(g.M, bucket_of(g.M)), Kb = std::max(g.K, bucket_of(g.K));
+      int64_t M = g.M, K = g.K;
+      for (const auto& [m, k] : {std::pair{Mb, Kb}, std::pair{Mb, g.K}, std::pair{g.M, Kb}})
+        if (Rows(g, m, k).valid(g)) {
+          M = m, K = k;
+          break;
+        }
+      if (!heuristic(lt, g, M, K, p.algo) && !((M != g.M || K != g.K) && heuristic(lt, g, g.M, g.K, p.algo)))
         return false;
       it = g_plans.emplace(std::make_pair(lt, key), std::move(p)).first;
     }
