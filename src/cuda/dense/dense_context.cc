@@ -28,13 +28,6 @@ namespace {
 
 constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
-#define LINATTN_CUBLAS_CHECK(call)                                                                     \
-  do {                                                                                                 \
-    const cublasStatus_t st_ = (call);                                                                 \
-    LINATTN_CHECK_CODE(st_ == CUBLAS_STATUS_SUCCESS, ::linattn::ErrorCode::kBackend,                   \
-                       ::linattn::FailureCategory::kNone, #call, ": ", cublasGetStatusString(st_));    \
-  } while (0)
-
 struct DenseContext {
   cublasHandle_t handle = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -135,11 +128,7 @@ void gemm(int device, void* stream, const GemmArgs& g) {
   DenseContext& c = context(device, stream);
   DeviceScope scope(device);
   if (g.K > 0 && !gemmex_only()) {
-    dense::LtGemm l;
-    l.trans_a = g.trans_a, l.trans_b = g.trans_b, l.M = g.M, l.N = g.N, l.K = g.K, l.alpha = g.alpha, l.beta = g.beta;
-    l.a = g.a, l.b = g.b, l.c = g.c, l.lda = g.lda, l.ldb = g.ldb, l.ldc = g.ldc, l.ab = ab, l.ct = ct;
-    l.workspace = c.workspace, l.workspace_bytes = kCublasWorkspace, l.stream = static_cast<cudaStream_t>(stream);
-    if (dense::gemm_lt(c.lt, l)) return;
+    if (dense::gemm_lt(c.lt, g, {ab, ct, c.workspace, kCublasWorkspace, static_cast<cudaStream_t>(stream)})) return;
   }
   LINATTN_CUBLAS_CHECK(cublasSetStream(c.handle, static_cast<cudaStream_t>(stream)));
   // cublasSetStream resets the workspace to cuBLAS's own pool: set ours again.

@@ -18,18 +18,10 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/check.h"
 #include "cuda/dense/dense_lt.h"
 
 namespace linattn::cuda::dense {
 namespace {
-
-#define LINATTN_CUBLASLT_CHECK(call)                                                                   \
-  do {                                                                                                 \
-    const cublasStatus_t st_ = (call);                                                                 \
-    LINATTN_CHECK_CODE(st_ == CUBLAS_STATUS_SUCCESS, ::linattn::ErrorCode::kBackend,                   \
-                       ::linattn::FailureCategory::kNone, #call, ": ", cublasGetStatusString(st_));    \
-  } while (0)
 
 // One GEMM class: dtypes, transposes, N, lda, ldb, ldc, alignment, bucket of M, bucket of K.
 using ClassKey = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int64_t, int, int64_t, int64_t>;
@@ -56,9 +48,9 @@ int alignment_bits(const void* p) {
 // Rows of each operand's column-major layout; valid() = every leading dimension covers its rows.
 struct Rows {
   uint64_t a, b, c;
-  Rows(const LtGemm& g, int64_t M, int64_t K)
+  Rows(const GemmArgs& g, int64_t M, int64_t K)
       : a(g.trans_a ? M : K), b(g.trans_b ? K : g.N), c(g.N) {}
-  bool valid(const LtGemm& g) const {
+  bool valid(const GemmArgs& g) const {
     return uint64_t(g.lda) >= a && uint64_t(g.ldb) >= b && uint64_t(g.ldc) >= c;
   }
 };
@@ -67,17 +59,17 @@ struct Rows {
 struct Problem {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  Problem(const LtGemm& g, int64_t M, int64_t K) {
+  Problem(const GemmArgs& g, const LtTarget& t, int64_t M, int64_t K) {
     const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LINATTN_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LINATTN_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof(tb)));
-    LINATTN_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof(ta)));
+    LINATTN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LINATTN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof(tb)));
+    LINATTN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof(ta)));
     // cuBLAS's "A" is our b: [N x K] column-major view when not transposed (rows N of ld ldb).
     const uint64_t b_rows = g.trans_b ? K : g.N, b_cols = g.trans_b ? g.N : K;
     const uint64_t a_rows = g.trans_a ? M : K, a_cols = g.trans_a ? K : M;
-    LINATTN_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&b, g.ab, b_rows, b_cols, g.ldb));
-    LINATTN_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&a, g.ab, a_rows, a_cols, g.lda));
-    LINATTN_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&c, g.ct, g.N, M, g.ldc));
+    LINATTN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, t.ab, b_rows, b_cols, g.ldb));
+    LINATTN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, t.ab, a_rows, a_cols, g.lda));
+    LINATTN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, t.ct, g.N, M, g.ldc));
   }
   ~Problem() {
     if (c) cublasLtMatrixLayoutDestroy(c);
@@ -90,11 +82,12 @@ struct Problem {
 };
 
 // The heuristic's first choice for (M, K) within the workspace; false when it has none.
-bool heuristic(cublasLtHandle_t lt, const LtGemm& g, int64_t M, int64_t K, cublasLtMatmulAlgo_t& algo) {
-  Problem pr(g, M, K);
+bool heuristic(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t, int64_t M, int64_t K,
+               cublasLtMatmulAlgo_t& algo) {
+  Problem pr(g, t, M, K);
   cublasLtMatmulPreference_t pref = nullptr;
-  LINATTN_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = g.workspace_bytes;
+  LINATTN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = t.workspace_bytes;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   // Split-K reductions only through the workspace, never in place in C: fixed order, so a call
   // repeats bitwise (graph replay == eager fixed-capacity).
@@ -112,9 +105,9 @@ bool heuristic(cublasLtHandle_t lt, const LtGemm& g, int64_t M, int64_t K, cubla
 
 }  // namespace
 
-bool gemm_lt(cublasLtHandle_t lt, const LtGemm& g) {
+bool gemm_lt(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t) {
   const int align = std::min({alignment_bits(g.a), alignment_bits(g.b), alignment_bits(g.c)});
-  const ClassKey key{static_cast<int>(g.ab), static_cast<int>(g.ct), g.trans_a, g.trans_b, g.N, g.lda, g.ldb, g.ldc,
+  const ClassKey key{static_cast<int>(t.ab), static_cast<int>(t.ct), g.trans_a, g.trans_b, g.N, g.lda, g.ldb, g.ldc,
                      align, bucket_of(g.M), bucket_of(g.K)};
   const std::pair<int64_t, int64_t> mk{g.M, g.K};
   cublasLtMatmulAlgo_t algo{};
@@ -133,17 +126,17 @@ bool gemm_lt(cublasLtHandle_t lt, const LtGemm& g) {
           M = m, K = k;
           break;
         }
-      if (!heuristic(lt, g, M, K, p.algo) && !((M != g.M || K != g.K) && heuristic(lt, g, g.M, g.K, p.algo)))
+      if (!heuristic(lt, g, t, M, K, p.algo) && !((M != g.M || K != g.K) && heuristic(lt, g, t, g.M, g.K, p.algo)))
         return false;
       it = g_plans.emplace(std::make_pair(lt, key), std::move(p)).first;
     }
     Plan& p = it->second;
     auto ck = p.checked.find(mk);
     if (ck == p.checked.end()) {
-      Problem pr(g, g.M, g.K);
+      Problem pr(g, t, g.M, g.K);
       cublasLtMatmulHeuristicResult_t res{};
       const bool ok = cublasLtMatmulAlgoCheck(lt, pr.op, pr.b, pr.a, pr.c, pr.c, &p.algo, &res) == CUBLAS_STATUS_SUCCESS &&
-                      res.workspaceSize <= g.workspace_bytes;
+                      res.workspaceSize <= t.workspace_bytes;
       ck = p.checked.emplace(mk, ok).first;
     }
     if (ck->second) {
@@ -151,11 +144,11 @@ bool gemm_lt(cublasLtHandle_t lt, const LtGemm& g) {
       have = true;
     }
   }
-  if (!have && !heuristic(lt, g, g.M, g.K, algo)) return false;
-  Problem pr(g, g.M, g.K);
+  if (!have && !heuristic(lt, g, t, g.M, g.K, algo)) return false;
+  Problem pr(g, t, g.M, g.K);
   const float alpha = g.alpha, beta = g.beta;
-  LINATTN_CUBLASLT_CHECK(cublasLtMatmul(lt, pr.op, &alpha, g.b, pr.b, g.a, pr.a, &beta, g.c, pr.c, g.c, pr.c, &algo,
-                                        g.workspace, g.workspace_bytes, g.stream));
+  LINATTN_CUBLAS_CHECK(cublasLtMatmul(lt, pr.op, &alpha, g.b, pr.b, g.a, pr.a, &beta, g.c, pr.c, g.c, pr.c, &algo,
+                                        t.workspace, t.workspace_bytes, t.stream));
   return true;
 }
 
