@@ -47,10 +47,19 @@ LINATTN_SIMD_INLINE vf load(const bf16_t* p) {
   std::memcpy(&v, &u, sizeof v);
   return v;
 }
+// fp16 <-> fp32 by vcvtph2ps / vcvtps2ph where AVX-512 has them: GCC 12 lowers the _Float16
+// vector conversion to per-element library calls without AVX512-FP16 (fp16 forward 6144 x 4096
+// took 27 ms per thread, bf16 7.5).
 LINATTN_SIMD_INLINE vf load(const fp16_t* p) {
+#if defined(__AVX512F__)
+  __m256i h;
+  std::memcpy(&h, p, sizeof h);
+  return reinterpret_cast<vf>(_mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF), h));
+#else
   vhf h;
   std::memcpy(&h, p, sizeof h);
   return __builtin_convertvector(h, vf);
+#endif
 }
 
 LINATTN_SIMD_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
@@ -70,8 +79,15 @@ LINATTN_SIMD_INLINE void store(bf16_t* p, vf v) {
 #endif
 }
 LINATTN_SIMD_INLINE void store(fp16_t* p, vf v) {
+#if defined(__AVX512F__)
+  // round to nearest even, like the conversion below; NaN stays NaN, overflow gives inf
+  const __m256i h = _mm512_maskz_cvtps_ph(static_cast<__mmask16>(0xFFFF), reinterpret_cast<__m512>(v),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  std::memcpy(p, &h, sizeof h);
+#else
   const vhf h = __builtin_convertvector(v, vhf);
   std::memcpy(p, &h, sizeof h);
+#endif
 }
 
 // The first n (< kLanes) elements; the rest of the vector is 0 / not written.
