@@ -47,10 +47,19 @@ LINATTN_SIMD_INLINE vf load(const bf16_t* p) {
   std::memcpy(&v, &u, sizeof v);
   return v;
 }
+// fp16 <-> fp32 by vcvtph2ps / vcvtps2ph where AVX-512 has them: GCC 12 lowers the _Float16
+// vector conversion to per-element library calls without AVX512-FP16 (fp16 forward 6144 x 4096
+// took 27 ms per thread, bf16 7.5).
 LINATTN_SIMD_INLINE vf load(const fp16_t* p) {
+#if defined(__AVX512F__)
+  __m256i h;
+  std::memcpy(&h, p, sizeof h);
+  return reinterpret_cast<vf>(_mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF), h));
+#else
   vhf h;
   std::memcpy(&h, p, sizeof h);
   return __builtin_convertvector(h, vf);
+#endif
 }
 
 LINATTN_SIMD_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
@@ -70,8 +79,15 @@ LINATTN_SIMD_INLINE void store(bf16_t* p, vf v) {
 #endif
 }
 LINATTN_SIMD_INLINE void store(fp16_t* p, vf v) {
+#if defined(__AVX512F__)
+  // round to nearest even, like the conversion below; NaN stays NaN, overflow gives inf
+  const __m256i h = _mm512_maskz_cvtps_ph(static_cast<__mmask16>(0xFFFF), reinterpret_cast<__m512>(v),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  std::memcpy(p, &h, sizeof h);
+#else
   const vhf h = __builtin_convertvector(v, vhf);
   std::memcpy(p, &h, sizeof h);
+#endif
 }
 
 // The first n (< kLanes) elements; the rest of the vector is 0 / not written.
@@ -190,6 +206,32 @@ LINATTN_SIMD_INLINE vf sigmoid(vf z) {
 LINATTN_SIMD_INLINE vf sigmoid(vf z) { return reciprocal(1.0f + exp(-z)); }
 #endif
 LINATTN_SIMD_INLINE vf silu(vf z) { return z * sigmoid(z); }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// silu for 16-bit outputs (whose final rounding is 2^-9 (bf16) / 2^-12 (fp16) relative): the same
+// 2^y split with a degree-3 2^f polynomial (minimax relative fit on [-0.5, 0.5]: 1.0e-4) and the
+// bare 14-bit reciprocal estimate (6.1e-5): relative error <= 1.7e-4 in all, 10 vector ops instead
+// of 16. No clamps: vreduceps(+-inf) = 0, vscalefps saturates to 0 / inf and rcp14(inf) = 0 (there
+// is no Newton step to turn inf * 0 into NaN), so z = +inf gives +inf, z << 0 gives -0, z = -inf
+// gives NaN (as z / (1 + e^-z) does in fp64) and NaN propagates. Forward of 16-bit outputs only.
+LINATTN_SIMD_INLINE vf silu_fast(vf z) {
+  const __mmask16 all = 0xFFFF;
+  const vf y = z * -1.44269504088896341f;
+  const vf f = reinterpret_cast<vf>(
+      _mm512_maskz_reduce_ps(all, reinterpret_cast<__m512>(y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const vf n = y - f;
+  vf p = splat(5.500858e-02f);
+  p = p * f + 2.4221037e-01f;
+  p = p * f + 6.932829e-01f;
+  p = p * f + 1.0f;
+  const vf e = reinterpret_cast<vf>(
+      _mm512_maskz_scalef_ps(all, reinterpret_cast<__m512>(p), reinterpret_cast<__m512>(n)));
+  const vf r = reinterpret_cast<vf>(_mm512_maskz_rcp14_ps(all, reinterpret_cast<__m512>(1.0f + e)));
+  return z * r;
+}
+#else
+LINATTN_SIMD_INLINE vf silu_fast(vf z) { return silu(z); }
+#endif
 // d silu(z) / dz = s (1 + z (1 - s)), s = sigmoid(z).
 LINATTN_SIMD_INLINE vf silu_grad(vf z) {
   const vf s = sigmoid(z);

@@ -1,0 +1,140 @@
+// bf16 conv forward taps by AVX512-BF16 vdpbf16ps: for W in {2, 4} and rows whose taps all lie
+// inside the sequence, each 32-channel group of a row is one 64-byte load per tap row;
+// vpunpck{l,h}wd pairs rows (t - W + 1 + 2k, t - W + 2 + 2k) channel by channel and one vdpbf16ps
+// per pair adds both taps (products of bf16 are exact in fp32; bias is the accumulator's start).
+// Weights that are bf16-exact take one vdpbf16ps per pair; other fp32 weights are split into
+// w = hi + lo + e with hi = bf16(w), lo = bf16(w - hi) (|e| <= 2^-18 |w|, far under the bf16
+// output's 2^-9 rounding) and take two. The unpacks work inside 128-bit lanes, so the two fp32 accumulators hold
+// the group's channels permuted (lo: 8L + 0..3, hi: 8L + 4..7 for lane L); weights and bias are
+// staged in that order and one vpermq after vcvtne2ps2bf16 restores it. vdpbf16ps treats bf16
+// denormal inputs as 0 and flushes a denormal sum (sizes below 1e-38, far under the bf16 output's
+// rounding for O(1) data). No residual (callers take the generic path). Channels past the last
+// full group of 32 and the first W - 1 rows of a sequence go through the generic path too.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/conv_cpu_common.h"
+
+namespace linattn::cpu::conv {
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+inline constexpr bool kHaveBf16Dot = true;
+
+struct DotStage {
+  // [pair k][permuted channel]: bf16(w[c][2k]) | bf16(w[c][2k + 1]) << 16; pairs 2, 3: the lo parts
+  alignas(64) uint32_t w[4][kMaxBlock];
+  alignas(64) float bias[kMaxBlock];     // [permuted channel]
+
+  // Block channel of position q (0..31) of a 32-channel group in the permuted order.
+  static int channel_of(int q) {
+    const int half = q / 16, lane = q % 16;
+    return 8 * (lane / 4) + 4 * half + lane % 4;
+  }
+  bool split = false;  // whether some weight is not bf16-exact (the lo pairs are in use)
+
+  static uint32_t bits_of(float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  }
+  // bf16 bits of v rounded to nearest even (finite v).
+  static uint32_t bf16_of(float v) {
+    const uint32_t b = bits_of(v);
+    return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+  }
+  // Stages the block from the fp32 staging sg (W in {2, 4}); returns the number of channels the
+  // dot path takes (a multiple of 32; 0 when a weight is not finite).
+  int load(const Stage& sg, int W, int nc) {
+    const int n32 = nc / 32 * 32;
+    split = false;
+    for (int i = 0; i < W; ++i)
+      for (int c = 0; c < n32; ++c) {
+        const uint32_t b = bits_of(sg.w[i][c]);
+        if ((b & 0x7f800000u) == 0x7f800000u) return 0;
+        split = split || (b & 0xFFFFu) != 0;
+      }
+    for (int g = 0; g < n32; g += 32)
+      for (int q = 0; q < 32; ++q) {
+        const int c = g + channel_of(q);
+        for (int k = 0; k < W / 2; ++k) {
+          const float a = sg.w[2 * k][c], b = sg.w[2 * k + 1][c];
+          const uint32_t ha = bf16_of(a), hb = bf16_of(b);
+          w[k][g + q] = ha | hb << 16;
+          if (split) {
+            float ra, rb;  // exact residuals w - hi
+            const uint32_t fa = ha << 16, fb = hb << 16;
+            std::memcpy(&ra, &fa, sizeof ra);
+            std::memcpy(&rb, &fb, sizeof rb);
+            w[2 + k][g + q] = bf16_of(a - ra) | bf16_of(b - rb) << 16;
+          }
+        }
+        bias[g + q] = sg.bias[c];
+      }
+    return n32;
+  }
+};
+
+// Channels [0, n32) of one output row from its kW tap rows (x rows t - kW + 1 .. t).
+template <int kW, bool kSilu, bool kSplit>
+void dot_row(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* y, bool nt,
+             const simd::bf16_t* pf) {
+  static_assert(kW == 2 || kW == 4);
+  // 64-bit group q <- {0,4,1,5,2,6,3,7}[q] (maskz form: the unmasked one reads an undefined register)
+  const __m512i order = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
+  nt = nt && reinterpret_cast<uintptr_t>(y) % 64 == 0;
+  const simd::bf16_t* tp[kW];  // local copies: stores through y could alias taps[]
+  for (int i = 0; i < kW; ++i) tp[i] = taps[i];
+  for (int j = 0; j < n32; j += 32) {
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(pf + j), _MM_HINT_T0);
+    __m512 lo = _mm512_load_ps(ds.bias + j), hi = _mm512_load_ps(ds.bias + j + 16);
+    // the lo-part products go to separate accumulators: shorter dependency chains
+    __m512 lo2 = _mm512_setzero_ps(), hi2 = _mm512_setzero_ps();
+    for (int k = 0; k < kW / 2; ++k) {
+      const __m512i a = _mm512_loadu_si512(tp[2 * k] + j), b = _mm512_loadu_si512(tp[2 * k + 1] + j);
+      const __m512i wl = _mm512_load_si512(ds.w[k] + j), wh = _mm512_load_si512(ds.w[k] + j + 16);
+      const __m512i pl = _mm512_unpacklo_epi16(a, b), ph = _mm512_unpackhi_epi16(a, b);
+      lo = _mm512_dpbf16_ps(lo, (__m512bh)pl, (__m512bh)wl);
+      hi = _mm512_dpbf16_ps(hi, (__m512bh)ph, (__m512bh)wh);
+      if constexpr (kSplit) {
+        const __m512i vl = _mm512_load_si512(ds.w[2 + k] + j), vh = _mm512_load_si512(ds.w[2 + k] + j + 16);
+        lo2 = _mm512_dpbf16_ps(lo2, (__m512bh)pl, (__m512bh)vl);
+        hi2 = _mm512_dpbf16_ps(hi2, (__m512bh)ph, (__m512bh)vh);
+      }
+    }
+    if constexpr (kSplit) lo = _mm512_add_ps(lo, lo2), hi = _mm512_add_ps(hi, hi2);
+    if constexpr (kSilu) {
+      lo = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(lo)));
+      hi = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(hi)));
+    }
+    const __m512i out = _mm512_maskz_permutexvar_epi64(0xFF, order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + j), out);
+    else _mm512_storeu_si512(y + j, out);
+  }
+}
+#else
+inline constexpr bool kHaveBf16Dot = false;
+struct DotStage {
+  bool split = false;
+  int load(const Stage&, int, int) { return 0; }
+};
+template <int kW, bool kSilu, bool kSplit>
+void dot_row(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, bool, const simd::bf16_t*) {}
+#endif
+
+// dot_row with the split chosen at run time.
+template <int kW, bool kSilu>
+void dot_row_any(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* y, bool nt,
+                 const simd::bf16_t* pf) {
+  if (ds.split) dot_row<kW, kSilu, true>(taps, ds, n32, y, nt, pf);
+  else dot_row<kW, kSilu, false>(taps, ds, n32, y, nt, pf);
+}
+
+// Whether the forward of element type E, width kW (0 = runtime W) and residual flag can use dot_row.
+template <class E, int kW, bool kRes>
+constexpr bool dot_applies() {
+  return kHaveBf16Dot && std::is_same_v<E, simd::bf16_t> && (kW == 2 || kW == 4) && !kRes;
+}
+
+}  // namespace linattn::cpu::conv
