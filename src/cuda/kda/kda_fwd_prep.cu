@@ -159,30 +159,10 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t r = blockIdx.x;
   const int j = blockIdx.y, h = j / (p.HV / p.H);
-  int64_t n, c;
-  if (chunk_indices) {
-    n = chunk_indices[2 * r];
-    c = chunk_indices[2 * r + 1];
-    if (n < 0) return;  // sentinel row: touch nothing
-  } else {
-    n = r / nts;
-    c = r % nts;
-  }
-  int64_t bos, eos;
-  seq_bounds(p, n, bos, eos);
-  const int64_t t0 = bos + c * BT;
-  const int len = static_cast<int>(min(int64_t(BT), eos - t0));
-  if (len <= 0) return;
-
-  const T* qsrc = static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
-  const T* ksrc = static_cast<const T*>(p.k) + (t0 * p.H + h) * kK;
-  for (int idx = tid; idx < BT * (kK / 8); idx += kThreads) {
-    const int row = idx / (kK / 8), ch = idx % (kK / 8);
-    const bool valid = row < len;
-    const int off = valid ? row * p.H * kK + ch * 8 : 0;
-    cp_async16(&s.q[row][ch * 8], qsrc + off, valid);
-    cp_async16(&s.k[row][ch * 8], ksrc + off, valid);
-  }
+  int64_t t0;
+  int len;
+  if (!prep_chunk(p, chunk_indices, nts, r, BT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
+  load_qk_rows<kThreads, BT>(p, t0, h, len, s.q, s.k, tid);
   cp_async_commit();
 
   // Per-channel cumsum while the copies fly: thread (quarter, channel) scans rows [qr RQ, +RQ);
