@@ -1,15 +1,16 @@
-// bf16 conv forward taps by AVX512-BF16 vdpbf16ps: for W in {2, 4} and rows whose taps all lie
-// inside the sequence, each 32-channel group of a row is one 64-byte load per tap row;
-// vpunpck{l,h}wd pairs rows (t - W + 1 + 2k, t - W + 2 + 2k) channel by channel and one vdpbf16ps
-// per pair adds both taps (products of bf16 are exact in fp32; bias is the accumulator's start).
-// Weights that are bf16-exact take one vdpbf16ps per pair; other fp32 weights are split into
-// w = hi + lo + e with hi = bf16(w), lo = bf16(w - hi) (|e| <= 2^-18 |w|, far under the bf16
-// output's 2^-9 rounding) and take two. The unpacks work inside 128-bit lanes, so the two fp32 accumulators hold
-// the group's channels permuted (lo: 8L + 0..3, hi: 8L + 4..7 for lane L); weights and bias are
-// staged in that order and one vpermq after vcvtne2ps2bf16 restores it. vdpbf16ps treats bf16
-// denormal inputs as 0 and flushes a denormal sum (sizes below 1e-38, far under the bf16 output's
-// rounding for O(1) data). No residual (callers take the generic path). Channels past the last
-// full group of 32 and the first W - 1 rows of a sequence go through the generic path too.
+// bf16 conv forward for W in {2, 4}, rows whose taps all lie inside the sequence, no residual,
+// 32-channel groups (64-byte loads per tap row). vpunpck{l,h}wd work inside 128-bit lanes, so
+// results are in a permuted channel order (lo: 8L + 0..3, hi: 8L + 4..7 for lane L); weights and
+// bias are staged in that order and one vpermq after vcvtne2ps2bf16 restores it.
+// fma_row2 (two output rows, the common case): each x row widened once by an unpack with zero
+// (bf16 bits to the high half = its fp32 value), fp32 FMAs with the fp32 weights.
+// dot_row (single rows): unpacks pair rows (t - W + 1 + 2k, t - W + 2 + 2k) and one vdpbf16ps per
+// pair adds both taps (bf16 products are exact in fp32; bias is the accumulator's start);
+// bf16-exact weights take one vdpbf16ps per pair, others are split into w = hi + lo + e with
+// hi = bf16(w), lo = bf16(w - hi) (|e| <= 2^-18 |w|, far under the bf16 output's 2^-9 rounding)
+// and take two. vdpbf16ps treats bf16 denormal inputs as 0 and flushes a denormal sum (below
+// 1e-38, far under the output's rounding for O(1) data). Channels past the last full group of 32
+// and the first W - 1 rows of a sequence go through the generic path.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -26,6 +27,7 @@ struct DotStage {
   // [pair k][permuted channel]: bf16(w[c][2k]) | bf16(w[c][2k + 1]) << 16; pairs 2, 3: the lo parts
   alignas(64) uint32_t w[4][kMaxBlock];
   alignas(64) float bias[kMaxBlock];     // [permuted channel]
+  alignas(64) float wf[kConvMaxW][kMaxBlock];  // fp32 weights [tap][permuted channel] (fma_row2)
 
   // Block channel of position q (0..31) of a 32-channel group in the permuted order.
   static int channel_of(int q) {
@@ -71,6 +73,7 @@ struct DotStage {
           }
         }
         bias[g + q] = sg.bias[c];
+        for (int i = 0; i < W; ++i) wf[i][g + q] = sg.w[i][c];
       }
     return n32;
   }
@@ -113,6 +116,53 @@ void dot_row(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd:
     else _mm512_storeu_si512(y + j, out);
   }
 }
+// Two consecutive output rows (channels [0, n32)) from the kW + 1 x rows t - kW + 1 .. t + 1,
+// fp32 weights: each x row is widened once by an in-lane vpunpck{l,h}wd with zero (bf16 bits to
+// the high half = its fp32 value, in the dot path's permuted order) and serves both rows' FMAs.
+// Per 16 outputs ~2.5 unpacks + 4 FMAs; measured faster than dot_row on this Zen 4-class VM for
+// bf16-exact weights too (process CPU 8.9-9.3 vs 10.0-10.4 ms at 6144 x 4096: vdpbf16ps costs
+// more than an FMA and dot_row cannot share a pair between two output rows), so the two-row step
+// always takes it; dot_row serves the single rows.
+template <int kW, bool kSilu>
+void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* y0, simd::bf16_t* y1,
+              bool nt0, bool nt1, const simd::bf16_t* pf0, const simd::bf16_t* pf1) {
+  static_assert(kW == 2 || kW == 4);
+  const __m512i order = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
+  const __m512i zero = _mm512_setzero_si512();
+  nt0 = nt0 && reinterpret_cast<uintptr_t>(y0) % 64 == 0;
+  nt1 = nt1 && reinterpret_cast<uintptr_t>(y1) % 64 == 0;
+  const simd::bf16_t* tp[kW + 1];  // local copies: stores through y could alias taps[]
+  for (int i = 0; i <= kW; ++i) tp[i] = taps[i];
+  const auto put = [&](simd::bf16_t* y, int j, __m512 lo, __m512 hi, bool nt) {
+    if constexpr (kSilu) {
+      lo = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(lo)));
+      hi = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(hi)));
+    }
+    const __m512i out = _mm512_maskz_permutexvar_epi64(0xFF, order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + j), out);
+    else _mm512_storeu_si512(y + j, out);
+  };
+  for (int j = 0; j < n32; j += 32) {
+    if (pf0) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf0 + j), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf1 + j), _MM_HINT_T0);
+    }
+    const __m512 blo = _mm512_load_ps(ds.bias + j), bhi = _mm512_load_ps(ds.bias + j + 16);
+    __m512 lo0 = blo, hi0 = bhi, lo1 = blo, hi1 = bhi;
+    __m512i a = _mm512_loadu_si512(tp[0] + j);
+    __m512 plo = (__m512)_mm512_unpacklo_epi16(zero, a), phi = (__m512)_mm512_unpackhi_epi16(zero, a);
+    for (int i = 0; i < kW; ++i) {
+      a = _mm512_loadu_si512(tp[i + 1] + j);
+      const __m512 nlo = (__m512)_mm512_unpacklo_epi16(zero, a), nhi = (__m512)_mm512_unpackhi_epi16(zero, a);
+      const __m512 wlo = _mm512_load_ps(ds.wf[i] + j), whi = _mm512_load_ps(ds.wf[i] + j + 16);
+      lo0 = _mm512_fmadd_ps(wlo, plo, lo0), hi0 = _mm512_fmadd_ps(whi, phi, hi0);
+      lo1 = _mm512_fmadd_ps(wlo, nlo, lo1), hi1 = _mm512_fmadd_ps(whi, nhi, hi1);
+      plo = nlo, phi = nhi;
+    }
+    put(y0, j, lo0, hi0, nt0);
+    put(y1, j, lo1, hi1, nt1);
+  }
+}
 #else
 inline constexpr bool kHaveBf16Dot = false;
 struct DotStage {
@@ -121,6 +171,9 @@ struct DotStage {
 };
 template <int kW, bool kSilu, bool kSplit>
 void dot_row(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, bool, const simd::bf16_t*) {}
+template <int kW, bool kSilu>
+void fma_row2(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, simd::bf16_t*, bool, bool,
+              const simd::bf16_t*, const simd::bf16_t*) {}
 #endif
 
 // dot_row with the split chosen at run time.

@@ -5,8 +5,8 @@
 // time inside a sequence: the W + 1 tap rows and W weight vectors loaded once for both, x rows
 // kPrefetchRows ahead prefetched) and each row is computed for every 16-channel vector of the
 // block; the W taps are the previous rows of x, still in L1. bf16 x with W 2 / 4 and no residual
-// takes the vdpbf16ps path (conv_fwd_bf16dp.h) for its 32-channel groups; 16-bit outputs without
-// residual take silu_fast. The first W - 1 rows of a sequence take their older taps from
+// takes conv_fwd_bf16dp.h for its 32-channel groups (fma_row2 in the two-row step, the vdpbf16ps
+// dot_row for single rows); 16-bit outputs without residual take silu_fast. The first W - 1 rows of a sequence take their older taps from
 // initial_state slots (staged in fp32). W in {2, 3, 4} is compiled with constant W; other W (up to
 // 8) take a runtime-W loop.
 #include <algorithm>
@@ -119,7 +119,7 @@ void fwd_item(const ConvParams& p, Stage& sg, const DotStage& ds, int j0, int64_
         const E* pf0 = u + 1 + kPrefetchRows < b ? x.at(u + kPrefetchRows - r2t) + c0 : nullptr;
         const E* pf1 = pf0 ? x.at(u + 1 + kPrefetchRows - r2t) + c0 : nullptr;
         if constexpr (kDot) {
-          if (j0 > 0) dot_row_any<kW, kSilu>(x2, ds, j0, yr, nt, pf0), dot_row_any<kW, kSilu>(x2 + 1, ds, j0, yr1, nt1, pf1);
+          if (j0 > 0) fma_row2<kW, kSilu>(x2, ds, j0, yr, yr1, nt, nt1, pf0, pf1);
         }
         fwd_row2<E, kW, kSilu, kRes>(x2, W, sg, rr, kRes ? res.at(u + 1 - r2t) + c0 : nullptr, yr, yr1, j0, nc, nt,
                                      nt1, pf0, pf1);

@@ -1,6 +1,7 @@
 // The CPU forward's 16-bit paths (perf-notes "CPU forward v3"): silu_fast (16-bit outputs) against
-// fp64 over a wide range and at special values; the bf16 vdpbf16ps path (W 2 / 4, bf16-exact
-// weights: one product per tap; fp32 / fp16 weights: hi + lo split) against the fp64 reference,
+// fp64 over a wide range and at special values; the bf16 paths of conv_fwd_bf16dp.h (W 2 / 4:
+// fma_row2 for row pairs, the vdpbf16ps dot_row for single rows with bf16-exact weights (one
+// product per tap) or fp32 / fp16 weights (hi + lo split)) against the fp64 reference,
 // with channel counts that leave 16- and non-16 tails after the 32-channel groups, several
 // blocks, awkward lengths, initial state, bias on / off, silu on / off, streaming stores on / off;
 // the cases the path leaves to the generic code (W 3, residual) next to them.
