@@ -50,11 +50,16 @@ __device__ __forceinline__ float warp_suffix_sum(float v, int lane) {
 }
 
 // Warp 0: dgam, dbeta, the reverse cumsum into dg, the gate / beta chains and the gate partials
-// of value head j (rows of the chunk; red holds the quad-reduced row-dot partials).
-// Sm: any shared-memory struct with the members red, redc, wred, gam, rq, rk, beta of ChunkSmem.
-template <int BT, int NW, class Sm>
-__device__ __forceinline__ void finish_rows(Sm& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r, int64_t t0,
-                                            int len, int j, int lane) {
+// of value head j (rows of the chunk; s.red / s.redc / s.wred hold the row-dot partials, s.rq / s.rk
+// the row norms).
+// gam / beta: the head's row scalars; draws(i, t) -> RowDraws of valid row i (token t).
+struct RowDraws {
+  float gate, dA, beta;  // GateDeriv::draw, GateDeriv::dA, gdn_beta_draw (when dbeta is requested)
+};
+template <int BT, int NW, class Sm, class Draws>
+__device__ __forceinline__ void finish_rows_core(Sm& s, const float* gam, const float* beta, Draws draws,
+                                                 const GdnBwdParams& p, const GdnBwdWs& w, int64_t r, int64_t t0,
+                                                 int len, int j, int lane) {
   constexpr int NH = BT / 32;
   const GdnFwdParams& f = p.f;
   float sdS = 0.f;
@@ -66,7 +71,7 @@ __device__ __forceinline__ void finish_rows(Sm& s, const GdnBwdParams& p, const 
     float a[6];
 #pragma unroll
     for (int q = 0; q < 6; ++q) a[q] = ((s.red[q][i][0] + s.red[q][i][1]) + s.red[q][i][2]) + s.red[q][i][3];
-    const float eg = exp2f(s.gam[i]), rq = s.rq[i], rk = s.rk[i], b = s.beta[i];
+    const float eg = exp2f(gam[i]), rq = s.rq[i], rk = s.rk[i], b = beta[i];
     const bool valid = i < len;
     float colM = 0.f;
 #pragma unroll
@@ -76,7 +81,7 @@ __device__ __forceinline__ void finish_rows(Sm& s, const GdnBwdParams& p, const 
     kdk += valid ? rk * a[2] : 0.f;
   }
   kdk = warp_sum(kdk);
-  const float last = exp2f(s.gam[len - 1]) * sdS + kdk;
+  const float last = exp2f(gam[len - 1]) * sdS + kdk;
 #pragma unroll
   for (int hh = 0; hh < NH; ++hh)
     if (lane + 32 * hh == len - 1) dgam[hh] += last;
@@ -93,14 +98,14 @@ __device__ __forceinline__ void finish_rows(Sm& s, const GdnBwdParams& p, const 
     const int i = lane + 32 * hh;
     if (i >= len) continue;
     const int64_t t = t0 + i;
-    const GateDeriv gd = gdn_gate_deriv(f, t, j);
-    const float dgo = dg[hh] * gd.draw;
+    const RowDraws rd = draws(i, t);
+    const float dgo = dg[hh] * rd.gate;
     if (f.gate_in_kernel) {
-      pA += dg[hh] * gd.dA;
+      pA += dg[hh] * rd.dA;
       pT += dgo;
     }
     if (p.dg.p) store_out(p.dg.p, p.dg.t, t * f.HV + j, dgo);
-    if (p.dbeta.p) store_out(p.dbeta.p, p.dbeta.t, t * f.HV + j, dbeta[hh] * gdn_beta_draw(f, t, j));
+    if (p.dbeta.p) store_out(p.dbeta.p, p.dbeta.t, t * f.HV + j, dbeta[hh] * rd.beta);
   }
   pA = warp_sum(pA);
   pT = warp_sum(pT);
@@ -108,6 +113,21 @@ __device__ __forceinline__ void finish_rows(Sm& s, const GdnBwdParams& p, const 
     w.part[(r * f.HV + j) * 2] = pA;
     w.part[(r * f.HV + j) * 2 + 1] = pT;
   }
+}
+
+// The row draws of valid row i of value head j (the gate input loads and exponentials).
+__device__ __forceinline__ RowDraws row_draws(const GdnBwdParams& p, int64_t t, int j) {
+  const GateDeriv gd = gdn_gate_deriv(p.f, t, j);
+  return {gd.draw, gd.dA, p.dbeta.p ? gdn_beta_draw(p.f, t, j) : 0.f};
+}
+
+// Sm: any shared-memory struct with the members red, redc, wred, gam, rq, rk, beta of ChunkSmem;
+// the row draws are computed here (warp 0, after the head's last barrier).
+template <int BT, int NW, class Sm>
+__device__ __forceinline__ void finish_rows(Sm& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r, int64_t t0,
+                                            int len, int j, int lane) {
+  finish_rows_core<BT, NW>(s, s.gam, s.beta, [&](int, int64_t t) { return row_draws(p, t, j); }, p, w, r, t0, len, j,
+                           lane);
 }
 
 }  // namespace gdn_bwd_chunk_detail

@@ -6,6 +6,9 @@
 // so each 64 x N product is K / 16 wgmma (m64nNk16) reading its shared operands once per
 // warpgroup instead of ldmatrix fragments per warp. Tiles are 128-byte swizzled (wgmma.cuh), every
 // operand orientation is a descriptor (K-major or MN-major), so no tile is stored twice.
+// V2 ("wg2", LINATTN_CUDA_GDN_BWD_CHUNK=wg2): the same products and reduction order with fewer
+// instructions (descriptors built once per product, per-thread swizzle offsets, hoisted cp.async
+// offsets) and warp 0's finish taken off the head-to-head chain (WgRows below).
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -43,9 +46,20 @@ struct WgSmem {
   float wred[kNW];
 };
 
-static_assert(sizeof(WgSmem<128>) + 1024 <= 227 * 1024, "one CTA per SM must fit");
+// wg2 only (placed after WgSmem): the row scalars of two value heads (parity jj & 1), written at
+// the head's start by warps 2-3 with the gate / beta draws of finish_rows precomputed, so warp 0's
+// finish has no global loads and the next head's start needs no barrier after it.
+struct WgRows {
+  float gam[2][kBT], beta[2][kBT], gate[2][kBT], dA[2][kBT], bdraw[2][kBT];
+};
 
-template <class T, int V>
+template <int V, bool V2>
+constexpr size_t wg_smem_bytes() {
+  return sizeof(WgSmem<V>) + (V2 ? sizeof(WgRows) : 0) + 1024;
+}
+static_assert(wg_smem_bytes<128, true>() <= 227 * 1024, "one CTA per SM must fit");
+
+template <class T, int V, bool V2>
 __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
                                              int64_t t0, int len, int j, int tid_) {
   // An opaque copy of tid: the per-thread tile offsets are recomputed here rather than hoisted
@@ -54,12 +68,20 @@ __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p
   asm volatile("mov.b32 %0, %1;" : "=r"(tid) : "r"(tid_));
   const GdnFwdParams& f = p.f;
   const int64_t soff = (r * f.HV + j) * int64_t(kK) * V;
-  load_sw<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-  load_sw<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
   const int64_t toff = (j * w.c.T_cap + t0) * V;
-  load_sw<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
-  load_sw<T, kBT, V, kNT>(s.dvh, static_cast<const T*>(w.dvh) + toff, V, len, tid);
-  load_sw<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
+  if constexpr (V2) {
+    load_sw2<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+    load_sw2<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+    load_sw2<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
+    load_sw2<T, kBT, V, kNT>(s.dvh, static_cast<const T*>(w.dvh) + toff, V, len, tid);
+    load_sw2<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
+  } else {
+    load_sw<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+    load_sw<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+    load_sw<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
+    load_sw<T, kBT, V, kNT>(s.dvh, static_cast<const T*>(w.dvh) + toff, V, len, tid);
+    load_sw<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
+  }
   load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
 }
 
@@ -71,7 +93,7 @@ __device__ __forceinline__ void scale_rows(float (&t)[NTW][4], const float (&f)[
     for (int e = 0; e < 4; ++e) t[nt][e] *= f[e >> 1];
 }
 
-template <class T, int V>
+template <class T, int V, bool V2>
 __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
@@ -95,38 +117,63 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   const int64_t t0 = bos + c * kBT;
   const int len = static_cast<int>(min(int64_t(kBT), eos - t0));
   if (len <= 0) return;
-  const int wm = warp & 3, wn = warp >> 2, r0 = 16 * wm + g;  // warpgroup wn, row group wm
+  // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
+  // descriptor arithmetic that depends on it in uniform registers)
+  const int wm = warp & 3, wn = V2 ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2, r0 = 16 * wm + g;
   const int ck = wn * 32, cv = wn * CV, cb = wn * 16;
+  // wg2: per-thread swizzled fragment offsets (frag_base) of the K-, V- and BT-column tiles
+  const uint32_t fbk = frag_base<kBT>(ck, wm, g, tq), fbv = frag_base<kBT>(cv, wm, g, tq),
+                 fbb = frag_base<kBT>(cb, wm, g, tq);
+  WgRows& rs = *reinterpret_cast<WgRows*>(&s + 1);  // wg2 only
 
   const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
-  load_sw<T, kBT, kK, kNT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
-  load_sw<T, kBT, kK, kNT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+  if constexpr (V2) {
+    load_sw2<T, kBT, kK, kNT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
+    load_sw2<T, kBT, kK, kNT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+  } else {
+    load_sw<T, kBT, kK, kNT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
+    load_sw<T, kBT, kK, kNT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+  }
   load_scalars_async<kBT>(s.rq, w.c.rq + h * w.c.T_cap + t0, len, tid);
   load_scalars_async<kBT>(s.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - kBT);
-  load_head_wg<T, V>(s, p, w, r, t0, len, h * G, tid);
+  load_head_wg<T, V, V2>(s, p, w, r, t0, len, h * G, tid);
   cp_async_commit();
 
   float dqA[NTK][4] = {}, dkA[NTK][4] = {};
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
-    if (tid < kBT) {
+    // this head's row scalars (wg2: buffer jj & 1, by warps 2-3, which do not run warp 0's
+    // finish of the previous head, plus the finish's gate / beta draws)
+    float* const gam = V2 ? rs.gam[jj & 1] : s.gam;
+    float* const beta = V2 ? rs.beta[jj & 1] : s.beta;
+    if (!V2 && tid < kBT) {
       const bool valid = tid < len;
       s.gam[tid] = valid ? w.c.gam[j * w.c.T_cap + t0 + tid] : 0.f;
       s.beta[tid] = valid ? gdn_beta(f, t0 + tid, j) : 0.f;
+    }
+    if (V2 && tid >= kBT && tid < 2 * kBT) {
+      const int i = tid - kBT, b = jj & 1;
+      const bool valid = i < len;
+      gam[i] = valid ? w.c.gam[j * w.c.T_cap + t0 + i] : 0.f;
+      beta[i] = valid ? gdn_beta(f, t0 + i, j) : 0.f;
+      const RowDraws rd = valid ? row_draws(p, t0 + i, j) : RowDraws{0.f, 0.f, 0.f};
+      rs.gate[b][i] = rd.gate;
+      rs.dA[b][i] = rd.dA;
+      rs.bdraw[b][i] = rd.beta;
     }
     cp_async_wait<0>();
     fence_view_async_shared();  // cp.async data -> the async proxy (wgmma)
     __syncthreads();
 
-    const float gl = s.gam[len - 1];
+    const float gl = gam[len - 1];
     float eg[2], egl[2], bv[2], neg_beg[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int rr = r0 + 8 * hf;
       const bool valid = rr < len;
-      eg[hf] = valid ? exp2f(s.gam[rr]) : 0.f;
-      egl[hf] = valid ? exp2f(gl - s.gam[rr]) : 0.f;
-      bv[hf] = s.beta[rr];
+      eg[hf] = valid ? exp2f(gam[rr]) : 0.f;
+      egl[hf] = valid ? exp2f(gl - gam[rr]) : 0.f;
+      bv[hf] = beta[rr];
       neg_beg[hf] = -bv[hf] * eg[hf];
     }
     // Row dots, flushed to s.red[q]: 0 Y.v, 1 q.dq_inter, 2 k.dk_inter, 3 rowsum(M), 4 k.(R K^),
@@ -134,12 +181,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 
     {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
       float Y[NTV][4] = {};
-      wg_tile<T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+      wg_tile_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
         for (int nt = 0; nt < NTV; ++nt)
-          st_pair(sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq), Y[nt][2 * hf], Y[nt][2 * hf + 1]);
+          st_pair(V2 ? reinterpret_cast<T*>(s.y + frag_off(fbv, hf, nt))
+                     : sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq),
+                  Y[nt][2 * hf], Y[nt][2 * hf + 1]);
       float yv[2] = {};
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
@@ -156,21 +205,21 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     }
     {  // dq_inter = scale e^gam (dO S^T)
       float t[NTK][4] = {};
-      wg_tile<T, 32, V, false, false, kK>(t, s.dO, s.S, ck);
+      wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.dO, s.S, ck);
       const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
       scale_rows(t, sc);
       float pq1[2] = {};
-      rowdot_sw<T, kBT, NTK>(pq1, t, s.q, r0, ck, tq);
+      rowdot_v<V2, T, NTK>(pq1, t, s.q, r0, ck, tq, fbk);
       flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
       const float one[2] = {1.f, 1.f};
       add_scaled(dqA, t, one);
     }
     {  // dk_inter = e^(gL - gam) (V^ dS'^T)
       float t[NTK][4] = {};
-      wg_tile<T, 32, V, false, false, kK>(t, s.vh, s.dS, ck);
+      wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.vh, s.dS, ck);
       scale_rows(t, egl);
       float pk1[2] = {};
-      rowdot_sw<T, kBT, NTK>(pk1, t, s.k, r0, ck, tq);
+      rowdot_v<V2, T, NTK>(pk1, t, s.k, r0, ck, tq, fbk);
       flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
       const float one[2] = {1.f, 1.f};
       add_scaled(dkA, t, one);
@@ -187,9 +236,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 
     {  // xn = Y S^T: dk^ -= beta e^gam xn
       float t[NTK][4] = {};
-      wg_tile<T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+      wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
       float pk[2] = {};
-      rowdot_sw<T, kBT, NTK>(pk, t, s.k, r0, ck, tq);
+      rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
       flush_rowdot<kBT>(s.red, 5, pk, r0, wn, tq);
       add_scaled(dkA, t, neg_beg);
     }
@@ -202,14 +251,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
         wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
         wgmma_fence();
-        wg_issue<T, 16, V, false, false, kBT>(pl, half == 0 ? s.dO : s.y, s.vh, cb);
-        wg_issue<T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
+        wg_issue_v<V2, T, 16, V, false, false, kBT>(pl, half == 0 ? s.dO : s.y, s.vh, cb);
+        wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
         wg_sync(pl);
         wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int i = r0 + 8 * hf;
-          const float gi = s.gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+          const float gi = gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
 #pragma unroll
           for (int nt = 0; nt < NTB; ++nt) {
             const int c0 = cb + nt * 8 + 2 * tq;
@@ -217,7 +266,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int jc = c0 + e;
-              const float d = (i < len && jc <= i) ? exp2f(gi - s.gam[jc]) : 0.f;
+              const float d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
               rkc[e] = s.rk[jc];
               float m;
               if (half == 0) {
@@ -230,12 +279,13 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
               rowM[hf] += m;
               colM[nt][e] += m;
             }
+            const uint32_t o = V2 ? frag_off(fbb, hf, nt) : sw_off<kBT>(i, c0);
             if (half == 0) {
-              st_pair(sw_at<T, kBT>(s.pk, i, c0), X[0] * rkc[0], X[1] * rkc[1]);
-              st_pair(sw_at<T, kBT>(s.pq, i, c0), rqi * X[0], rqi * X[1]);
+              st_pair(reinterpret_cast<T*>(s.pk + o), X[0] * rkc[0], X[1] * rkc[1]);
+              st_pair(reinterpret_cast<T*>(s.pq + o), rqi * X[0], rqi * X[1]);
             } else {
-              st_pair(sw_at<T, kBT>(s.rm, i, c0), X[0] * rkc[0], X[1] * rkc[1]);
-              st_pair(sw_at<T, kBT>(s.rb, i, c0), brk * X[0], brk * X[1]);
+              st_pair(reinterpret_cast<T*>(s.rm + o), X[0] * rkc[0], X[1] * rkc[1]);
+              st_pair(reinterpret_cast<T*>(s.rb + o), brk * X[0], brk * X[1]);
             }
           }
         }
@@ -254,37 +304,48 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     }
     fence_view_async_shared();
     __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
-    if (jj + 1 < G) load_head_wg<T, V>(s, p, w, r, t0, len, j + 1, tid);
+    if (jj + 1 < G) load_head_wg<T, V, V2>(s, p, w, r, t0, len, j + 1, tid);
     cp_async_commit();
 
     {  // dq^ += Pd K^ (accumulated in place: the product adds onto the running group sum)
-      wg_tile<T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
+      wg_tile_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
     }
     {  // dk^ += beta (R K^)
       float t[NTK][4] = {};
-      wg_tile<T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+      wg_tile_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
       float pk[2] = {};
-      rowdot_sw<T, kBT, NTK>(pk, t, s.k, r0, ck, tq);
+      rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
       flush_rowdot<kBT>(s.red, 4, pk, r0, wn, tq);
       add_scaled(dkA, t, bv);
     }
     {  // dk^ += Pd^T Q^ + (beta R)^T K^ (in place)
       wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dkA));
       wgmma_fence();
-      wg_issue<T, 32, kBT, true, true, kBT>(dkA, s.pq, s.q, ck);
-      wg_issue<T, 32, kBT, true, true, kBT>(dkA, s.rb, s.k, ck);
+      wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.pq, s.q, ck);
+      wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.rb, s.k, ck);
       wg_sync(dkA);
     }
     __syncthreads();
-    if (warp == 0) finish_rows<kBT, kNW>(s, p, w, r, t0, len, j, lane);
-    __syncthreads();
+    if constexpr (V2) {
+      // no barrier after it: the next head's start writes the other row-scalar buffer, and its
+      // first barrier (which warp 0 reaches after this) precedes every write of s.red / redc / wred
+      const int b = jj & 1;
+      if (warp == 0)
+        finish_rows_core<kBT, kNW>(
+            s, gam, beta, [&](int i, int64_t) { return RowDraws{rs.gate[b][i], rs.dA[b][i], rs.bdraw[b][i]}; }, p, w,
+            r, t0, len, j, lane);
+      if (jj + 1 == G) __syncthreads();  // the L2-norm epilogue below reuses s.red
+    } else {
+      if (warp == 0) finish_rows<kBT, kNW>(s, p, w, r, t0, len, j, lane);
+      __syncthreads();
+    }
   }
   cp_async_wait<0>();
 
   // L2-norm backward of the group sums: dx = r dy - r^3 (dy . x) x (x raw, y = r x); store.
   float pq2[2] = {}, pk2[2] = {};
-  rowdot_sw<T, kBT, NTK>(pq2, dqA, s.q, r0, ck, tq);
-  rowdot_sw<T, kBT, NTK>(pk2, dkA, s.k, r0, ck, tq);
+  rowdot_v<V2, T, NTK>(pq2, dqA, s.q, r0, ck, tq, fbk);
+  rowdot_v<V2, T, NTK>(pk2, dkA, s.k, r0, ck, tq, fbk);
   flush_rowdot<kBT>(s.red, 0, pq2, r0, wn, tq);
   flush_rowdot<kBT>(s.red, 1, pk2, r0, wn, tq);
   __syncthreads();
@@ -305,7 +366,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
       const int col = ck + nt * 8 + 2 * tq;
-      const float2 qv = ld_pair(sw_at<T, kBT>(s.q, rr, col)), kv = ld_pair(sw_at<T, kBT>(s.k, rr, col));
+      const uint32_t o = V2 ? frag_off(fbk, hf, nt) : sw_off<kBT>(rr, col);
+      const float2 qv = ld_pair(reinterpret_cast<const T*>(s.q + o)), kv = ld_pair(reinterpret_cast<const T*>(s.k + o));
       if (p.dq.p) {
         store_out(p.dq.p, p.dq.t, base + col, fq * dqA[nt][2 * hf] - cq * qv.x);
         store_out(p.dq.p, p.dq.t, base + col + 1, fq * dqA[nt][2 * hf + 1] - cq * qv.y);
@@ -320,15 +382,19 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 
 template <class T, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(gdn_bwd_chunk_wg_kernel<T, V>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H), dim3(kNT),
-         sizeof(WgSmem<V>) + 1024, stream, p, w);
+  const dim3 grid(static_cast<unsigned>(w.nt_cap), p.f.H);
+  if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "wg2")
+    launch(gdn_bwd_chunk_wg_kernel<T, V, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+  else
+    launch(gdn_bwd_chunk_wg_kernel<T, V, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
 }
 
 }  // namespace
 
-// LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); unset / anything
-// else = this kernel where eligible (the default since the H200 A/B at 836a94e: every GDN backward
-// test passes with it, 4-9% faster backward on every bench config).
+// LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg2" = this kernel
+// with the instruction diet and the off-critical-path finish (V2; opt-in until an H200 A/B);
+// unset / anything else = this kernel where eligible (the default since the H200 A/B at 836a94e:
+// every GDN backward test passes with it, 4-9% faster backward on every bench config).
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&

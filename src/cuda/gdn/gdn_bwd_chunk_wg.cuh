@@ -112,6 +112,33 @@ __device__ __forceinline__ void wg_issue(float (&acc)[N / 8][4], const uint8_t* 
   }
 }
 
+// wg2 (the instruction diet): the same products with each operand's descriptor built once per
+// product and advanced by one 32-bit add per k16 step (the start-address field is the low 14 bits
+// and shared addresses stay below 256 KB, so the add never carries into LBO / SBO): the descriptors
+// equal wg_issue's bit for bit.
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(d) + (bytes >> 4));
+}
+template <class T, int N, int KD, bool A_MN, bool B_MN, int B_ROWS>
+__device__ __forceinline__ void wg_issue2(float (&acc)[N / 8][4], const uint8_t* a, const uint8_t* b, int n0) {
+  float(&d)[N / 2] = reinterpret_cast<float(&)[N / 2]>(acc);
+  const uint32_t nb = B_MN ? uint32_t(n0 >> 6) * uint32_t(B_ROWS) * 128u + uint32_t(n0 & 63) * 2u : uint32_t(n0) * 128u;
+  const uint64_t da0 = wgmma_desc_sw128(smem_u32(a), A_MN ? uint32_t(KD) * 128u : 16u, 1024u);
+  const uint64_t db0 = wgmma_desc_sw128(smem_u32(b) + nb, B_MN ? uint32_t(B_ROWS) * 128u : 16u, 1024u);
+#pragma unroll
+  for (int kk = 0; kk < KD / 16; ++kk) {
+    constexpr uint32_t kA = A_MN ? 2048u : 0u, kB = B_MN ? 2048u : 0u;
+    const uint32_t oa = A_MN ? uint32_t(kk) * kA : uint32_t(kk >> 2) * 64u * 128u + uint32_t(kk & 3) * 32u;
+    const uint32_t ob = B_MN ? uint32_t(kk) * kB : uint32_t(kk >> 2) * uint32_t(B_ROWS) * 128u + uint32_t(kk & 3) * 32u;
+    wgmma_small<T, N, A_MN ? 1 : 0, B_MN ? 1 : 0>(d, desc_add(da0, oa), desc_add(db0, ob));
+  }
+}
+template <bool V2, class T, int N, int KD, bool A_MN, bool B_MN, int B_ROWS>
+__device__ __forceinline__ void wg_issue_v(float (&acc)[N / 8][4], const uint8_t* a, const uint8_t* b, int n0) {
+  if constexpr (V2) wg_issue2<T, N, KD, A_MN, B_MN, B_ROWS>(acc, a, b, n0);
+  else wg_issue<T, N, KD, A_MN, B_MN, B_ROWS>(acc, a, b, n0);
+}
+
 template <int NTW>
 __device__ __forceinline__ void wg_sync(float (&acc)[NTW][4]) {
   wgmma_commit();
@@ -128,6 +155,54 @@ __device__ __forceinline__ void wg_tile(float (&acc)[N / 8][4], const uint8_t* a
   wg_sync(acc);
 }
 
+// wg_tile with wg_issue2 when V2.
+template <bool V2, class T, int N, int KD, bool A_MN, bool B_MN, int B_ROWS>
+__device__ __forceinline__ void wg_tile_v(float (&acc)[N / 8][4], const uint8_t* a, const uint8_t* b, int n0) {
+  wgmma_fence_operands(reinterpret_cast<float(&)[N / 2]>(acc));
+  wgmma_fence();
+  wg_issue_v<V2, T, N, KD, A_MN, B_MN, B_ROWS>(acc, a, b, n0);
+  wg_sync(acc);
+}
+
+// wg2: the swizzled byte offset of accumulator element (r0 + 8 hf, cbase + 8 nt + 2 tq) of a tile
+// with ROWS rows (r0 = 16 wm + g, cbase a multiple of 8 NTW) is frag_base(..) + 1024 hf with bits
+// 4-5 XORed by nt: every row a thread touches has row & 7 = g and the chunk index of column
+// cbase + 8 nt is (cbase / 8 & 7) | nt, so (chunk ^ g) = ((cbase / 8 & 7) ^ g) ^ nt.
+template <int ROWS>
+__device__ __forceinline__ uint32_t frag_base(int cbase, int wm, int g, int tq) {
+  return uint32_t(cbase >> 6) * uint32_t(ROWS) * 128u + uint32_t(wm) * 2048u + uint32_t(g) * 128u +
+         (uint32_t(((cbase >> 3) & 7) ^ g) << 4) + uint32_t(tq) * 4u;
+}
+__device__ __forceinline__ uint32_t frag_off(uint32_t fb, int hf, int nt) { return (fb ^ (uint32_t(nt) << 4)) + 1024u * hf; }
+
+// rowdot_sw with the offsets of frag_base.
+template <class T, int NTW>
+__device__ __forceinline__ void rowdot_fb(float (&part)[2], const float (&x)[NTW][4], const uint8_t* m, uint32_t fb) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt) {
+      const float2 mv = ld_pair(reinterpret_cast<const T*>(m + frag_off(fb, hf, nt)));
+      part[hf] += x[nt][2 * hf] * mv.x + x[nt][2 * hf + 1] * mv.y;
+    }
+}
+
+// load_sw with the per-thread offsets hoisted: NT / P is a multiple of 8 rows, so every piece a
+// thread copies has the same column chunk and row & 7, hence one swizzled offset plus u * NT / P rows.
+template <class T, int ROWS, int COLS, int NT>
+__device__ __forceinline__ void load_sw2(uint8_t* dst, const T* src, int64_t stride, int len, int tid) {
+  constexpr int P = COLS / 8, RS = NT / P;
+  static_assert(RS % 8 == 0 && (ROWS * P) % NT == 0, "load_sw2: whole passes of 8-row multiples");
+  const int row0 = tid / P, ch = tid % P;
+  uint8_t* d = dst + sw_off<ROWS>(row0, ch * 8);
+  const T* s = src + row0 * stride + ch * 8;
+#pragma unroll
+  for (int u = 0; u < ROWS * P / NT; ++u) {
+    const bool valid = row0 + u * RS < len;
+    cp_async16(d + u * RS * 128, valid ? s + u * RS * stride : src, valid);
+  }
+}
+
 // part[hf] += sum over this thread's columns of x * m (m: a swizzled tile with ROWS rows).
 template <class T, int ROWS, int NTW>
 __device__ __forceinline__ void rowdot_sw(float (&part)[2], const float (&x)[NTW][4], const uint8_t* m, int r0,
@@ -139,6 +214,13 @@ __device__ __forceinline__ void rowdot_sw(float (&part)[2], const float (&x)[NTW
       const float2 mv = ld_pair(sw_at<T, ROWS>(m, r0 + 8 * hf, cbase + nt * 8 + 2 * tq));
       part[hf] += x[nt][2 * hf] * mv.x + x[nt][2 * hf + 1] * mv.y;
     }
+}
+
+template <bool V2, class T, int NTW>
+__device__ __forceinline__ void rowdot_v(float (&part)[2], const float (&x)[NTW][4], const uint8_t* m, int r0, int cbase,
+                                         int tq, uint32_t fb) {
+  if constexpr (V2) rowdot_fb<T, NTW>(part, x, m, fb);
+  else rowdot_sw<T, 64, NTW>(part, x, m, r0, cbase, tq);
 }
 
 // Dot product of 8 packed 16-bit pairs.
