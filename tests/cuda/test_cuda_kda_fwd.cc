@@ -7,7 +7,8 @@
 // at -1000 (5%, 30%, all), lower_bound = -5 (the strongest safe decay: every step -5), bf16 and
 // fp16 (fp32 on the token kernel), BT 64 and 32. Outputs are NaN-prefilled: unwritten or
 // non-finite elements fail; padding rows of o must stay untouched (NaN). The chunked cases also
-// run through the pipelined wgmma kernel's KDA gate policy (LINATTN_CUDA_KDA_WGMMA=1, BT 64 only).
+// run through the pipelined wgmma kernel's KDA gate policy (the BT 64 default) and the mma.sync fused
+// kernel (LINATTN_CUDA_KDA_WGMMA=0, every V-slice).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -98,31 +99,8 @@ std::vector<FwdCase> cases(DType dt, int bt) {
   return r;
 }
 
-class CudaKdaFwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
- protected:
-  void SetUp() override {
-    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
-  }
-};
-
-TEST_P(CudaKdaFwd, TokenKernelMatchesReference) {
-  const auto [dt, bt] = GetParam();
-  for (const FwdCase& c : cases(dt, bt)) run_fwd_case(c, api::CudaGdnPath::kRecurrent, 0);
-}
-
-TEST_P(CudaKdaFwd, ChunkedKernelsMatchReference) {
-  const auto [dt, bt] = GetParam();
-  for (const FwdCase& c : cases(dt, bt)) run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
-}
-
-TEST_P(CudaKdaFwd, ChunkedEveryVSlice) {
-  const auto [dt, bt] = GetParam();
-  const FwdCase c = cases(dt, bt)[1];
-  for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
-}
-
-// Sets an environment variable for one scope and restores the previous value (the A/B run of
-// scripts/ab.d sets LINATTN_CUDA_KDA_WGMMA for the whole binary).
+// Sets an environment variable for one scope and restores the previous value (an A/B run may set
+// LINATTN_CUDA_KDA_WGMMA for the whole binary).
 class EnvScope {
  public:
   EnvScope(const char* name, const char* value) : name_(name) {
@@ -141,6 +119,31 @@ class EnvScope {
   const char* name_;
   std::optional<std::string> old_;
 };
+
+class CudaKdaFwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaKdaFwd, TokenKernelMatchesReference) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) run_fwd_case(c, api::CudaGdnPath::kRecurrent, 0);
+}
+
+TEST_P(CudaKdaFwd, ChunkedKernelsMatchReference) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+}
+
+// The mma.sync fused kernel's V-slices (the pipelined kernel, the BT 64 default, takes 64 always).
+TEST_P(CudaKdaFwd, ChunkedEveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  const FwdCase c = cases(dt, bt)[1];
+  for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
+}
 
 // Every case (the -1000 and lower_bound = -5 gates included) through the pipelined wgmma kernel's
 // KDA policy when it is switched on; BT 32 is not eligible and keeps the mma.sync kernel.
@@ -189,10 +192,10 @@ TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
     }
 }
 
-// Off (unset), KDA keeps the mma.sync kernel whatever LINATTN_CUDA_WGMMA says.
-TEST_P(CudaKdaFwd, PipelinedWgmmaPolicyIsOptIn) {
+// Switched off ("0"), KDA keeps the mma.sync kernel whatever LINATTN_CUDA_WGMMA says.
+TEST_P(CudaKdaFwd, PipelinedWgmmaPolicySwitchesOff) {
   const auto [dt, bt] = GetParam();
-  EnvScope off("LINATTN_CUDA_KDA_WGMMA", nullptr);
+  EnvScope off("LINATTN_CUDA_KDA_WGMMA", "0");
   EnvScope gdn_on("LINATTN_CUDA_WGMMA", "1");
   EXPECT_FALSE(cuda::gdn_fused_wg_kda_enabled());
   const FwdCase c = cases(dt, bt)[0];
@@ -228,7 +231,8 @@ TEST(CudaKdaFwdFallback, ChunkedPathRejectsUnsupportedShapes) {
   ChunkAttnSpec s = base(DType::kBF16, 64);
   s.K = 64;
   EXPECT_THROW(run_cuda_fwd(make_chunk_attn(s), api::CudaGdnPath::kChunked), Error);
-  s.K = 128;  // KDA's fused kernel takes V-slices of 32 and 64 only
+  s.K = 128;  // KDA's mma.sync fused kernel takes V-slices of 32 and 64 only
+  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
   EXPECT_THROW(run_cuda_fwd(make_chunk_attn(s), api::CudaGdnPath::kChunked, 128), Error);
 }
 

@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 template <class T, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(w.nt_cap), p.f.H);
-  if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "wg2")
+  if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") != "wg")
     launch(gdn_bwd_chunk_wg_kernel<T, V, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
   else
     launch(gdn_bwd_chunk_wg_kernel<T, V, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
@@ -391,10 +391,10 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 
 }  // namespace
 
-// LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg2" = this kernel
-// with the instruction diet and the off-critical-path finish (V2; opt-in until an H200 A/B);
-// unset / anything else = this kernel where eligible (the default since the H200 A/B at 836a94e:
-// every GDN backward test passes with it, 4-9% faster backward on every bench config).
+// LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg" = this kernel's
+// first version (V1); unset / anything else = V2 (the instruction diet and the off-critical-path
+// finish) where eligible: the default since the H200 A/B at 7c12eef (every GDN backward test and
+// racecheck pass with it, backward 3.6-5.3% faster than V1, which was 4-9% faster than mma).
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&

@@ -78,7 +78,7 @@ __device__ __forceinline__ void load_do_sw(uint8_t* dst, const GdnBwdParams& p, 
 
 template <class T, int N, int TA, int TB>
 __device__ __forceinline__ void wgmma_small(float (&d)[N / 2], uint64_t da, uint64_t db) {
-  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  [[maybe_unused]] constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   static_assert(N == 16 || N == 32, "wgmma_small: N = 16 or 32");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (N == 16 && kBf16)

@@ -1,8 +1,8 @@
 // The wgmma variant of the GDN backward chunk kernel (gdn_bwd_chunk_wg.cu): same inputs, outputs,
 // launch geometry and math as gdn_bwd_chunk.cu, for BT = 64, K = 128, V in {64, 128}, bf16 / fp16
-// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = this kernel where
-// eligible (the default), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs), "wg2" = this
-// kernel's instruction-diet variant (same math and reduction order; opt-in until an H200 A/B).
+// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = this kernel's
+// instruction-diet version V2 where eligible (the default), "wg" = its first version (same math and
+// reduction order), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs).
 #pragma once
 #include <cuda_runtime.h>
 

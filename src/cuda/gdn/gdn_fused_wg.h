@@ -21,9 +21,9 @@ bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs);
 bool gdn_fused_wg_enabled();   // not "0"
 bool gdn_fused_wg_pipelined(); // not "v1"
 bool gdn_fused_wg_forced();    // "1" or "v1": regardless of the planned V-slice
-// Environment LINATTN_CUDA_KDA_WGMMA=1: KDA takes the pipelined kernel's KDA gate policy wherever
-// eligible (BT 64, K 128, V % 64 == 0, bf16 / fp16, not the tier-3 state pass); otherwise (the
-// default until its H200 A/B) KDA keeps gdn_fused.cu. LINATTN_CUDA_WGMMA does not apply to KDA.
+// KDA takes the pipelined kernel's KDA gate policy wherever eligible (BT 64, K 128, V % 64 == 0,
+// bf16 / fp16, not the tier-3 state pass; the default since its H200 A/B); environment
+// LINATTN_CUDA_KDA_WGMMA=0 keeps gdn_fused.cu for KDA. LINATTN_CUDA_WGMMA does not apply to KDA.
 bool gdn_fused_wg_kda_enabled();
 // The forward's choice for these parameters and the planned V-slice.
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs);
