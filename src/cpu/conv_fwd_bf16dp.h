@@ -79,13 +79,26 @@ struct DotStage {
   }
 };
 
+// One 32-channel group of an output row: silu (16-bit outputs' fast form) of the fp32 sums lo / hi
+// (the dot path's permuted channel order), packed to bf16 and put back in channel order.
+template <bool kSilu>
+inline void store_group(simd::bf16_t* y, int j, __m512 lo, __m512 hi, bool nt) {
+  // 64-bit group q <- {0,4,1,5,2,6,3,7}[q] (maskz form: the unmasked one reads an undefined register)
+  const __m512i order = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
+  if constexpr (kSilu) {
+    lo = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(lo)));
+    hi = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(hi)));
+  }
+  const __m512i out = _mm512_maskz_permutexvar_epi64(0xFF, order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + j), out);
+  else _mm512_storeu_si512(y + j, out);
+}
+
 // Channels [0, n32) of one output row from its kW tap rows (x rows t - kW + 1 .. t).
 template <int kW, bool kSilu, bool kSplit>
 void dot_row(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* y, bool nt,
              const simd::bf16_t* pf) {
   static_assert(kW == 2 || kW == 4);
-  // 64-bit group q <- {0,4,1,5,2,6,3,7}[q] (maskz form: the unmasked one reads an undefined register)
-  const __m512i order = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
   nt = nt && reinterpret_cast<uintptr_t>(y) % 64 == 0;
   const simd::bf16_t* tp[kW];  // local copies: stores through y could alias taps[]
   for (int i = 0; i < kW; ++i) tp[i] = taps[i];
@@ -107,13 +120,7 @@ void dot_row(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd:
       }
     }
     if constexpr (kSplit) lo = _mm512_add_ps(lo, lo2), hi = _mm512_add_ps(hi, hi2);
-    if constexpr (kSilu) {
-      lo = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(lo)));
-      hi = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(hi)));
-    }
-    const __m512i out = _mm512_maskz_permutexvar_epi64(0xFF, order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + j), out);
-    else _mm512_storeu_si512(y + j, out);
+    store_group<kSilu>(y, j, lo, hi, nt);
   }
 }
 // Two consecutive output rows (channels [0, n32)) from the kW + 1 x rows t - kW + 1 .. t + 1,
@@ -127,21 +134,11 @@ template <int kW, bool kSilu>
 void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* y0, simd::bf16_t* y1,
               bool nt0, bool nt1, const simd::bf16_t* pf0, const simd::bf16_t* pf1) {
   static_assert(kW == 2 || kW == 4);
-  const __m512i order = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
   const __m512i zero = _mm512_setzero_si512();
   nt0 = nt0 && reinterpret_cast<uintptr_t>(y0) % 64 == 0;
   nt1 = nt1 && reinterpret_cast<uintptr_t>(y1) % 64 == 0;
   const simd::bf16_t* tp[kW + 1];  // local copies: stores through y could alias taps[]
   for (int i = 0; i <= kW; ++i) tp[i] = taps[i];
-  const auto put = [&](simd::bf16_t* y, int j, __m512 lo, __m512 hi, bool nt) {
-    if constexpr (kSilu) {
-      lo = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(lo)));
-      hi = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(hi)));
-    }
-    const __m512i out = _mm512_maskz_permutexvar_epi64(0xFF, order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + j), out);
-    else _mm512_storeu_si512(y + j, out);
-  };
   for (int j = 0; j < n32; j += 32) {
     if (pf0) {
       _mm_prefetch(reinterpret_cast<const char*>(pf0 + j), _MM_HINT_T0);
@@ -159,8 +156,8 @@ void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd
       lo1 = _mm512_fmadd_ps(wlo, nlo, lo1), hi1 = _mm512_fmadd_ps(whi, nhi, hi1);
       plo = nlo, phi = nhi;
     }
-    put(y0, j, lo0, hi0, nt0);
-    put(y1, j, lo1, hi1, nt1);
+    store_group<kSilu>(y0, j, lo0, hi0, nt0);
+    store_group<kSilu>(y1, j, lo1, hi1, nt1);
   }
 }
 #else
