@@ -154,4 +154,24 @@ __device__ __forceinline__ void load_qk_rows(const GdnFwdParams& p, int64_t t0, 
   }
 }
 
+// KDA preps: the raw gates of key channel ch for rows [row0, row0 + R) of the chunk (0 past len;
+// those rows' gates are never read: they may be garbage), all loads issued first, and the
+// in-kernel gate's per-channel constants dt_bias[ch] and e^A_log of value head j.
+template <int R>
+__device__ __forceinline__ void load_gate_rows(const GdnFwdParams& p, int64_t t0, int j, int ch, int row0, int len,
+                                               float (&gv)[R], float& dtb, float& ea) {
+  constexpr int kKg = 128;
+  const int64_t gbase = (t0 * p.HV + j) * kKg + ch, gstride = int64_t(p.HV) * kKg;
+  if (p.g_type == ElemType::kF32) {
+    const float* g = static_cast<const float*>(p.g) + gbase;
+#pragma unroll
+    for (int e = 0; e < R; ++e) gv[e] = row0 + e < len ? g[(row0 + e) * gstride] : 0.f;
+  } else {
+#pragma unroll
+    for (int e = 0; e < R; ++e) gv[e] = row0 + e < len ? load_elem(p.g, p.g_type, gbase + (row0 + e) * gstride) : 0.f;
+  }
+  dtb = p.gate_in_kernel && p.dt_bias ? p.dt_bias[j * kKg + ch] : 0.f;
+  ea = p.gate_in_kernel && p.A_log ? expf(p.A_log[j]) : 1.f;
+}
+
 }  // namespace linattn::cuda

@@ -170,19 +170,8 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
   // never read: they may be garbage).
   const int ch = tid & (kK - 1), qr = tid >> 7;
   {
-    float gv[RQ];
-    const int64_t gbase = (t0 * p.HV + j) * kK + ch, gstride = int64_t(p.HV) * kK;
-    if (p.g_type == ElemType::kF32) {
-      const float* g = static_cast<const float*>(p.g) + gbase;
-#pragma unroll
-      for (int e = 0; e < RQ; ++e) gv[e] = qr * RQ + e < len ? g[(qr * RQ + e) * gstride] : 0.f;
-    } else {
-#pragma unroll
-      for (int e = 0; e < RQ; ++e)
-        gv[e] = qr * RQ + e < len ? load_elem(p.g, p.g_type, gbase + (qr * RQ + e) * gstride) : 0.f;
-    }
-    const float dtb = p.gate_in_kernel && p.dt_bias ? p.dt_bias[j * kK + ch] : 0.f;
-    const float ea = p.gate_in_kernel && p.A_log ? expf(p.A_log[j]) : 1.f;
+    float gv[RQ], dtb, ea;
+    load_gate_rows(p, t0, j, ch, qr * RQ, len, gv, dtb, ea);
     float acc = 0.f;
 #pragma unroll
     for (int e = 0; e < RQ; ++e) {

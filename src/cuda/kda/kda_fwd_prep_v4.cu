@@ -143,19 +143,8 @@ __global__ void __launch_bounds__(kThreads, 2) kda_prep_v4_kernel(GdnFwdParams p
   constexpr int RH = kBT / 2;
   const int ch = tid & (kK - 1), hr = tid >> 7;
   {
-    float gv[RH];
-    const int64_t gbase = (t0 * p.HV + j) * kK + ch, gstride = int64_t(p.HV) * kK;
-    if (p.g_type == ElemType::kF32) {
-      const float* g = static_cast<const float*>(p.g) + gbase;
-#pragma unroll
-      for (int e = 0; e < RH; ++e) gv[e] = hr * RH + e < len ? g[(hr * RH + e) * gstride] : 0.f;
-    } else {
-#pragma unroll
-      for (int e = 0; e < RH; ++e)
-        gv[e] = hr * RH + e < len ? load_elem(p.g, p.g_type, gbase + (hr * RH + e) * gstride) : 0.f;
-    }
-    const float dtb = p.gate_in_kernel && p.dt_bias ? p.dt_bias[j * kK + ch] : 0.f;
-    const float ea = p.gate_in_kernel && p.A_log ? expf(p.A_log[j]) : 1.f;
+    float gv[RH], dtb, ea;
+    load_gate_rows(p, t0, j, ch, hr * RH, len, gv, dtb, ea);
     float acc = 0.f;
 #pragma unroll
     for (int e = 0; e < RH; ++e) {
