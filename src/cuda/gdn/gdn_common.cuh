@@ -80,4 +80,25 @@ __device__ __forceinline__ int64_t state_index(const GdnFwdParams& p, int64_t n,
   return head + (p.state_v_first ? int64_t(vv) * p.K + kk : int64_t(kk) * p.V + vv);
 }
 
+// The chunk a chunk-parallel CTA owns: row r of the chunk table (chunk_indices: varlen / fixed
+// capacity) or r = n * nts + c (dense); its first token t0 and length len (< BT at a sequence
+// end). False for a sentinel row or an empty chunk: the CTA then touches nothing.
+__device__ __forceinline__ bool chunk_span(const GdnFwdParams& p, const int32_t* chunk_indices, int nts, int64_t r,
+                                           int BT, int64_t& t0, int& len) {
+  int64_t n, c;
+  if (chunk_indices) {
+    n = chunk_indices[2 * r];
+    c = chunk_indices[2 * r + 1];
+    if (n < 0) return false;  // sentinel row
+  } else {
+    n = r / nts;
+    c = r % nts;
+  }
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  t0 = bos + c * BT;
+  len = static_cast<int>(min(int64_t(BT), eos - t0));
+  return len > 0;
+}
+
 }  // namespace linattn::cuda

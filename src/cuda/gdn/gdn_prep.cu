@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
   const int h = blockIdx.y;
   int64_t t0;
   int len;
-  if (!prep_chunk(p, chunk_indices, nts, r, BT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
+  if (!chunk_span(p, chunk_indices, nts, r, BT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
   load_qk_rows<kThreads, BT>(p, t0, h, len, s.u.in.q, s.u.in.k, tid);
   cp_async_commit();
 

@@ -1,8 +1,7 @@
 // Device helpers shared by the chunk-parallel prep kernels of GDN (gdn_prep.cu) and KDA
 // (kda/kda_fwd_prep.cu): a 16x16x16 TF32 tensor-core product on fp32 shared-memory tiles, the
 // inversion of the unit lower-triangular (I + L) of one chunk, a row's warp-reduced sum of squares
-// (l2-norm scales), 16-element packed stores, and the CTA prologue: which chunk the CTA owns and the
-// cp.async of its q / k rows.
+// (l2-norm scales), 16-element packed stores, and the cp.async of a chunk's q / k rows.
 // invert_unit_lower: 64 threads invert the 16x16 diagonal blocks by right-looking forward
 // substitution (15 dependent steps, one column per thread); the off-diagonal blocks are merged
 // by distance, X_ab = -X_aa sum_m L_am X_mb, one warp per block on TF32 tensor cores (FLA's
@@ -114,27 +113,6 @@ __device__ __forceinline__ void store8(T* dst, const float (&v)[8]) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) w[e] = MmaType<T>::pack(v[2 * e], v[2 * e + 1]);
   *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// The chunk of a prep CTA: row r of the chunk table (chunk_indices: varlen / fixed capacity) or
-// r = n * nts + c (dense); its first token t0 and length len (< BT at a sequence end). False for a
-// sentinel row or an empty chunk: the CTA then touches nothing.
-__device__ __forceinline__ bool prep_chunk(const GdnFwdParams& p, const int32_t* chunk_indices, int nts, int64_t r,
-                                           int BT, int64_t& t0, int& len) {
-  int64_t n, c;
-  if (chunk_indices) {
-    n = chunk_indices[2 * r];
-    c = chunk_indices[2 * r + 1];
-    if (n < 0) return false;  // sentinel row
-  } else {
-    n = r / nts;
-    c = r % nts;
-  }
-  int64_t bos, eos;
-  seq_bounds(p, n, bos, eos);
-  t0 = bos + c * BT;
-  len = static_cast<int>(min(int64_t(BT), eos - t0));
-  return len > 0;
 }
 
 // cp.async of the chunk's q and k rows of q/k head h (K = 128 elements each) into q[BT][LD] /

@@ -35,20 +35,9 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk_kernel(Gd
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t r = blockIdx.x;
   const int h = blockIdx.y, G = f.HV / f.H;
-  int64_t n, c;
-  if (w.chunk_indices) {
-    n = w.chunk_indices[2 * r];
-    c = w.chunk_indices[2 * r + 1];
-    if (n < 0) return;  // sentinel row: touch nothing
-  } else {
-    n = r / w.nts;
-    c = r % w.nts;
-  }
-  int64_t bos, eos;
-  seq_bounds(f, n, bos, eos);
-  const int64_t t0 = bos + c * BT;
-  const int len = static_cast<int>(min(int64_t(BT), eos - t0));
-  if (len <= 0) return;
+  int64_t t0;
+  int len;
+  if (!chunk_span(f, w.chunk_indices, w.nts, r, BT, t0, len)) return;  // sentinel row / empty chunk
   const int wm = warp % Tl::WM, wn = warp / Tl::WM, r0 = 16 * wm + g;
   const int ck = wn * Tl::CK, cv = wn * Tl::CV, cb = wn * Tl::CB;
 

@@ -49,19 +49,7 @@ __device__ __forceinline__ void frag_eg_blk(float (&eg)[NTK][4], const float (*a
   for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) eg[nt][e] = pre[nt][e & 1];
-  for (int t = 16 * wm; t <= r0 + 8; ++t) {
-    const bool lo = t <= r0;
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 av = *reinterpret_cast<const float2*>(&a[t][ck + nt * 8 + 2 * tq]);
-      if (lo) {
-        eg[nt][0] *= av.x;
-        eg[nt][1] *= av.y;
-      }
-      eg[nt][2] *= av.x;
-      eg[nt][3] *= av.y;
-    }
-  }
+  mul_decay_rows<NTK>(eg, a, 16 * wm, r0, ck, tq);
 }
 
 // egl[nt][e] = prod_{row < t < len} a[t][ch] = prod_{row < t < min(len, 16 wm + 16)} a[t][ch] *
@@ -375,20 +363,9 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t r = blockIdx.x;
   const int h = blockIdx.y, G = f.HV / f.H;
-  int64_t n, c;
-  if (w.chunk_indices) {
-    n = w.chunk_indices[2 * r];
-    c = w.chunk_indices[2 * r + 1];
-    if (n < 0) return;  // sentinel row: touch nothing
-  } else {
-    n = r / w.nts;
-    c = r % w.nts;
-  }
-  int64_t bos, eos;
-  seq_bounds(f, n, bos, eos);
-  const int64_t t0 = bos + c * BT;
-  const int len = static_cast<int>(min(int64_t(BT), eos - t0));
-  if (len <= 0) return;
+  int64_t t0;
+  int len;
+  if (!chunk_span(f, w.chunk_indices, w.nts, r, BT, t0, len)) return;  // sentinel row / empty chunk
   const int wm = warp % Tl::WM, wn = warp / Tl::WM, r0 = 16 * wm + g;
   const int ck = wn * Tl::CK, cv = wn * Tl::CV, cb = wn * Tl::CB;
 

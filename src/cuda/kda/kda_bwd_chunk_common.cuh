@@ -100,14 +100,11 @@ __device__ __forceinline__ void frag_rows(float (&x)[NTK][4], const T (*m)[kLdK]
   }
 }
 
-// eg[nt][e] = prod_{t <= row} a[t][ch] (rows past len have a = 0, hence eg = 0).
+// eg[nt][e] *= prod_{t0 <= t <= row} a[t][ch] for the fragment's rows r0 (e < 2) and r0 + 8.
 template <int NTK>
-__device__ __forceinline__ void frag_eg(float (&eg)[NTK][4], const float (*a)[kLdF], int r0, int ck, int tq) {
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) eg[nt][e] = 1.f;
-  for (int t = 0; t <= r0 + 8; ++t) {
+__device__ __forceinline__ void mul_decay_rows(float (&eg)[NTK][4], const float (*a)[kLdF], int t0, int r0, int ck,
+                                               int tq) {
+  for (int t = t0; t <= r0 + 8; ++t) {
     const bool lo = t <= r0;
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
@@ -120,6 +117,16 @@ __device__ __forceinline__ void frag_eg(float (&eg)[NTK][4], const float (*a)[kL
       eg[nt][3] *= av.y;
     }
   }
+}
+
+// eg[nt][e] = prod_{t <= row} a[t][ch] (rows past len have a = 0, hence eg = 0).
+template <int NTK>
+__device__ __forceinline__ void frag_eg(float (&eg)[NTK][4], const float (*a)[kLdF], int r0, int ck, int tq) {
+#pragma unroll
+  for (int nt = 0; nt < NTK; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) eg[nt][e] = 1.f;
+  mul_decay_rows<NTK>(eg, a, 0, r0, ck, tq);
 }
 
 // egl[nt][e] = prod_{row < t < len} a[t][ch], 0 for rows >= len.

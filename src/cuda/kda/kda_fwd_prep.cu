@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) kda_prep_kernel(GdnFwdParams p, GdnC
   const int j = blockIdx.y, h = j / (p.HV / p.H);
   int64_t t0;
   int len;
-  if (!prep_chunk(p, chunk_indices, nts, r, BT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
+  if (!chunk_span(p, chunk_indices, nts, r, BT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
   load_qk_rows<kThreads, BT>(p, t0, h, len, s.q, s.k, tid);
   cp_async_commit();
 

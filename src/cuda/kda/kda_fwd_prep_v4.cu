@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 2) kda_prep_v4_kernel(GdnFwdParams p
   const int j = blockIdx.y, h = j / (p.HV / p.H);
   int64_t t0;
   int len;
-  if (!prep_chunk(p, chunk_indices, nts, r, kBT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
+  if (!chunk_span(p, chunk_indices, nts, r, kBT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
   load_qk_rows<kThreads, kBT>(p, t0, h, len, s.r.in.q, s.r.in.k, tid);
   cp_async_commit();
 
