@@ -6,7 +6,8 @@
 // alignment) and bucket of M and of K (powers of 4 from 256 up: the token count is M in the
 // forward and dx GEMMs and K in the weight-gradient ones), asked for the buckets' largest sizes
 // where the layouts allow it, and every problem of the class reuses that algorithm after one
-// cheap cublasLtMatmulAlgoCheck per new (M, K) (a failed check takes the heuristic for it).
+// cheap cublasLtMatmulAlgoCheck per new (M, K) (a failed check takes the heuristic for that size,
+// once: the choice per size is kept).
 // Same math as before: C = alpha op(A) op(B) + beta C, fp32 accumulation (CUBLAS_COMPUTE_32F, no
 // TF32), row-major operands swapped into the column-major view (c^T = op(b)^T op(a)^T).
 #include <cublasLt.h>
@@ -26,9 +27,16 @@ namespace {
 // One GEMM class: dtypes, transposes, N, lda, ldb, ldc, alignment, bucket of M, bucket of K.
 using ClassKey = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int64_t, int, int64_t, int64_t>;
 
+// What one exact size of a class runs: the class's algorithm when cublasLtMatmulAlgoCheck accepts
+// it, else the heuristic's choice for that size; usable = false when there is none (cublasGemmEx).
+struct SizeChoice {
+  bool usable = false;
+  cublasLtMatmulAlgo_t algo{};
+};
+
 struct Plan {
   cublasLtMatmulAlgo_t algo{};
-  std::map<std::pair<int64_t, int64_t>, bool> checked;  // (M, K) -> the algorithm supports it
+  std::map<std::pair<int64_t, int64_t>, SizeChoice> sizes;  // (M, K) -> decided once
 };
 
 std::mutex g_mu;
@@ -81,10 +89,8 @@ struct Problem {
   Problem& operator=(const Problem&) = delete;
 };
 
-// The heuristic's first choice for (M, K) within the workspace; false when it has none.
-bool heuristic(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t, int64_t M, int64_t K,
-               cublasLtMatmulAlgo_t& algo) {
-  Problem pr(g, t, M, K);
+// The heuristic's first choice for the problem pr within the workspace; false when it has none.
+bool heuristic(cublasLtHandle_t lt, const Problem& pr, const LtTarget& t, cublasLtMatmulAlgo_t& algo) {
   cublasLtMatmulPreference_t pref = nullptr;
   LINATTN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = t.workspace_bytes;
@@ -109,9 +115,8 @@ bool gemm_lt(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t) {
   const int align = std::min({alignment_bits(g.a), alignment_bits(g.b), alignment_bits(g.c)});
   const ClassKey key{static_cast<int>(t.ab), static_cast<int>(t.ct), g.trans_a, g.trans_b, g.N, g.lda, g.ldb, g.ldc,
                      align, bucket_of(g.M), bucket_of(g.K)};
-  const std::pair<int64_t, int64_t> mk{g.M, g.K};
-  cublasLtMatmulAlgo_t algo{};
-  bool have = false;
+  const Problem pr(g, t, g.M, g.K);  // this call's descriptors: the size check and the matmul
+  SizeChoice choice;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_plans.find({lt, key});
@@ -126,29 +131,28 @@ bool gemm_lt(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t) {
           M = m, K = k;
           break;
         }
-      if (!heuristic(lt, g, t, M, K, p.algo) && !((M != g.M || K != g.K) && heuristic(lt, g, t, g.M, g.K, p.algo)))
+      const bool own = M == g.M && K == g.K;
+      if (!(own ? heuristic(lt, pr, t, p.algo) : heuristic(lt, Problem(g, t, M, K), t, p.algo)) &&
+          !(!own && heuristic(lt, pr, t, p.algo)))
         return false;
       it = g_plans.emplace(std::make_pair(lt, key), std::move(p)).first;
     }
     Plan& p = it->second;
-    auto ck = p.checked.find(mk);
-    if (ck == p.checked.end()) {
-      Problem pr(g, t, g.M, g.K);
+    auto sz = p.sizes.find({g.M, g.K});
+    if (sz == p.sizes.end()) {
+      SizeChoice c{true, p.algo};
       cublasLtMatmulHeuristicResult_t res{};
-      const bool ok = cublasLtMatmulAlgoCheck(lt, pr.op, pr.b, pr.a, pr.c, pr.c, &p.algo, &res) == CUBLAS_STATUS_SUCCESS &&
+      const bool ok = cublasLtMatmulAlgoCheck(lt, pr.op, pr.b, pr.a, pr.c, pr.c, &c.algo, &res) == CUBLAS_STATUS_SUCCESS &&
                       res.workspaceSize <= t.workspace_bytes;
-      ck = p.checked.emplace(mk, ok).first;
+      if (!ok) c.usable = heuristic(lt, pr, t, c.algo);
+      sz = p.sizes.emplace(std::make_pair(g.M, g.K), c).first;
     }
-    if (ck->second) {
-      algo = p.algo;
-      have = true;
-    }
+    choice = sz->second;
   }
-  if (!have && !heuristic(lt, g, t, g.M, g.K, algo)) return false;
-  Problem pr(g, t, g.M, g.K);
+  if (!choice.usable) return false;
   const float alpha = g.alpha, beta = g.beta;
-  LINATTN_CUBLAS_CHECK(cublasLtMatmul(lt, pr.op, &alpha, g.b, pr.b, g.a, pr.a, &beta, g.c, pr.c, g.c, pr.c, &algo,
-                                        t.workspace, t.workspace_bytes, t.stream));
+  LINATTN_CUBLAS_CHECK(cublasLtMatmul(lt, pr.op, &alpha, g.b, pr.b, g.a, pr.a, &beta, g.c, pr.c, g.c, pr.c,
+                                      &choice.algo, t.workspace, t.workspace_bytes, t.stream));
   return true;
 }
 
