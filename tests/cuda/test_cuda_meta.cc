@@ -3,8 +3,12 @@
 // repeating the last offset), actual T below T_max, one sequence filling the bucket. Checks every
 // row: the first NT rows equal the eager (n, c) list, the rest are (-1, 0) sentinels, and the
 // offsets are the exclusive prefix sum of chunk counts. Tables are poisoned before every launch.
+// Every other layout also asks for seq_order: a permutation of the sequences whose chunk counts
+// (clamped at 1023, the kernel's last bin) never increase.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <vector>
 
 #include "cuda/meta/chunk_meta.h"
@@ -44,10 +48,23 @@ void check_layout(const std::vector<int64_t>& lens, int64_t t_max, int bt, DType
   Tensor poison_i = full(DType::kI32, {nt_max, 2}, 12345);
   Tensor poison_o = full(DType::kI32, {n_max + 1}, 54321);
   TensorView di = arena.alloc_like(poison_i), dof = arena.alloc_like(poison_o);
+  const bool order = seed % 2 == 0;
+  TensorView dord = arena.alloc_like(full(DType::kI32, {n_max}, -7));
   cuda::build_chunk_meta(dcu.data, cu_dtype == DType::kI64, n_max, t_max, bt, nt_max, di.ptr<int32_t>(),
-                         dof.ptr<int32_t>(), nullptr);
-  const Tensor gi = download(di), go = download(dof);
+                         dof.ptr<int32_t>(), nullptr, order ? dord.ptr<int32_t>() : nullptr);
+  const Tensor gi = download(di), go = download(dof), gord = download(dord);
   const HostMeta want = eager_meta(cu_host, bt);
+  if (order) {
+    std::vector<int> seen(n_max, 0);
+    int32_t prev = INT32_MAX;
+    for (int64_t i = 0; i < n_max; ++i) {
+      const int32_t n = gord.data<int32_t>()[i];
+      ASSERT_TRUE(n >= 0 && n < n_max && !seen[n]++) << "seq_order[" << i << "] = " << n << " seed " << seed;
+      const int32_t cnt = std::min(want.offsets[n + 1] - want.offsets[n], 1023);
+      ASSERT_LE(cnt, prev) << "seq_order[" << i << "] = " << n << " has more chunks than its predecessor, seed " << seed;
+      prev = cnt;
+    }
+  }
   const int64_t nt = static_cast<int64_t>(want.indices.size()) / 2;
   ASSERT_LE(nt, nt_max) << "capacity formula violated";
   for (int64_t i = 0; i <= n_max; ++i)
@@ -90,6 +107,7 @@ TEST(CudaChunkMeta, SingleSequenceFillsTheBucket) {
   check_layout({4096}, 4096, 64, DType::kI32, 0);
   check_layout({4095, 0, 0}, 4095, 32, DType::kI64, 1);
   check_layout({0, 0, 0, 0}, 100, 64, DType::kI32, 2);
+  check_layout({70000, 1, 0, 66000, 5}, 136005, 64, DType::kI32, 4);  // counts over the last bin tie
 }
 
 }  // namespace

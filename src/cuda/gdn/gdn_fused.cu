@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(Tiling<BT, VS>::NT, 1) gdn_fused_kernel(GdnFwd
   const bool trans = seg && int(blockIdx.x) >= p.V / VS;  // tier-3 transition CTA
   const int v0 = (trans ? int(blockIdx.x) - p.V / VS : int(blockIdx.x)) * VS, j = blockIdx.y, h = j / (p.HV / p.H);
   const int vload0 = trans ? 0 : v0;  // v columns fetched (zero-filled for a transition CTA)
-  const int64_t n = blockIdx.z;
+  const int64_t n = ws_sequence(ws, blockIdx.z);
   if (seg && p.seg_flags && (p.seg_flags[n] & p.seg_skip)) return;  // uniform: before any barrier
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);

@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wg_kernel(GdnFwdParams 
   Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;
   const int v0 = blockIdx.x * VS, j = blockIdx.y, h = j / (p.HV / p.H);
-  const int64_t n = blockIdx.z;
+  const int64_t n = ws_sequence(ws, blockIdx.z);
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);
   const int64_t nchunks = (eos - bos + kBT - 1) / kBT;

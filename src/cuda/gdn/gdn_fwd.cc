@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "core/carver.h"
@@ -21,8 +22,16 @@ using Carver = WorkspaceCarver<256>;  // count with base == nullptr, then carve
 struct Carved {
   int32_t* chunk_indices = nullptr;
   int32_t* chunk_offsets = nullptr;
+  int32_t* seq_order = nullptr;
   GdnChunkWs ws;
 };
+
+// Longest-first sequence order for the head-level kernel (GdnChunkWs::seq_order): opt-in until the
+// H200 A/B, read per call. Varlen only (equal lengths gain nothing).
+bool seq_order_wanted(const GdnFwdParams& p, const GdnFwdPlan& plan) {
+  const char* e = std::getenv("LINATTN_CUDA_SEQ_ORDER");
+  return plan.tables && p.cu_seqlens && p.N > 1 && e && e[0] == '1';
+}
 
 Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied, Carver& c) {
   Carved r;
@@ -31,6 +40,7 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
     r.chunk_indices = c.take<int32_t>(2 * size_t(plan.nt_cap));
     r.chunk_offsets = c.take<int32_t>(size_t(p.N) + 1);
   }
+  if (seq_order_wanted(p, plan)) r.ws.seq_order = r.seq_order = c.take<int32_t>(size_t(p.N));
   const size_t T = size_t(p.T_total);
   r.ws.T_cap = p.T_total;
   if (p.kda) {  // the gate lives in the gated operands; no gam / rq / rk
@@ -109,10 +119,10 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
   auto st = static_cast<cudaStream_t>(stream);
   const bool supplied = chunk_indices != nullptr;
   const bool prep = stage != GdnFwdStage::kFused, fused = stage != GdnFwdStage::kPrep;
-  if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
-    build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
-                     chunk_indices, chunk_offsets, stream);
   if (!plan.chunked) {
+    if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
+      build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
+                       chunk_indices, chunk_offsets, stream);
     LINATTN_CHECK(stage == GdnFwdStage::kAll, "gdn fwd: prep / fused stages need the chunked plan");
     launch_gdn_recurrent(p, st);
     return;
@@ -124,12 +134,15 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
                      workspace ? "" : " (null)");
   Carver c{static_cast<char*>(workspace)};
   Carved w = carve(p, plan, supplied, c);
+  if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
+    build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
+                     chunk_indices, chunk_offsets, stream, w.seq_order);
   const int32_t* ci = supplied ? chunk_indices : w.chunk_indices;
   if (p.kda) w.ws.chunk_offsets = plan.tables ? (supplied ? chunk_offsets : w.chunk_offsets) : nullptr;
   if (prep) {
     if (plan.tables && !supplied)
       build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, plan.nt_cap, w.chunk_indices,
-                       w.chunk_offsets, stream);
+                       w.chunk_offsets, stream, w.seq_order);
     if (p.kda) launch_kda_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
     else launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
   }

@@ -25,7 +25,17 @@ struct GdnChunkWs {
   void* kgl = nullptr;    // [HV, T_cap, K] io type: rk k (.) 2^(gam_L - gam) (gam_L: last valid row)
   float* gl = nullptr;    // [nt_cap, HV, K] 2^gam_L of chunk r (r: row of chunk_indices / n * nts + c)
   const int32_t* chunk_offsets = nullptr;  // [N + 1] varlen: first chunk row of sequence n
+  // [N] varlen, LINATTN_CUDA_SEQ_ORDER=1: sequences longest first (build_chunk_meta); the head-level
+  // kernel's grid z walks this order so the longest sequences start in the first wave. Null: n = z.
+  const int32_t* seq_order = nullptr;
 };
+
+// The sequence a head-level CTA with grid index z works on (see GdnChunkWs::seq_order).
+#ifdef __CUDACC__
+__device__ __forceinline__ int64_t ws_sequence(const GdnChunkWs& ws, unsigned z) {
+  return ws.seq_order ? ws.seq_order[z] : static_cast<int64_t>(z);
+}
+#endif
 
 // Token-by-token fallback: any K <= 256, V, dtype. No workspace.
 void launch_gdn_recurrent(const GdnFwdParams& p, cudaStream_t stream);

@@ -2,6 +2,9 @@
 // per-sequence chunk counts tile by tile (warp shuffles + one smem round per tile, running carry),
 // writing chunk_offsets; pass 2 maps every table row r to its sequence by binary search over the
 // offsets it just wrote (upper_bound - 1 skips zero-length sequences), or writes a sentinel.
+// Optional pass 3 (seq_order set): a counting sort of the sequences by chunk count, longest first
+// (counts >= kBins - 1 share the first bin), through a shared histogram and a block scan; ties land
+// in atomic order, which only changes which CTA a head-level kernel starts first, never a result.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
@@ -10,7 +13,7 @@
 namespace linattn::cuda {
 namespace {
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 1024, kBins = kThreads;  // pass 3: one histogram bin per thread
 
 __device__ __forceinline__ int64_t load_cu(const void* cu, bool i64, int64_t i) {
   return i64 ? static_cast<const int64_t*>(cu)[i] : static_cast<const int32_t*>(cu)[i];
@@ -19,8 +22,9 @@ __device__ __forceinline__ int64_t load_cu(const void* cu, bool i64, int64_t i) 
 __global__ void __launch_bounds__(kThreads) chunk_meta_kernel(const void* cu, bool cu_i64,
                                                               int64_t n_max, int64_t t_max, int bt,
                                                               int64_t nt_max, int32_t* indices,
-                                                              int32_t* offsets) {
+                                                              int32_t* offsets, int32_t* seq_order) {
   __shared__ int64_t warp_sums[kThreads / 32];
+  __shared__ int32_t bins[kBins];
   __shared__ int64_t carry;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (tid == 0) carry = 0;
@@ -75,18 +79,49 @@ __global__ void __launch_bounds__(kThreads) chunk_meta_kernel(const void* cu, bo
     indices[2 * r] = seq;
     indices[2 * r + 1] = c;
   }
+  if (seq_order == nullptr) return;
+  // Pass 3: bin b = kBins - 1 - min(count, kBins - 1), so the exclusive scan over bins is longest first.
+  bins[tid] = 0;
+  __syncthreads();
+  for (int64_t n = tid; n < n_max; n += kThreads)
+    atomicAdd(&bins[kBins - 1 - min(offsets[n + 1] - offsets[n], kBins - 1)], 1);
+  __syncthreads();
+  int64_t incl = bins[tid];
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    int64_t o = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += o;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int64_t w = warp_sums[lane];
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      int64_t o = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= d) w += o;
+    }
+    warp_sums[lane] = w;
+  }
+  __syncthreads();
+  bins[tid] = static_cast<int32_t>((warp > 0 ? warp_sums[warp - 1] : 0) + incl - bins[tid]);  // first slot
+  __syncthreads();
+  for (int64_t n = tid; n < n_max; n += kThreads)
+    seq_order[atomicAdd(&bins[kBins - 1 - min(offsets[n + 1] - offsets[n], kBins - 1)], 1)] =
+        static_cast<int32_t>(n);
 }
 
 }  // namespace
 
 void build_chunk_meta(const void* cu_seqlens, bool cu_i64, int64_t n_max, int64_t t_max, int bt,
-                      int64_t nt_max, int32_t* chunk_indices, int32_t* chunk_offsets, void* stream) {
+                      int64_t nt_max, int32_t* chunk_indices, int32_t* chunk_offsets, void* stream,
+                      int32_t* seq_order) {
   LINATTN_CHECK(n_max >= 0 && t_max >= 0 && nt_max >= 0 && bt > 0, "chunk_meta: bad capacity N_max=",
                 n_max, " T_max=", t_max, " NT_max=", nt_max, " BT=", bt);
   LINATTN_CHECK(nt_max < (int64_t(1) << 31) && n_max < (int64_t(1) << 31),
                 "chunk_meta: capacity exceeds int32 tables (NT_max=", nt_max, ", N_max=", n_max, ")");
   launch(chunk_meta_kernel, dim3(1), dim3(kThreads), 0, static_cast<cudaStream_t>(stream),
-         cu_seqlens, cu_i64, n_max, t_max, bt, nt_max, chunk_indices, chunk_offsets);
+         cu_seqlens, cu_i64, n_max, t_max, bt, nt_max, chunk_indices, chunk_offsets, seq_order);
 }
 
 }  // namespace linattn::cuda
