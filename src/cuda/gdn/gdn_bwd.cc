@@ -32,6 +32,7 @@ using Carver = WorkspaceCarver<256>;  // count with base == nullptr, then carve
 struct Carved {
   int32_t* chunk_indices = nullptr;
   int32_t* chunk_offsets = nullptr;
+  int32_t* seq_order = nullptr;  // [N] or null (GdnChunkWs::seq_order)
   GdnBwdWs w;
   GdnBwdTokenWs tw;
 };
@@ -60,6 +61,8 @@ Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied
   GdnBwdWs& w = r.w;
   w.nt_cap = plan.nt_cap;
   w.c.T_cap = f.T_total;
+  if (plan.tables && f.cu_seqlens && f.N > 1 && seq_order_env())  // the sweeps' longest-first order
+    w.c.seq_order = r.seq_order = c.take<int32_t>(size_t(f.N));
   if (f.kda) {
     w.c.qg = c.take<uint16_t>(HV * T * K);
     w.c.kg = c.take<uint16_t>(HV * T * K);
@@ -174,7 +177,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   Carved cv = carve(f, plan, supplied, c);
   int32_t* ci = supplied ? chunk_indices : cv.chunk_indices;
   int32_t* co = supplied ? chunk_offsets : cv.chunk_offsets;
-  if (plan.tables) build_chunk_meta(f.cu_seqlens, f.cu_i64, f.N, f.T_total, f.BT, plan.nt_cap, ci, co, stream);
+  if (plan.tables)
+    build_chunk_meta(f.cu_seqlens, f.cu_i64, f.N, f.T_total, f.BT, plan.nt_cap, ci, co, stream, cv.seq_order);
   const int nts = f.cu_seqlens ? 0 : static_cast<int>((f.T_seq + f.BT - 1) / f.BT);
   if (!plan.chunked) {
     GdnBwdTokenWs& tw = cv.tw;

@@ -197,7 +197,7 @@ struct SweepIds {
     v0 = slice * VS;
     j = blockIdx.y;
     h = j / (p.f.HV / p.f.H);
-    n = blockIdx.z;
+    n = ws_sequence(w.c, blockIdx.z);
     seq_bounds(p.f, n, bos, eos);
     nchunks = (eos - bos + BT - 1) / BT;
     rbase = chunk_row_base(w.chunk_offsets, w.nts, n);

@@ -5,7 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <sstream>
 
 #include "core/carver.h"
@@ -26,11 +25,10 @@ struct Carved {
   GdnChunkWs ws;
 };
 
-// Longest-first sequence order for the head-level kernel (GdnChunkWs::seq_order): opt-in until the
-// H200 A/B, read per call. Varlen only (equal lengths gain nothing).
+// Longest-first sequence order for the head-level kernel (GdnChunkWs::seq_order; seq_order_env).
+// Varlen only (equal lengths gain nothing).
 bool seq_order_wanted(const GdnFwdParams& p, const GdnFwdPlan& plan) {
-  const char* e = std::getenv("LINATTN_CUDA_SEQ_ORDER");
-  return plan.tables && p.cu_seqlens && p.N > 1 && e && e[0] == '1';
+  return plan.tables && p.cu_seqlens && p.N > 1 && seq_order_env();
 }
 
 Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied, Carver& c) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/gdn/gdn_params.h"
 
@@ -29,6 +30,13 @@ struct GdnChunkWs {
   // kernel's grid z walks this order so the longest sequences start in the first wave. Null: n = z.
   const int32_t* seq_order = nullptr;
 };
+
+// Whether the varlen head-level kernels take the longest-first order: opt-in until the H200 A/B
+// (LINATTN_CUDA_SEQ_ORDER=1, read per call; the workspace grows by N int32 when on).
+inline bool seq_order_env() {
+  const char* e = std::getenv("LINATTN_CUDA_SEQ_ORDER");
+  return e && e[0] == '1';
+}
 
 // The sequence a head-level CTA with grid index z works on (see GdnChunkWs::seq_order).
 #ifdef __CUDACC__
