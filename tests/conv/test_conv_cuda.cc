@@ -5,17 +5,19 @@
 // inputs and garbage padding, replay == eager fixed-capacity call bitwise, padding untouched.
 // Aligned layouts run the default kernels (conv_stream.cuh: kStreamFwd / kStreamBwd);
 // scripts/gpu-conv reruns the binary with LINATTN_CONV_CUDA_PATH=stream and =tiles so both
-// designs are covered whichever is the default.
+// designs are covered whichever is the default; the v7 forward variants are swept in-process.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "conv_case.h"
 #include "linattn/dense.h"
+#include "linattn/error.h"
 
 namespace linattn::testing {
 namespace {
@@ -214,6 +216,81 @@ TEST(ConvCuda, RunsAreBitwiseReproducible) {
   EXPECT_TRUE(same_rows("dx", d, a.dx.view, b.dx.view));
   EXPECT_TRUE(same_flat("dweight", a.dw, b.dw));
   EXPECT_TRUE(same_flat("dbias", a.db, b.db));
+}
+
+// The forward variants of the v7 A/B (LINATTN_CONV_CUDA_FWD, read per call; conv_run.cuh: FwdVariant):
+// every ring, L2 policy, prefetch hint and grid choice against the fp64 reference for every option, W 2-4 (W 2 / 3
+// take the 8 x 4 ring without hints), three dtypes, varlen with awkward lengths and dense B = 2;
+// y also bitwise equal to the v6 kernel's (the same operations in the same order).
+struct EnvGuard {
+  explicit EnvGuard(const char* v) { setenv("LINATTN_CONV_CUDA_FWD", v, 1); }
+  ~EnvGuard() { unsetenv("LINATTN_CONV_CUDA_FWD"); }
+};
+
+TEST(ConvCuda, ForwardVariantsMatchReferenceAndV6) {
+  const char* variants[] = {"v6",
+                            "blocks=1",
+                            "blocks=7",
+                            "waves=1",
+                            "waves=2,v6",
+                            "ring=8x4,ld=first,st=first",
+                            "ld=last,st=normal",
+                            "ring=8x6",
+                            "ring=8x6,ld=first,st=last,waves=1",
+                            "ring=16x3",
+                            "ring=16x3,ld=first,st=first,blocks=5",
+                            "ring=16x4,pf=256",
+                            "ring=32x3,ld=first,st=first,pf=256",
+                            "ring=32x3,blocks=3"};
+  int seed = 800;
+  for (const char* v : variants)
+    for (DType dt : {DType::kBF16, DType::kF16, DType::kF32})
+      for (int W : {4, 3, 2})
+        for (int opt = 0; opt < (W == 4 ? 8 : 2); ++opt) {
+          ConvCase c;
+          c.dtype = dt, c.W = W, c.seed = ++seed, c.D = 1040;  // 3 spans of bf16, the last 16 channels wide
+          c.act = opt % 2 ? Activation::kSilu : Activation::kNone;
+          c.residual = (opt / 2) % 2;
+          c.bias = c.h0 = c.ht = c.dht = (opt / 4) % 2 || W != 4;
+          if ((opt + W) % 2) c.B = 2, c.T = 333;
+          else c.lens = {0, 1, 2, 3, 130, 7, 300, 64, 65, 0, 2, 17};
+          SCOPED_TRACE(std::string("LINATTN_CONV_CUDA_FWD=") + v + " " + c.str());
+          ConvData d = make_data(c);
+          ConvResults r = make_results(d, c.seed + 7);
+          const ConvResults before = clone(r);
+          ConvResults r6 = clone(r);
+          DevData g = make_dev(d);
+          DevResults gr = make_dev(r), g6 = make_dev(r6);
+          upload_all(g, d);
+          upload_all(gr, r), upload_all(g6, r6);
+          {
+            EnvGuard e(v);
+            run(d, g, gr);
+          }
+          {
+            EnvGuard e("v6");
+            run(d, g, g6);
+          }
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          download_all(r, gr), download_all(r6, g6);
+          expect_matches_ref(d, r, before);
+          EXPECT_TRUE(same_rows("y", d, r.y.view, r6.y.view));
+          EXPECT_TRUE(same_flat("final_state", r.ht, r6.ht));
+        }
+}
+
+TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
+  ConvCase c;
+  c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
+  ConvData d = make_data(c);
+  ConvResults r = make_results(d, 5);
+  DevData g = make_dev(d);
+  DevResults gr = make_dev(r);
+  upload_all(g, d);
+  for (const char* bad : {"ring=4x4", "ld=sometimes", "pf=128", "blocks=0", "speed=max", "ring"}) {
+    EnvGuard e(bad);
+    EXPECT_THROW(conv_fwd(g.in, gr.out, d.options()), Error) << bad;
+  }
 }
 
 void set_layout(ConvData& d, const std::vector<int64_t>& lens) {

@@ -160,11 +160,13 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
     const int64_t run_rows = run_group_rows(rows, spans);
     const int64_t run_groups = (rows + run_rows - 1) / run_rows;
+    const FwdVariant fv = fwd_variant();  // LINATTN_CONV_CUDA_FWD (v7 A/B variants), read per call
     if (vec_out && use_stream(kStreamFwd)) {
       fwd_stream<E>(p, stream);
     } else if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.residual, p) && run_flat(p.y, p) &&
-               use_run(spans * run_groups)) {
-      fwd_run<E>(p, stream, run_rows, run_groups);
+               (fv.on || use_run(spans * run_groups))) {
+      if (fv.on) fwd_run_variant<E>(p, stream, fv);
+      else fwd_run<E>(p, stream, run_rows, run_groups);
     } else {
       const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);
       const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);

@@ -3,15 +3,52 @@
 // group_rows consecutive rows (any split: the forward has no partial sums); a thread walks every
 // row of its group with the x window in registers (loaded from global memory / initial_state once
 // per group and at each sequence start) and writes y. x (and residual) come through the staged
-// ring; silu and residual are compile-time flags of the kernel.
+// ring; silu and residual are compile-time flags of the kernel. v7 (opt-in, fwd_run_variant):
+// the same kernel with other rings (kR-row tiles x kS stages), L2 eviction policies on the x /
+// residual copies and the y stores (kHint; W = 4 only), and other grids (conv_run.cuh: FwdVariant).
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/conv/conv_run.cuh"
 
 namespace linattn::cuda::conv {
 namespace {
 
-template <class E, int kW, bool kSilu, bool kRes>
-__global__ void __launch_bounds__(kThreads, 4) fwd_run_kernel(const ConvParams p, int64_t group_rows) {
+// y store of one thread's 4 bytes with an L2 cache policy (the hinted instances).
+template <class E, int kC>
+__device__ __forceinline__ void store_lanes_hint(E* p, const float* v, uint64_t pol) {
+  uint32_t bits;
+  if constexpr (kC == 1) {
+    static_assert(sizeof(E) == 4, "kC = 1: fp32");
+    bits = __float_as_uint(v[0]);
+  } else if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v[0], v[1]);
+    bits = *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(v[0], v[1]);
+    bits = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;\n" ::"l"(p), "r"(bits), "l"(pol) : "memory");
+}
+
+// createpolicy for code 0 (evict_normal), 1 (evict_first), 2 (evict_last), whole-line fraction 1.
+__device__ __forceinline__ uint64_t l2_policy(int code) {
+  uint64_t pol;
+  if (code == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  else if (code == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
+// hints (kHint only): ld policy code + 4 * st policy code + 16 * L2::256B prefetch.
+template <class E, int kW, bool kSilu, bool kRes, int kR = kRunRows, int kS = kRunStages, bool kHint = false>
+__global__ void __launch_bounds__(kThreads, 4)
+    fwd_run_kernel(const ConvParams p, int64_t group_rows, [[maybe_unused]] int hints) {
   constexpr int kC = run_chans<E>(), SPAN = run_span<E>(), H = kW - 1;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int c0 = static_cast<int>(blockIdx.x) * SPAN;  // rows and D < 2^31: 32-bit indices
@@ -38,6 +75,9 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_run_kernel(const ConvParams p
   E* const y0 = static_cast<E*>(p.y.data) + c;
   const int64_t yst = p.y.st;
 
+  uint64_t ld_pol = 0, st_pol = 0;
+  [[maybe_unused]] const bool pf256 = (hints >> 4) & 1;
+  if constexpr (kHint) ld_pol = l2_policy(hints & 3), st_pol = l2_policy((hints >> 2) & 3);
   auto row = [&](const E* xp, const E* rp, E* yp) {
     float xu[kC], res[kC], out[kC];
     load_lanes<E, kC>(xp, xu);
@@ -54,31 +94,37 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_run_kernel(const ConvParams p
       for (int k = 0; k + 1 < H; ++k) xw[j][k] = xw[j][k + 1];
       xw[j][H - 1] = xu[j];
     }
-    store_lanes<E, kC>(yp, out);
+    if constexpr (kHint) store_lanes_hint<E, kC>(yp, out, st_pol);
+    else store_lanes<E, kC>(yp, out);
   };
 
-  RunCopy<E> cx, cr;
+  RunCopy<E, kR> cx, cr;
   cx.init(p.x, g0, c0, p.D, smem_raw);
-  if constexpr (kRes) cr.init(p.residual, g0, c0, p.D, smem_raw + kRunRows * kRunRowBytes);
-  constexpr int kStage = (kRes ? 2 : 1) * kRunRows * kRunRowBytes;  // bytes: x rows, then residual rows
-  const int ntiles = (g1 - g0 + kRunRows - 1) / kRunRows;
+  if constexpr (kRes) cr.init(p.residual, g0, c0, p.D, smem_raw + kR * kRunRowBytes);
+  constexpr int kStage = (kRes ? 2 : 1) * kR * kRunRowBytes;  // bytes: x rows, then residual rows
+  const int ntiles = (g1 - g0 + kR - 1) / kR;
   auto issue = [&](int k, int st) {
-    const int left = g1 - g0 - k * kRunRows;
-    const int nrows = left < kRunRows ? left : kRunRows;
-    cx.issue(st * kStage, nrows);
-    if constexpr (kRes) cr.issue(st * kStage, nrows);
+    const int left = g1 - g0 - k * kR;
+    const int nrows = left < kR ? left : kR;
+    if constexpr (kHint) {
+      cx.issue_hint(st * kStage, nrows, ld_pol, pf256);
+      if constexpr (kRes) cr.issue_hint(st * kStage, nrows, ld_pol, pf256);
+    } else {
+      cx.issue(st * kStage, nrows);
+      if constexpr (kRes) cr.issue(st * kStage, nrows);
+    }
   };
   auto body = [&](int k, int st) {
     if (!active) return;
     const E* xs = reinterpret_cast<const E*>(smem_raw + st * kStage) + threadIdx.x * kC;
-    const E* rs = xs + kRunRows * SPAN;
-    const int r = g0 + k * kRunRows;
+    const E* rs = xs + kR * SPAN;
+    const int r = g0 + k * kR;
     E* yp = y0 + static_cast<int64_t>(r) * yst;
-    if (r >= bos && r + kRunRows <= eos && r + kRunRows <= g1) {  // one sequence: no tests
+    if (r >= bos && r + kR <= eos && r + kR <= g1) {  // one sequence: no tests
 #pragma unroll
-      for (int i = 0; i < kRunRows; ++i, yp += yst) row(xs + i * SPAN, rs + i * SPAN, yp);
+      for (int i = 0; i < kR; ++i, yp += yst) row(xs + i * SPAN, rs + i * SPAN, yp);
     } else {
-      const int nrows = g1 - r < kRunRows ? g1 - r : kRunRows;
+      const int nrows = g1 - r < kR ? g1 - r : kR;
 #pragma unroll 1
       for (int i = 0; i < nrows; ++i) {
         const int u = r + i;
@@ -94,14 +140,14 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_run_kernel(const ConvParams p
       }
     }
   };
-  run_pipeline(ntiles, issue, body);
+  run_pipeline<kS>(ntiles, issue, body);
 }
 
 template <class E, int kW, bool kSilu, bool kRes>
 void launch_one(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t group_rows) {
   const size_t smem = run_smem_bytes(kRes ? 2 : 1);
   ensure_dynamic_smem(reinterpret_cast<const void*>(fwd_run_kernel<E, kW, kSilu, kRes>), smem);
-  fwd_run_kernel<E, kW, kSilu, kRes><<<grid, kThreads, smem, stream>>>(p, group_rows);
+  fwd_run_kernel<E, kW, kSilu, kRes><<<grid, kThreads, smem, stream>>>(p, group_rows, 0);
 }
 
 template <class E, int kW>
@@ -127,6 +173,116 @@ void fwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64
   LINATTN_CONV_CUDA_OK(cudaGetLastError());
 }
 
+namespace {
+
+template <class E, int kW, int kR, int kS, bool kHint>
+void launch_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
+  const bool res = p.residual.data != nullptr;
+  void (*k)(ConvParams, int64_t, int);
+  if (p.silu)
+    k = res ? fwd_run_kernel<E, kW, true, true, kR, kS, kHint> : fwd_run_kernel<E, kW, true, false, kR, kS, kHint>;
+  else
+    k = res ? fwd_run_kernel<E, kW, false, true, kR, kS, kHint> : fwd_run_kernel<E, kW, false, false, kR, kS, kHint>;
+  const size_t smem = run_smem_bytes(res ? 2 : 1, kR, kS);
+  ensure_dynamic_smem(reinterpret_cast<const void*>(k), smem);
+  const int64_t rows = p.B * p.T;
+  const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
+  int64_t target = v.blocks;
+  if (v.waves > 0) {  // the device's resident blocks of this instance: fixed per device, not per call data
+    const DeviceInfo& dev = current_device_info();
+    static std::mutex mu;
+    static std::map<std::tuple<const void*, int, size_t>, int> occs;  // (kernel, device, smem) -> blocks per SM
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = occs.find({reinterpret_cast<const void*>(k), dev.ordinal, smem});
+    if (it == occs.end()) {
+      int occ = 0;
+      LINATTN_CONV_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, kThreads, smem));
+      it = occs.emplace(std::make_tuple(reinterpret_cast<const void*>(k), dev.ordinal, smem), occ > 0 ? occ : 1).first;
+    }
+    target = v.waves * dev.sm_count * it->second;
+  }
+  int64_t g = (rows * spans + (target > 0 ? target : 2048) - 1) / (target > 0 ? target : 2048);
+  if (target <= 0 && g < 64) g = 64;  // v6's rule (run_group_rows in conv_fwd.cu)
+  const int64_t min_g = (rows + 65534) / 65535;  // grid.y <= 65535
+  g = g < min_g ? min_g : g;
+  g = (g + kR - 1) / kR * kR;
+  const int64_t groups = (rows + g - 1) / g;
+  const dim3 grid(static_cast<unsigned>(spans), static_cast<unsigned>(groups));
+  k<<<grid, kThreads, smem, stream>>>(p, g, v.ld + 4 * v.st + (v.pf256 ? 16 : 0));
+  LINATTN_CONV_CUDA_OK(cudaGetLastError());
+}
+
+int policy_code(const std::string& key, const std::string& val) {
+  if (val == "normal") return 0;
+  if (val == "first") return 1;
+  if (val == "last") return 2;
+  LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: ", key, " expected normal / first / last, got ", val);
+  return 0;
+}
+
+}  // namespace
+
+FwdVariant fwd_variant() {
+  FwdVariant v;
+  const char* e = std::getenv("LINATTN_CONV_CUDA_FWD");
+  if (e == nullptr || *e == '\0') return v;
+  v.on = true;
+  const std::string s(e);
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty() || item == "v6") continue;
+    const size_t eq = item.find('=');
+    LINATTN_CHECK(eq != std::string::npos, "LINATTN_CONV_CUDA_FWD: expected key=value, got ", item);
+    const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    if (key == "ring") {
+      const char* rings[] = {"8x4", "8x6", "16x3", "16x4", "32x3"};
+      v.ring = -1;
+      for (int i = 0; i < 5; ++i)
+        if (val == rings[i]) v.ring = i;
+      LINATTN_CHECK(v.ring >= 0, "LINATTN_CONV_CUDA_FWD: ring expected 8x4 / 8x6 / 16x3 / 16x4 / 32x3, got ",
+                    val);
+      v.hint = true;
+    } else if (key == "ld" || key == "st") {
+      (key == "ld" ? v.ld : v.st) = policy_code(key, val);
+      v.hint = true;
+    } else if (key == "pf") {
+      LINATTN_CHECK(val == "256", "LINATTN_CONV_CUDA_FWD: pf expected 256, got ", val);
+      v.pf256 = v.hint = true;
+    } else if (key == "blocks" || key == "waves") {
+      const long long n = std::atoll(val.c_str());
+      LINATTN_CHECK(n > 0 && n <= (1 << 22), "LINATTN_CONV_CUDA_FWD: ", key, " expected 1 .. 2^22, got ", val);
+      (key == "blocks" ? v.blocks : v.waves) = n;
+    } else {
+      LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key, " (ring, ld, st, pf, blocks, waves)");
+    }
+  }
+  return v;
+}
+
+template <class E>
+void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
+  if (p.W == 4 && v.hint) {
+    if (v.ring == 1) launch_variant<E, 4, 8, 6, true>(p, stream, v);
+    else if (v.ring == 2) launch_variant<E, 4, 16, 3, true>(p, stream, v);
+    else if (v.ring == 3) launch_variant<E, 4, 16, 4, true>(p, stream, v);
+    else if (v.ring == 4) launch_variant<E, 4, 32, 3, true>(p, stream, v);
+    else launch_variant<E, 4, kRunRows, kRunStages, true>(p, stream, v);
+  } else if (p.W == 2) {
+    launch_variant<E, 2, kRunRows, kRunStages, false>(p, stream, v);
+  } else if (p.W == 3) {
+    launch_variant<E, 3, kRunRows, kRunStages, false>(p, stream, v);
+  } else {
+    launch_variant<E, 4, kRunRows, kRunStages, false>(p, stream, v);
+  }
+}
+
+template void fwd_run_variant<float>(const ConvParams&, cudaStream_t, const FwdVariant&);
+template void fwd_run_variant<__nv_bfloat16>(const ConvParams&, cudaStream_t, const FwdVariant&);
+template void fwd_run_variant<__half>(const ConvParams&, cudaStream_t, const FwdVariant&);
 template void fwd_run<float>(const ConvParams&, cudaStream_t, int64_t, int64_t);
 template void fwd_run<__nv_bfloat16>(const ConvParams&, cudaStream_t, int64_t, int64_t);
 template void fwd_run<__half>(const ConvParams&, cudaStream_t, int64_t, int64_t);

@@ -52,6 +52,18 @@ __device__ __forceinline__ void cp_async16_s(unsigned smem, const void* gmem) {
 #endif
 }
 
+// The same with an L2 cache policy (a createpolicy value; conv_fwd_run.cu's hinted variants), and
+// optionally the L2::256B prefetch-size hint.
+__device__ __forceinline__ void cp_async16_s_hint(unsigned smem, const void* gmem, uint64_t pol, bool pf256) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (pf256)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+                 "l"(pol));
+  else
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "l"(pol));
+#endif
+}
+
 // One staged tensor's copy: the thread moves 16-byte chunk (tid % 64) of tile rows tid / 64 + 4 m;
 // src walks the tensor one tile per issue (rows past the group are not copied). Addresses are
 // set up once: per tile an issue is kR / 4 predicated cp.async and one pointer step.
@@ -80,6 +92,15 @@ struct RunCopy {
 #pragma unroll
       for (int m = 0; m < kR / 4; ++m)
         if (ro + 4 * m < nrows) cp_async16_s(dst + off + m * 4 * kRunRowBytes, src + m * step4);
+      src += (kR / 4) * step4;
+    }
+  }
+  // issue() with the L2 cache policy pol (and the 256-byte prefetch hint) on every copy.
+  __device__ __forceinline__ void issue_hint(unsigned off, int nrows, uint64_t pol, bool pf256) {
+    if (on) {
+#pragma unroll
+      for (int m = 0; m < kR / 4; ++m)
+        if (ro + 4 * m < nrows) cp_async16_s_hint(dst + off + m * 4 * kRunRowBytes, src + m * step4, pol, pf256);
       src += (kR / 4) * step4;
     }
   }
@@ -136,9 +157,31 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
   }
 }
 
+// Forward variants for A/B runs (v7, opt-in; conv_fwd_run.cu): LINATTN_CONV_CUDA_FWD, read per
+// call, a comma-separated list of key=value: ring=8x4|8x6|16x3|16x4|32x3 (rows per tile x stages;
+// 16 x 4: 3 blocks per SM, 32 x 3: 2),
+// ld=normal|first|last and st=normal|first|last (L2 eviction policy of the x / residual copies and
+// of the y stores), pf=256 (the copies' L2::256B prefetch hint), blocks=N (target grid) or waves=N
+// (N x the resident blocks of the device);
+// "v6" alone = the default kernel and grid. Set and non-empty, it forces the long-run path
+// wherever eligible (as LINATTN_CONV_CUDA_PATH=run). A ring, a policy or pf selects the hinted W = 4
+// instances (other W keep the 8 x 4 ring without hints); blocks / waves alone keep the v6 kernel.
+struct FwdVariant {
+  bool on = false;
+  int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3
+  bool hint = false;     // the hinted instance (a ring or a policy was named)
+  int ld = 0, st = 0;    // 0: evict_normal, 1: evict_first, 2: evict_last
+  bool pf256 = false;
+  int64_t blocks = 0;    // 0: v6's rule (~2048 blocks, >= 64 rows per group)
+  int64_t waves = 0;
+};
+FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values)
+
 // Launch of the forward / backward long-run kernels (the callers checked eligibility).
 template <class E>
 void fwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64_t groups);
+template <class E>
+void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);
 template <class E>
 void bwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64_t groups);
 
