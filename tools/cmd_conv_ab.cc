@@ -12,7 +12,7 @@
 // "default" = the variable unset (the library's dispatch); "memcpy" = cudaMemcpyAsync(y, x).
 // --verify: in the first round y of every variant is compared bitwise with the default's
 // (every variant computes each output with the same operations in the same order).
-// Prints one JSON line per (shape, variant).
+// Prints the parsed configuration (an env line), then one JSON line per (shape, variant).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -129,15 +129,24 @@ std::vector<uint16_t> download(const Dev& d) {
 
 int cmd_conv_ab(const Args& args) {
   std::vector<Shape> shapes;
-  for (const std::string& t : split(flag(args, "--shapes", "8192x65536"), ',')) {
+  for (const std::string& t : split(flag(args, "shapes", "8192x65536"), ',')) {
     const size_t x = t.find('x');
     LINATTN_CHECK(x != std::string::npos, "--shapes: expected DxT, got ", t);
     shapes.push_back({std::stoll(t.substr(0, x)), std::stoll(t.substr(x + 1))});
   }
-  const std::vector<std::string> variants = split(flag(args, "--variants", "default;memcpy"), ';');
-  const int rounds = std::max(1, std::atoi(flag(args, "--rounds", "3").c_str()));
-  const int iters = std::max(1, std::atoi(flag(args, "--iters", "20").c_str()));
-  const bool verify = has_flag(args, "--verify");
+  const std::vector<std::string> variants = split(flag(args, "variants", "default;memcpy"), ';');
+  const int rounds = std::max(1, std::atoi(flag(args, "rounds", "3").c_str()));
+  const int iters = std::max(1, std::atoi(flag(args, "iters", "20").c_str()));
+  const bool verify = has_flag(args, "verify");
+  // The parsed configuration first (before any CUDA call): what the rows below were measured with.
+  std::printf("{\"kind\":\"env\",\"tool\":\"conv-ab\",\"rounds\":%d,\"iters\":%d,\"verify\":%s,\"shapes\":[", rounds,
+              iters, verify ? "true" : "false");
+  for (size_t i = 0; i < shapes.size(); ++i)
+    std::printf("%s\"%lldx%lld\"", i ? "," : "", static_cast<long long>(shapes[i].D), static_cast<long long>(shapes[i].T));
+  std::printf("],\"variants\":[");
+  for (size_t i = 0; i < variants.size(); ++i) std::printf("%s\"%s\"", i ? "," : "", variants[i].c_str());
+  std::printf("]}\n");
+  std::fflush(stdout);
   cudaStream_t st;
   cuda_ok(cudaStreamCreate(&st), "stream");
   cudaEvent_t e0, e1;

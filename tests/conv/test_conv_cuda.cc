@@ -230,25 +230,21 @@ struct EnvGuard {
 TEST(ConvCuda, ForwardVariantsMatchReferenceAndV6) {
   const char* variants[] = {"v6",
                             "blocks=1",
-                            "blocks=7",
-                            "waves=1",
                             "waves=2,v6",
                             "ring=8x4,ld=first,st=first",
                             "ld=last,st=normal",
-                            "ring=8x6",
                             "ring=8x6,ld=first,st=last,waves=1",
                             "ring=16x3",
                             "ring=16x3,ld=first,st=first,blocks=5",
                             "ring=16x4,pf=256",
-                            "ring=32x3,ld=first,st=first,pf=256",
-                            "ring=32x3,blocks=3"};
+                            "ring=32x3,ld=first,st=first,pf=256,blocks=3"};
   int seed = 800;
   for (const char* v : variants)
     for (DType dt : {DType::kBF16, DType::kF16, DType::kF32})
       for (int W : {4, 3, 2})
         for (int opt = 0; opt < (W == 4 ? 8 : 2); ++opt) {
           ConvCase c;
-          c.dtype = dt, c.W = W, c.seed = ++seed, c.D = 1040;  // 3 spans of bf16, the last 16 channels wide
+          c.dtype = dt, c.W = W, c.seed = ++seed, c.D = 520;  // 2 spans of bf16 (the last 8 channels wide), 3 of fp32
           c.act = opt % 2 ? Activation::kSilu : Activation::kNone;
           c.residual = (opt / 2) % 2;
           c.bias = c.h0 = c.ht = c.dht = (opt / 4) % 2 || W != 4;
