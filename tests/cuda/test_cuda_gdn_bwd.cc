@@ -6,13 +6,18 @@
 // inputs, fp32 / bf16 gradients and cotangents, BT 64 and 32. Gradients are NaN-prefilled:
 // unwritten elements fail; padding rows must be exactly 0; zero-length sequences pass
 // d_final_state to dh0 exactly; two runs are bitwise equal. Bars: tests/common/tolerances.h.
+// The chunk-kernel variant wg3 (LINATTN_CUDA_GDN_BWD_CHUNK=wg3) runs every case again: fp64
+// reference, padding, zero-length dh0, bitwise equal to the default kernel (same math, only the
+// stores / prefetches / live ranges differ), determinism and the graph sequence (cuda_graph_seq.h).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "cuda_bwd_util.h"
 #include "cuda_fwd_util.h"
+#include "cuda_graph_seq.h"
 
 namespace linattn::test {
 namespace {
@@ -88,6 +93,50 @@ void run_case(const Case& c, api::CudaGdnPath path, int vs) {
   check_zero_length_dh0(d, cot, got);
 }
 
+// Sets an environment variable for a scope (unset when `value` is null), restoring the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+constexpr const char* kChunkEnv = "LINATTN_CUDA_GDN_BWD_CHUNK";
+
+// wg3 against the reference and bitwise against the default chunk kernel (unset env).
+void run_case_wg3(const Case& c) {
+  SCOPED_TRACE(c.name + " wg3");
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(c.spec.seed * 31 + 7);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+  ChunkAttnGradTensors base_run, got;
+  {
+    ScopedEnv e(kChunkEnv, nullptr);
+    base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  {
+    ScopedEnv e(kChunkEnv, "wg3");
+    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
+  EXPECT_TRUE(grads_padding_zero(d, got));
+  EXPECT_TRUE(grads_finite(got));
+  check_zero_length_dh0(d, cot, got);
+  EXPECT_TRUE(grads_bitwise(got, base_run)) << "wg3 differs from the default chunk kernel";
+}
+
 class CudaGdnBwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:
   void SetUp() override {
@@ -122,6 +171,30 @@ TEST_P(CudaGdnBwd, ChunkedIsDeterministic) {
   const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   EXPECT_TRUE(grads_bitwise(a, b));
+}
+
+TEST_P(CudaGdnBwd, Wg3MatchesReferenceAndDefault) {
+  const auto [dt, bt] = GetParam();
+  const auto all = cases(dt, bt);
+  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case with io-type dq / dk
+    run_case_wg3(all[1]);
+    return;
+  }
+  for (const Case& c : all) run_case_wg3(c);
+}
+
+TEST_P(CudaGdnBwd, Wg3IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv e(kChunkEnv, "wg3");
+  for (const Case& c : cases(dt, bt)) {  // fp32 and io-type (staged) dq / dk
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(9);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_bitwise(a, b));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
@@ -180,6 +253,17 @@ TEST(CudaGdnBwdFallback, ChunkedPathRejectsUnsupportedShapes) {
   ChunkAttnSpec s = base(DType::kBF16, 64);
   s.K = 64;
   expect_chunked_refused(s);
+}
+
+// The GRAPH_CONTRACT.md section 8 sequence (forward + backward in one graph, seven layouts) with
+// the wg3 chunk kernel: io-type gradients (dq / dk staged through shared memory) and fp32 ones.
+TEST(CudaGdnBwdWg3, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv e(kChunkEnv, "wg3");
+  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
+                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
 }
 
 // The public op and its workspace query on CUDA tensors (see check_public_op_workspace).

@@ -9,6 +9,10 @@
 // V2 ("wg2", LINATTN_CUDA_GDN_BWD_CHUNK=wg2): the same products and reduction order with fewer
 // instructions (descriptors built once per product, per-thread swizzle offsets, hoisted cp.async
 // offsets) and warp 0's finish taken off the head-to-head chain (WgRows below).
+// V3 ("wg3", LINATTN_CUDA_GDN_BWD_CHUNK=wg3; V = 128): V2 plus shorter live ranges (t0 as a 32-bit
+// value, the v row pointers not hoisted: fewer spill reloads per head), the next head's v rows and
+// gam row prefetched into L2, <S, dS'> computed while the xn product is in flight, and dq / dk in
+// the io type stored as 16-byte row pieces through the q / k tiles. Same values as V2 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -59,7 +63,27 @@ constexpr size_t wg_smem_bytes() {
 }
 static_assert(wg_smem_bytes<128, true>() <= 227 * 1024, "one CTA per SM must fit");
 
-template <class T, int V, bool V2>
+// wg3: pull what value head j reads with plain loads right at its start (nothing else to wait on
+// there) into L2 while the current head computes: its v rows (the Y.v row dot after the head's
+// first barrier; V / 64 lines of 128 B per row, one prefetch per line on threads < 64 V / 64) and
+// its gam row (warps 2-3 before that barrier; elements 0, 32, len - 1 cover its <= 3 lines).
+template <int V>
+__device__ __forceinline__ void prefetch_head_l2(const GdnFwdParams& f, const GdnBwdWs& w, int64_t t0, int len, int j,
+                                                 int tid) {
+  constexpr int LPR = V / 64;
+  const int row = tid / LPR;
+  if (row < len && row < kBT) {
+    const char* a = reinterpret_cast<const char*>(f.v) + (((t0 + row) * f.HV + j) * int64_t(V) + (tid % LPR) * 64) * 2;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+  const int e = tid - kNT + 3;  // the last three threads
+  if (e >= 0) {
+    const float* a = w.c.gam + j * w.c.T_cap + t0 + (e == 0 ? 0 : e == 1 ? min(32, len - 1) : len - 1);
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+}
+
+template <class T, int V, bool V2, bool V3 = false>
 __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
                                              int64_t t0, int len, int j, int tid_) {
   // An opaque copy of tid: the per-thread tile offsets are recomputed here rather than hoisted
@@ -83,6 +107,7 @@ __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p
     load_sw<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
   }
   load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
+  if constexpr (V3) prefetch_head_l2<V>(f, w, t0, len, j, tid);
 }
 
 template <int NTW>
@@ -93,8 +118,9 @@ __device__ __forceinline__ void scale_rows(float (&t)[NTW][4], const float (&f)[
     for (int e = 0; e < 4; ++e) t[nt][e] *= f[e >> 1];
 }
 
-template <class T, int V, bool V2>
+template <class T, int V, bool V2, bool V3>
 __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+  static_assert(!V3 || V2, "wg3 extends wg2");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -114,7 +140,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
   int64_t bos, eos;
   seq_bounds(f, n, bos, eos);
-  const int64_t t0 = bos + c * kBT;
+  // wg3 (launched only when T_total < 2^31): t0 known to be a sign-extended 32-bit value, so its
+  // high word is one shift away instead of a register live through the head loop (spilled)
+  const int64_t t0 = V3 ? int64_t(int32_t(bos + c * kBT)) : bos + c * kBT;
   const int len = static_cast<int>(min(int64_t(kBT), eos - t0));
   if (len <= 0) return;
   // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
@@ -136,7 +164,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
   load_scalars_async<kBT>(s.rq, w.c.rq + h * w.c.T_cap + t0, len, tid);
   load_scalars_async<kBT>(s.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - kBT);
-  load_head_wg<T, V, V2>(s, p, w, r, t0, len, h * G, tid);
+  load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, h * G, tid);
   cp_async_commit();
 
   float dqA[NTK][4] = {}, dkA[NTK][4] = {};
@@ -194,7 +222,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       for (int hf = 0; hf < 2; ++hf) {
         const int rr = r0 + 8 * hf;
         if (rr >= len) continue;
-        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rr) * f.HV + j) * int64_t(V);
+        // wg3: the row from an opaque copy of rr, so the row pointers are not hoisted out of the
+        // head loop into spilled registers (their reloads sat in front of these loads)
+        int rv = rr;
+        if constexpr (V3) asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rr));
+        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
 #pragma unroll
         for (int nt = 0; nt < NTV; ++nt) {
           const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
@@ -224,19 +256,31 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       const float one[2] = {1.f, 1.f};
       add_scaled(dkA, t, one);
     }
-    {  // <S, dS'> (same layout: 16-byte pieces in address order; block partials in a fixed order)
+    // <S, dS'> (same layout: 16-byte pieces in address order; block partials in a fixed order)
+    auto s_dot_ds = [&] {
       float acc = 0.f;
       for (int idx = tid; idx < kK * V / 8; idx += kNT)
         acc += dot8<T>(reinterpret_cast<const uint4*>(s.S)[idx], reinterpret_cast<const uint4*>(s.dS)[idx]);
       acc = warp_sum(acc);
       if (lane == 0) s.wred[warp] = acc;
-    }
+    };
+    if constexpr (!V3) s_dot_ds();
     fence_view_async_shared();
     __syncthreads();  // Y visible to every warpgroup
 
     {  // xn = Y S^T: dk^ -= beta e^gam xn
       float t[NTK][4] = {};
-      wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+      if constexpr (V3) {  // wg3: <S, dS'> runs while the product is in flight (both only read S)
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+        wgmma_fence();
+        wg_issue_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+        wgmma_commit();
+        s_dot_ds();
+        wgmma_wait<0>();
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+      } else {
+        wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+      }
       float pk[2] = {};
       rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
       flush_rowdot<kBT>(s.red, 5, pk, r0, wn, tq);
@@ -304,7 +348,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     }
     fence_view_async_shared();
     __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
-    if (jj + 1 < G) load_head_wg<T, V, V2>(s, p, w, r, t0, len, j + 1, tid);
+    if (jj + 1 < G) load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
     cp_async_commit();
 
     {  // dq^ += Pd K^ (accumulated in place: the product adds onto the running group sum)
@@ -348,6 +392,12 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   rowdot_v<V2, T, NTK>(pk2, dkA, s.k, r0, ck, tq, fbk);
   flush_rowdot<kBT>(s.red, 0, pq2, r0, wn, tq);
   flush_rowdot<kBT>(s.red, 1, pk2, r0, wn, tq);
+  // wg3: a gradient in the io type with a 16-byte aligned base is written in place over the q / k
+  // tile elements this thread just read (each element has exactly one owner), then stored as
+  // 16-byte row pieces (the per-element stores use 8 of every 32 bytes they move).
+  constexpr ElemType kIo = std::is_same_v<T, __nv_bfloat16> ? ElemType::kBF16 : ElemType::kF16;
+  const bool dq_staged = V3 && p.dq.p && p.dq.t == kIo && (reinterpret_cast<uintptr_t>(p.dq.p) & 15) == 0;
+  const bool dk_staged = V3 && p.dk.p && p.dk.t == kIo && (reinterpret_cast<uintptr_t>(p.dk.p) & 15) == 0;
   __syncthreads();
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -368,14 +418,34 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       const int col = ck + nt * 8 + 2 * tq;
       const uint32_t o = V2 ? frag_off(fbk, hf, nt) : sw_off<kBT>(rr, col);
       const float2 qv = ld_pair(reinterpret_cast<const T*>(s.q + o)), kv = ld_pair(reinterpret_cast<const T*>(s.k + o));
-      if (p.dq.p) {
-        store_out(p.dq.p, p.dq.t, base + col, fq * dqA[nt][2 * hf] - cq * qv.x);
-        store_out(p.dq.p, p.dq.t, base + col + 1, fq * dqA[nt][2 * hf + 1] - cq * qv.y);
+      const float dq0 = fq * dqA[nt][2 * hf] - cq * qv.x, dq1 = fq * dqA[nt][2 * hf + 1] - cq * qv.y;
+      const float dk0 = fk * dkA[nt][2 * hf] - cpk * kv.x, dk1 = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
+      if (dq_staged) {
+        st_pair(reinterpret_cast<T*>(s.q + o), dq0, dq1);
+      } else if (p.dq.p) {
+        store_out(p.dq.p, p.dq.t, base + col, dq0);
+        store_out(p.dq.p, p.dq.t, base + col + 1, dq1);
       }
-      if (p.dk.p) {
-        store_out(p.dk.p, p.dk.t, base + col, fk * dkA[nt][2 * hf] - cpk * kv.x);
-        store_out(p.dk.p, p.dk.t, base + col + 1, fk * dkA[nt][2 * hf + 1] - cpk * kv.y);
+      if (dk_staged) {
+        st_pair(reinterpret_cast<T*>(s.k + o), dk0, dk1);
+      } else if (p.dk.p) {
+        store_out(p.dk.p, p.dk.t, base + col, dk0);
+        store_out(p.dk.p, p.dk.t, base + col + 1, dk1);
       }
+    }
+  }
+  if constexpr (V3) {
+    if (!dq_staged && !dk_staged) return;
+    __syncthreads();
+    // rows in address order: 16 pieces of 8 columns per row, 16 threads per 256-byte row
+    constexpr int P = kK / 8, PER = kBT * P;
+#pragma unroll
+    for (int u = 0; u < 2 * PER / kNT; ++u) {
+      const int idx = tid + u * kNT, which = idx / PER, row = (idx % PER) / P, ch = idx % P;
+      if (row >= len || !(which == 0 ? dq_staged : dk_staged)) continue;
+      const uint4 val = *reinterpret_cast<const uint4*>((which == 0 ? s.q : s.k) + sw_off<kBT>(row, ch * 8));
+      T* dst = static_cast<T*>(which == 0 ? p.dq.p : p.dk.p) + ((t0 + row) * f.H + h) * int64_t(kK) + ch * 8;
+      *reinterpret_cast<uint4*>(dst) = val;
     }
   }
 }
@@ -383,10 +453,20 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 template <class T, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(w.nt_cap), p.f.H);
-  if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") != "wg")
-    launch(gdn_bwd_chunk_wg_kernel<T, V, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
-  else
-    launch(gdn_bwd_chunk_wg_kernel<T, V, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
+  const std::string mode = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
+  if (mode == "wg") {
+    launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
+    return;
+  }
+  // wg3: V = 128 only (at V = 64 ptxas spills more with it: 184 B of reloads vs V2's 96) and
+  // T_total < 2^31 (it keeps t0 in 32 bits)
+  if constexpr (V == 128) {
+    if (mode == "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
+      launch(gdn_bwd_chunk_wg_kernel<T, V, true, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+      return;
+    }
+  }
+  launch(gdn_bwd_chunk_wg_kernel<T, V, true, false>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
 }
 
 }  // namespace

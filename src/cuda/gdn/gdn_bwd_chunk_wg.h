@@ -2,7 +2,8 @@
 // launch geometry and math as gdn_bwd_chunk.cu, for BT = 64, K = 128, V in {64, 128}, bf16 / fp16
 // on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = this kernel's
 // instruction-diet version V2 where eligible (the default), "wg" = its first version (same math and
-// reduction order), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs).
+// reduction order), "wg3" = V2 with fewer spills, L2 prefetches and coalesced dq / dk stores (same
+// values; V = 128, else V2), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs).
 #pragma once
 #include <cuda_runtime.h>
 
