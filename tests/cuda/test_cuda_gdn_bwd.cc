@@ -6,7 +6,7 @@
 // inputs, fp32 / bf16 gradients and cotangents, BT 64 and 32. Gradients are NaN-prefilled:
 // unwritten elements fail; padding rows must be exactly 0; zero-length sequences pass
 // d_final_state to dh0 exactly; two runs are bitwise equal. Bars: tests/common/tolerances.h.
-// The chunk-kernel variant wg3 (LINATTN_CUDA_GDN_BWD_CHUNK=wg3) runs every case again: fp64
+// The chunk-kernel variant wg3 (the default at V = 128; forced here) runs every case again: fp64
 // reference, padding, zero-length dh0, bitwise equal to wg2 (same math, only the
 // stores / prefetches / live ranges differ), determinism and the graph sequence (cuda_graph_seq.h).
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 // V2 ("wg2", LINATTN_CUDA_GDN_BWD_CHUNK=wg2): the same products and reduction order with fewer
 // instructions (descriptors built once per product, per-thread swizzle offsets, hoisted cp.async
 // offsets) and warp 0's finish taken off the head-to-head chain (WgRows below).
-// V3 ("wg3", LINATTN_CUDA_GDN_BWD_CHUNK=wg3; V = 128): V2 plus shorter live ranges (t0 as a 32-bit
+// V3 ("wg3", the default at V = 128; LINATTN_CUDA_GDN_BWD_CHUNK=wg2 keeps V2): V2 plus shorter live ranges (t0 as a 32-bit
 // value, the v row pointers not hoisted: fewer spill reloads per head), the next head's v rows and
 // gam row prefetched into L2, <S, dS'> computed while the xn product is in flight, and dq / dk in
 // the io type stored as 16-byte row pieces through the q / k tiles. Same values as V2 bit for bit.
@@ -458,10 +458,10 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
     launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
     return;
   }
-  // wg3: V = 128 only (at V = 64 ptxas spills more with it: 184 B of reloads vs V2's 96) and
-  // T_total < 2^31 (it keeps t0 in 32 bits)
+  // wg3 (the default unless "wg2" is asked for): V = 128 only (at V = 64 ptxas spills more with
+  // it: 184 B of reloads vs V2's 96) and T_total < 2^31 (it keeps t0 in 32 bits)
   if constexpr (V == 128) {
-    if (mode == "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
+    if (mode != "wg2" && p.f.T_total < (int64_t(1) << 31) - kBT) {
       launch(gdn_bwd_chunk_wg_kernel<T, V, true, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
       return;
     }
@@ -472,9 +472,10 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 }  // namespace
 
 // LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg" = this kernel's
-// first version (V1); unset / anything else = V2 (the instruction diet and the off-critical-path
-// finish) where eligible: the default since the H200 A/B at 7c12eef (every GDN backward test and
-// racecheck pass with it, backward 3.6-5.3% faster than V1, which was 4-9% faster than mma).
+// first version (V1); "wg2" = V2 (the instruction diet and the off-critical-path finish; the
+// default from 7c12eef); unset / anything else = V3 at V = 128 (V2 at V = 64) where eligible: the
+// default since the H200 A/B at 0253e2d (test_cuda_gdn_bwd 28/28 with it, memcheck / racecheck
+// clean, values equal to V2 bit for bit, backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192).
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&

@@ -1,9 +1,9 @@
 // The wgmma variant of the GDN backward chunk kernel (gdn_bwd_chunk_wg.cu): same inputs, outputs,
 // launch geometry and math as gdn_bwd_chunk.cu, for BT = 64, K = 128, V in {64, 128}, bf16 / fp16
-// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = this kernel's
-// instruction-diet version V2 where eligible (the default), "wg" = its first version (same math and
-// reduction order), "wg3" = V2 with fewer spills, L2 prefetches and coalesced dq / dk stores (same
-// values; V = 128, else V2), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs).
+// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = V3 (V2 with fewer
+// spills, L2 prefetches and coalesced dq / dk stores, same values; V = 128, else V2) where eligible
+// (the default), "wg2" = the instruction-diet version V2, "wg" = the first version (same math and
+// reduction order), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs).
 #pragma once
 #include <cuda_runtime.h>
 
