@@ -4,14 +4,16 @@
 // cu_seqlens, GVA, no h0, state_v_first, in-kernel gates, strong / extreme decays, V = 64, BT 64
 // and 32, bf16 and fp16, every pass-2 V-slice, KDA (in-kernel gate, lower_bound form, -1000
 // gates). Outputs are NaN-prefilled: unwritten elements fail; padding rows of o stay untouched.
-// Tier 3 twice gives the same bits (fixed launch order, no atomics). LINATTN_SANITIZED=1: fewer
-// cases (compute-sanitizer runs).
+// Tier 3 twice gives the same bits (fixed launch order, no atomics). The state pass on both kernels
+// (LINATTN_CUDA_SEG_WGMMA=0: gdn_fused.cu, =1: the pipelined wgmma kernel's state-pass mode where
+// eligible, checked to run). LINATTN_SANITIZED=1: fewer cases (compute-sanitizer runs).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda_fwd_util.h"
 #include "meta/chunk_attn_desc.h"
 
@@ -99,6 +101,51 @@ TEST_P(CudaTier3Fwd, EveryVSlice) {
   const auto [dt, bt] = GetParam();
   run_tier3_case(cases(dt, bt, ChunkOp::kGdn)[0], {3}, {32, 64, 128});
 }
+
+// The state pass on each kernel, forced; with the wgmma one (BT 64: eligible) it must really run:
+// a tier-3 call then launches the wgmma kernels more often than with the state pass on mma.sync.
+class CudaTier3SegKernel : public ::testing::TestWithParam<std::tuple<DType, int, const char*>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+    setenv("LINATTN_CUDA_SEG_WGMMA", std::get<2>(GetParam()), 1);
+  }
+  void TearDown() override { unsetenv("LINATTN_CUDA_SEG_WGMMA"); }
+};
+
+int64_t wg_launches_of_tier3(const ChunkAttnData& d1, int segments) {
+  ChunkAttnData d = d1;
+  d.spec.opt.segments = segments;
+  const int64_t before = cuda::gdn_fused_wg_launches();
+  run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+  return cuda::gdn_fused_wg_launches() - before;
+}
+
+TEST_P(CudaTier3SegKernel, GdnAndKdaMatchReferenceAndTier1) {
+  const auto [dt, bt, sw] = GetParam();
+  for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
+    for (const FwdCase& c : cases(dt, bt, op)) run_tier3_case(c, {2, 3, 8}, {0});
+  if (bt != 64) return;
+  for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda}) {
+    ChunkAttnSpec spec = cases(dt, bt, op)[0].spec;
+    spec.opt.segments = 1;
+    const ChunkAttnData d1 = make_chunk_attn(spec);
+    const int64_t on = wg_launches_of_tier3(d1, 3);
+    setenv("LINATTN_CUDA_SEG_WGMMA", "0", 1);
+    const int64_t off = wg_launches_of_tier3(d1, 3);
+    setenv("LINATTN_CUDA_SEG_WGMMA", sw, 1);
+    if (std::string(sw) == "1") EXPECT_EQ(on, off + 1) << "the state pass did not run on the wgmma kernel";
+    else EXPECT_EQ(on, off);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaTier3SegKernel,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32),
+                                            ::testing::Values("0", "1")),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param)) + "_seg" + std::get<2>(info.param);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Fwd,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),

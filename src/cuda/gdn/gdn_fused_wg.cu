@@ -261,7 +261,8 @@ std::string wg_switch() { return env_or("LINATTN_CUDA_WGMMA", ""); }
 // gdn_fused.cu. LINATTN_CUDA_WGMMA does not apply to KDA.
 bool eligible_for(const GdnFwdParams& p, int vs, bool pipelined) {
   if (p.kda) pipelined = true;
-  const bool tier3_state_pass = p.seg_M != nullptr || p.seg_S != nullptr || p.seg_flags != nullptr;
+  const bool tier3_state_pass = (p.seg_M != nullptr || p.seg_S != nullptr || p.seg_flags != nullptr) &&
+                                !(pipelined && gdn_fused_wgp_seg_enabled());
   const bool slice = pipelined ? p.V % 64 == 0 : (vs == 64 || vs == 128) && p.V % vs == 0;
   return (!p.kda || gdn_fused_wg_kda_enabled()) && !tier3_state_pass && p.BT == kBT && p.K == kK && slice &&
          (p.io == ElemType::kBF16 || p.io == ElemType::kF16);
@@ -288,7 +289,7 @@ bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
   if (p.kda) return eligible_for(p, vs, true);  // wherever eligible (no short-sequence rule yet)
   const std::string v = wg_switch();
   if (v == "0" || !eligible_for(p, vs, v != "v1")) return false;
-  if (v == "1" || v == "v1") return true;
+  if (v == "1" || v == "v1" || p.seg_M) return true;  // seg_M: the state pass (eligible only when switched on)
   // H200 A/B (bench/results/h200x2-final-20261130-7bf64cf.md): the pipelined kernel's chunk step is
   // the shorter one whatever the CTA count (2/8 1x32768 with 16 CTAs: 1.07 vs 1.66 ms for mma.sync's
   // 32), but its pipeline start costs more than a 1-chunk sequence saves (16 x 64 tokens: 0.124 vs

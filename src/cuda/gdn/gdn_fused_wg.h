@@ -31,6 +31,10 @@ bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs);
 int64_t gdn_fused_wg_launches();
 // Launches the selected kernel (the pipelined one ignores vs and uses 64).
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
+// Environment LINATTN_CUDA_SEG_WGMMA (read per call): "1" = the tier-3 state pass (GdnFwdParams::seg_M)
+// takes the pipelined kernel's state-pass mode (gdn_fused_wgp.cu) wherever the pipelined kernel is
+// chosen, "0" = gdn_fused.cu; unset: gdn_fused_wgp.cu's kSegWgmmaDefault.
+bool gdn_fused_wgp_seg_enabled();
 // The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy);
 // launch_gdn_fused_wg checks eligibility.
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);

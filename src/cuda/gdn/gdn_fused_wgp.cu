@@ -20,6 +20,9 @@
 // plain scale. WG0's ring is 2 stages for KDA (the extra kgl tile), loading one chunk ahead.
 #include <cuda_runtime.h>
 
+#include <string>
+
+#include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_fused_wgp_common.cuh"
@@ -29,42 +32,55 @@ namespace {
 using namespace wgp;
 
 // WG0: the state chain. S^T rows v0 + acc_row (values), columns acc_col (keys).
-template <class T, bool KDA>
+// SEG (tier-3 state pass, gdn_fused_wgp_seg_kernel): warpgroup wg runs the chain on its own ring
+// (s.st0 + wg * kSt, barrier kBarWg0 + wg) for column v0 of [S | M]: v0 < V a slice of S_loc (zero
+// initial state, the real v), v0 >= V a slice of M (identity columns v0 - V.., v = 0: no v loads);
+// no hand-off, the final registers go to seg_S / seg_M.
+template <class T, bool KDA, bool SEG = false>
 __device__ void state_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
-                                int64_t eos, int nchunks, int h, int j, int v0, int t) {
+                                int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0) {
   using Stage0 = typename WgpSmem<T, KDA>::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
+  Stage0* const ring = s.st0 + wg * kSt;
+  const int bar = kBarWg0 + wg;
+  const bool mcols = SEG && v0 >= p.V;  // SEG: transition columns (v = 0, identity start)
   // KDA: chunk c of sequence n is row r0c + c of the prep grid (ws.gl's first index).
   int64_t r0c = 0;
   if constexpr (KDA) r0c = p.cu_seqlens ? int64_t(ws.chunk_offsets[n]) : n * ((p.T_seq + kBT - 1) / kBT);
   float S[64];
+  if constexpr (SEG) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i)
-    S[i] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))) : 0.f;
+    for (int i = 0; i < 64; ++i) S[i] = mcols && acc_col(t, i) == v0 - p.V + acc_row(t, i) ? 1.f : 0.f;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+      S[i] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))) : 0.f;
+  }
   for (int c = 0; c < kAhead; ++c) {
-    if (c < nchunks) load_state_inputs<T, KDA>(s.st0[c], p, ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, v0, t, r0c + c);
+    if (c < nchunks)
+      load_state_inputs<T, KDA>(ring[c], p, ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, v0, t, r0c + c, !mcols);
     cp_async_commit();
   }
   if constexpr (!KDA) {
     cp_async_wait<1>();
-    if (nchunks > 0) state_scales<T>(s.st0[0], chunk_len(bos, eos, 0), t);
+    if (nchunks > 0) state_scales<T>(ring[0], chunk_len(bos, eos, 0), t);
   }
   // ldmatrix.trans lane address of V^T's A fragments: matrix lane / 8 = (token + 8, value + 8) bits.
   const int lane = t & 31, mat = lane >> 3;
   const int ld_row = 8 * (mat >> 1) + (lane & 7), ld_col = 16 * (t >> 5) + 8 * (mat & 1);
   const uint8_t* upd0;  // the update's B tile (K^T): GDN the k tile itself, KDA kgl
-  if constexpr (KDA) upd0 = s.st0[0].kda.kl;
-  else upd0 = s.st0[0].k;
-  const uint64_t dk0 = desc_kmaj0(s.st0[0].k), da0 = desc_kmaj0(s.st0[0].a), dkt0 = desc_mnmaj0(upd0, kBT);
+  if constexpr (KDA) upd0 = ring[0].kda.kl;
+  else upd0 = ring[0].k;
+  const uint64_t dk0 = desc_kmaj0(ring[0].k), da0 = desc_kmaj0(ring[0].a), dkt0 = desc_mnmaj0(upd0, kBT);
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.f;
   for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
-    Stage0& st = s.st0[stage];
+    Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
     cp_async_wait<kAhead - 1>();  // chunk c's group (GDN: the newest, chunk c+1's, may still be in flight)
     fence_view_async_shared();
-    named_barrier(kBarWg0, 128);  // ... for every thread's copies and scales; all of WG0 is past chunk c-1
+    named_barrier(bar, 128);  // ... for every thread's copies and scales; all of WG0 is past chunk c-1
 
     uint32_t sf[32];  // S^T as the A operand of K S^T (and, through the hand-off, of Q S^T)
     acc_to_frag<T, 64>(sf, S);
@@ -76,22 +92,29 @@ __device__ void state_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const
 
     const int ld_stage = stage == 0 ? kSt - 1 : stage - 1;  // chunk c-1's, whose readers all finished
     if (c + kAhead < nchunks)
-      load_state_inputs<T, KDA>(s.st0[ld_stage], p, ws, bos + int64_t(c + kAhead) * kBT, chunk_len(bos, eos, c + kAhead),
-                                h, j, v0, t, r0c + c + kAhead);
+      load_state_inputs<T, KDA>(ring[ld_stage], p, ws, bos + int64_t(c + kAhead) * kBT, chunk_len(bos, eos, c + kAhead),
+                                h, j, v0, t, r0c + c + kAhead, !mcols);
     cp_async_commit();
     auto& x = s.xch[c & 1];
-    if (c >= 2) named_barrier(kBarEmpty + (c & 1), 256);  // WG1 has read chunk c-2's fragments
+    if constexpr (!SEG) {
+      if (c >= 2) named_barrier(kBarEmpty + (c & 1), 256);  // WG1 has read chunk c-2's fragments
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x.s[i][t] = make_uint4(sf[4 * i], sf[4 * i + 1], sf[4 * i + 2], sf[4 * i + 3]);
+      for (int i = 0; i < 8; ++i) x.s[i][t] = make_uint4(sf[4 * i], sf[4 * i + 1], sf[4 * i + 2], sf[4 * i + 3]);
+    }
 
     // Off the tensor pipe while K S^T runs: V^T (A fragments, by ldmatrix.trans from [token][v])
     // and the per-token scales of this thread's columns (pairs of adjacent tokens).
     uint32_t vv[16];  // V^T pairs (registers 2i, 2i + 1: same value row, adjacent tokens), packed
+    if (mcols) {
 #pragma unroll
-    for (int kk = 0; kk < kBT / 16; ++kk) {
-      uint32_t r[4];
-      ldsm_x4_t(r, &st.v[16 * kk + ld_row][ld_col]);
-      vv[4 * kk] = r[0], vv[4 * kk + 1] = r[1], vv[4 * kk + 2] = r[2], vv[4 * kk + 3] = r[3];
+      for (int i = 0; i < 16; ++i) vv[i] = 0u;
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kBT / 16; ++kk) {
+        uint32_t r[4];
+        ldsm_x4_t(r, &st.v[16 * kk + ld_row][ld_col]);
+        vv[4 * kk] = r[0], vv[4 * kk + 1] = r[1], vv[4 * kk + 2] = r[2], vv[4 * kk + 3] = r[3];
+      }
     }
     float erk[16];  // KDA: 1 (the gate and rk are inside kg)
 #pragma unroll
@@ -152,21 +175,28 @@ __device__ void state_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const
     for (int kk = 0; kk < kBT / 16; ++kk)
       wgmma_m64k16_rs<T, 128, 1>(S, hf + 4 * kk, desc_at(dkt0, soff + uint32_t(kk) * 2048u), 1);
     wgmma_commit();
+    if constexpr (!SEG) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) x.v[i][t] = make_uint4(vf[4 * i], vf[4 * i + 1], vf[4 * i + 2], vf[4 * i + 3]);
-    named_barrier_arrive(kBarFull + (c & 1), 256);
+      for (int i = 0; i < 4; ++i) x.v[i][t] = make_uint4(vf[4 * i], vf[4 * i + 1], vf[4 * i + 2], vf[4 * i + 3]);
+      named_barrier_arrive(kBarFull + (c & 1), 256);
+    }
     // While the update runs: chunk c+1's scales (its group, committed during chunk c-1, is the
     // older of the two in flight); the barrier at the top of chunk c+1 publishes them.
     if constexpr (!KDA) {
       cp_async_wait<1>();
-      if (c + 1 < nchunks) state_scales<T>(s.st0[stage == kSt - 1 ? 0 : stage + 1], chunk_len(bos, eos, c + 1), t);
+      if (c + 1 < nchunks) state_scales<T>(ring[stage == kSt - 1 ? 0 : stage + 1], chunk_len(bos, eos, c + 1), t);
     }
     wgmma_wait<0>();
     wgmma_fence_operands(S);
     wgmma_fence_regs(hf);
   }
   cp_async_wait<0>();
-  if (p.ht) {
+  if constexpr (SEG) {  // fp32 K-major: seg_S [n, HV, K, V], seg_M [n, HV, K, K] (row = key)
+    const int ld = mcols ? p.K : p.V, col0 = mcols ? v0 - p.V : v0;
+    float* dst = (mcols ? p.seg_M : p.seg_S) + (n * p.HV + j) * int64_t(p.K) * ld + col0;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) dst[acc_col(t, i) * ld + acc_row(t, i)] = S[i];
+  } else if (p.ht) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) p.ht[state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))] = S[i];
   }
@@ -189,19 +219,61 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams
   else output_warpgroup<T, KDA>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
 }
 
+// Tier-3 state pass (p.seg_M): both warpgroups run the state chain, warpgroup wg on the 64 columns
+// 128 blockIdx.x + 64 wg of [S | M] (V + K columns; a warpgroup past them exits), each on its own
+// ring (WG1's follows WG0's, over WG1's usual inputs / hand-off space). Segments whose
+// seg_flags & seg_skip is set exit at once.
+template <class T, bool KDA>
+__global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_seg_kernel(GdnFwdParams p, GdnChunkWs ws) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  WgpSmem<T, KDA>& s = *reinterpret_cast<WgpSmem<T, KDA>*>(base);
+  const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;
+  const int col = (2 * static_cast<int>(blockIdx.x) + wg) * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
+  const int64_t n = blockIdx.z;
+  if (col >= p.V + p.K || (p.seg_flags && (p.seg_flags[n] & p.seg_skip))) return;
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
+  state_warpgroup<T, KDA, true>(s, p, ws, n, bos, eos, nchunks, h, j, col, t, wg);
+}
+
+template <class T, bool KDA>
+constexpr size_t seg_smem_bytes() {
+  constexpr size_t rings = 2 * kStages0<KDA> * sizeof(typename WgpSmem<T, KDA>::Stage0);
+  return (rings > sizeof(WgpSmem<T, KDA>) ? rings : sizeof(WgpSmem<T, KDA>)) + 1024;
+}
+
+static_assert(seg_smem_bytes<__nv_bfloat16, false>() <= 227 * 1024 && seg_smem_bytes<__nv_bfloat16, true>() <= 227 * 1024,
+              "gdn fused (pipelined): the state pass's two rings exceed the sm_90 shared-memory limit");
 static_assert(sizeof(WgpSmem<__nv_bfloat16, false>) + 1024 <= 227 * 1024 &&
                   sizeof(WgpSmem<__nv_bfloat16, true>) + 1024 <= 227 * 1024,
               "gdn fused (pipelined): shared memory per CTA over the sm_90 limit");
 
 template <class T, bool KDA>
 void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
+  if (p.seg_M) {
+    const unsigned ctas = static_cast<unsigned>((p.V + p.K + 2 * kVS - 1) / (2 * kVS));
+    launch(gdn_fused_wgp_seg_kernel<T, KDA>, dim3(ctas, p.HV, p.N), dim3(kThreads), seg_smem_bytes<T, KDA>(), stream, p, ws);
+    return;
+  }
   launch(gdn_fused_wgp_kernel<T, KDA>, dim3(p.V / kVS, p.HV, p.N), dim3(kThreads), sizeof(WgpSmem<T, KDA>) + 1024, stream,
          p, ws);
 }
 
 }  // namespace
 
+// The tier-3 state pass's kernel when LINATTN_CUDA_SEG_WGMMA is neither "0" nor "1".
+constexpr bool kSegWgmmaDefault = false;
+
+bool gdn_fused_wgp_seg_enabled() {
+  const std::string v = env_or("LINATTN_CUDA_SEG_WGMMA", "");
+  return v == "1" || (v != "0" && kSegWgmmaDefault);
+}
+
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
+  LINATTN_CHECK(!p.seg_M || (p.seg_S && p.V % kVS == 0 && p.K == kK), "gdn fused (pipelined) state pass: needs seg_S, ",
+                "V % 64 == 0 and K 128");
   const bool bf = p.io == ElemType::kBF16;
   if (p.kda) bf ? launch_t<__nv_bfloat16, true>(p, ws, stream) : launch_t<__half, true>(p, ws, stream);
   else bf ? launch_t<__nv_bfloat16, false>(p, ws, stream) : launch_t<__half, false>(p, ws, stream);

@@ -124,11 +124,12 @@ __device__ __forceinline__ void acc_to_frag(uint32_t (&f)[R / 2], const float (&
   for (int i = 0; i < R / 2; ++i) f[i] = MmaType<T>::pack(d[2 * i], d[2 * i + 1]);
 }
 
-// gl_row (KDA): the chunk's row of ws.gl (the prep grid's chunk row).
+// gl_row (KDA): the chunk's row of ws.gl (the prep grid's chunk row). load_v false (the tier-3
+// state pass's transition columns, v = 0): no v tile.
 template <class T, bool KDA = false>
 __device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stage0& st, const GdnFwdParams& p,
                                                   const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int v0,
-                                                  int t, int64_t gl_row = 0) {
+                                                  int t, int64_t gl_row = 0, bool load_v = true) {
   if constexpr (KDA) {  // kg / kgl [HV, T_cap, K] in place of k; gl instead of the per-token inputs
     const int64_t gbase = (j * ws.T_cap + t0) * kK;
     const T* k = static_cast<const T*>(ws.kg) + gbase;
@@ -139,8 +140,9 @@ __device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stag
     const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;  // as for GDN below
     copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kK + kc, 8 * kK, k, kr, 8, len);
     copy_rows<8>(st.kda.kl + kmaj(kr, kc, kBT), 1024u, kl + kr * kK + kc, 8 * kK, kl, kr, 8, len);
-    copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
-                 v, vr, 16, len);
+    if (load_v)
+      copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
+                   v, vr, 16, len);
     copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
     if (t < kK / 4) cp_async16(&st.kda.gk[4 * t], ws.gl + (gl_row * p.HV + j) * kK + 4 * t, true);
     return;
@@ -152,8 +154,9 @@ __device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stag
   // k: thread t copies chunk t % 16 of rows t / 16 + 8u; v, Ab: chunk t % 8 of rows t / 8 + 16u.
   const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;
   copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kstride + kc, 8 * kstride, k, kr, 8, len);
-  copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride, v,
-               vr, 16, len);
+  if (load_v)
+    copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
+                 v, vr, 16, len);
   copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
   const int tok = t & 63;
   const bool valid = tok < len;

@@ -3,18 +3,21 @@
 // and the gather of per-sequence states.
 // Combine: one CTA of 256 threads per (column block of 8, value head, sequence) walks the
 // sequence's slots in order (reverse for the gradient) with the 128 x 8 fp32 state block in
-// shared memory; per step M (fp32, 128 x 128, padded rows) is staged in shared memory with float4
-// loads and each thread computes 4 outputs of one key row (fp32 FMAs, fixed order).
+// shared memory; each thread computes 4 outputs of one key row (fp32 FMAs, fixed order). M (fp32,
+// 128 x 128, rows padded to 132 floats: 16-byte cp.async rows, conflict-free float4 row reads) is
+// double-buffered in shared memory: step i+1's M is in flight by cp.async while step i computes
+// (M does not depend on the walk), so a step costs its FMAs, not an L2 round trip of 64 KB.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
+#include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/seg/seg_pass.h"
 
 namespace linattn::cuda::seg {
 namespace {
 
-constexpr int kK = 128, kLdM = kK + 1, kCB = 8, kThreads = 256;
+constexpr int kK = 128, kLdM = kK + 4, kCB = 8, kThreads = 256;
 
 __global__ void seg_table_kernel(GdnFwdParams p, int64_t min_segment, SegTable t) {
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -50,9 +53,18 @@ __device__ __forceinline__ void store_as(void* out, ElemType t, int64_t i, float
 }
 
 struct CombineSmem {
-  float m[kK][kLdM];
+  float m[2][kK][kLdM];  // M of steps i (buffer i % 2) and i + 1
   float h[kK][kCB];
 };
+
+// cp.async of one slot's M (K x K fp32, 16 chunks of 16 bytes per thread) into buffer m.
+__device__ __forceinline__ void prefetch_m(float (*m)[kLdM], const float* Mg, int tid) {
+#pragma unroll
+  for (int u = 0; u < kK * kK / 4 / kThreads; ++u) {
+    const int idx = tid + u * kThreads, row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
+    cp_async16(&m[row][col], Mg + 4 * idx, true);
+  }
+}
 
 // Shared body of both combines. REV: walk slots in reverse, multiply by M^T, skip first slots.
 template <bool REV>
@@ -71,42 +83,56 @@ __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, S
   __syncthreads();
   const int orow = tid / 2, oc = (tid % 2) * 4;  // this thread's 4 outputs
   const int32_t stop = REV ? kSegFirst : kSegLast;
+  const auto slot_of = [&](int it) { return n * t.segments + (REV ? t.segments - 1 - it : it); };
+  // At most one step's M in flight: a thread waits for its copies of step it's M before issuing
+  // step it + 1's (so two copies never target one address at once, even past a skipped slot),
+  // and step it + 1's then lands during step it's FMAs. A slot's M is fetched even when the slot
+  // is skipped (its buffer is allocated, the values unused): the prefetch never waits on the flags.
+  prefetch_m(s.m[0], M + (slot_of(0) * p.HV + j) * kK * kK, tid);
+  cp_async_commit();
   for (int it = 0; it < t.segments; ++it) {
-    const int64_t slot = n * t.segments + (REV ? t.segments - 1 - it : it);
+    const int64_t slot = slot_of(it);
     const int64_t head = slot * p.HV + j;
     for (int idx = tid; idx < kK * kCB; idx += kThreads) {
       const int row = idx / kCB, c = idx % kCB;
       out[(head * kK + row) * V + c0 + c] = s.h[row][c];
     }
+    cp_async_wait<0>();
+    // Buffer (it + 1) % 2 was last read in an earlier step, before its closing barriers.
+    if (it + 1 < t.segments) prefetch_m(s.m[(it + 1) & 1], M + (slot_of(it + 1) * p.HV + j) * kK * kK, tid);
+    cp_async_commit();
     if (t.flags[slot] & (kSegEmpty | stop)) continue;  // uniform over the CTA
-    const float4* Mg = reinterpret_cast<const float4*>(M + head * kK * kK);
-    for (int idx = tid; idx < kK * kK / 4; idx += kThreads) {
-      const float4 x = Mg[idx];
-      const int row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
-      s.m[row][col] = x.x;
-      s.m[row][col + 1] = x.y;
-      s.m[row][col + 2] = x.z;
-      s.m[row][col + 3] = x.w;
-    }
-    __syncthreads();
-    float acc[4];
-    const float* a = add + (head * kK + orow) * V + c0 + oc;
+    const float4 a = *reinterpret_cast<const float4*>(add + (head * kK + orow) * V + c0 + oc);
+    __syncthreads();  // every thread's copies of this step's M are visible
+    const float(*m)[kLdM] = s.m[it & 1];
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+    for (int k = 0; k < kK; k += 4) {
+      float w[4];
+      if constexpr (REV) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) acc[c] = 0.f;
-#pragma unroll 8
-    for (int m = 0; m < kK; ++m) {
-      const float w = REV ? s.m[m][orow] : s.m[orow][m];
-      const float4 hv = *reinterpret_cast<const float4*>(&s.h[m][oc]);
-      acc[0] = fmaf(w, hv.x, acc[0]);
-      acc[1] = fmaf(w, hv.y, acc[1]);
-      acc[2] = fmaf(w, hv.z, acc[2]);
-      acc[3] = fmaf(w, hv.w, acc[3]);
-    }
-    __syncthreads();  // every thread has read s.h and s.m
+        for (int u = 0; u < 4; ++u) w[u] = m[k + u][orow];
+      } else {
+        const float4 w4 = *reinterpret_cast<const float4*>(&m[orow][k]);
+        w[0] = w4.x, w[1] = w4.y, w[2] = w4.z, w[3] = w4.w;
+      }
 #pragma unroll
-    for (int c = 0; c < 4; ++c) s.h[orow][oc + c] = acc[c] + a[c];
+      for (int u = 0; u < 4; ++u) {
+        const float4 hv = *reinterpret_cast<const float4*>(&s.h[k + u][oc]);
+        acc[0] = fmaf(w[u], hv.x, acc[0]);
+        acc[1] = fmaf(w[u], hv.y, acc[1]);
+        acc[2] = fmaf(w[u], hv.z, acc[2]);
+        acc[3] = fmaf(w[u], hv.w, acc[3]);
+      }
+    }
+    __syncthreads();  // every thread has read s.h and this step's M
+    s.h[orow][oc] = acc[0] + a.x;
+    s.h[orow][oc + 1] = acc[1] + a.y;
+    s.h[orow][oc + 2] = acc[2] + a.z;
+    s.h[orow][oc + 3] = acc[3] + a.w;
     __syncthreads();
   }
+  cp_async_wait<0>();
 }
 
 __global__ void seg_gather_kernel(GdnFwdParams p, SegTable t, const float* src, bool use_last, void* out,
