@@ -19,15 +19,16 @@ namespace {
 
 constexpr int kMaxSegments = 4096;  // as the CPU planner
 constexpr int kMaxAuto = 64;
-constexpr double kCombineStepUs = 2.0;   // one combine step (K x K times K x 8 per CTA, M prefetched a step ahead)
+constexpr double kCombineStepUs = 3.7;   // one combine step (K x K times K x 8 per CTA, M prefetched a step ahead)
 constexpr double kStatePassStepUs = 4.4; // one chunk of a mma.sync state-pass CTA (VS 128 or 64)
 constexpr double kOverheadUs = 15.0;     // tier 3's extra launches (table, pass 1, combine, gather)
-// The pipelined wgmma kernel (H200, tier3wg): one chunk step of a CTA (V-slice 64), and of a
-// state-pass CTA (two state warpgroups, 128 columns of [S | M]); whether the state pass runs on it
-// by default (gdn_fused_wgp.cu kSegWgmmaDefault).
-constexpr double kWgStepUs = 1.85;
-constexpr double kWgStateStepUs = 1.85;
-constexpr bool kWgStatePass = false;
+// The pipelined wgmma kernel (H200 ncu, tier3wg, 2/8 1x32768 s = 8: 127.6 / 123.3 us for 64 chunks):
+// one chunk step of a CTA (V-slice 64), and of a state-pass CTA (two state warpgroups, 128 columns
+// of [S | M]); a pass also pays one step to fill its input ring (loads run ahead of the chain).
+// Whether the state pass runs on it by default (gdn_fused_wgp.cu kSegWgmmaDefault).
+constexpr double kWgStepUs = 2.0;
+constexpr double kWgStateStepUs = 1.93;
+constexpr bool kWgStatePass = true;
 
 // One chunk step of a head-level fused CTA of VS columns.
 double step_us(int vs) { return vs >= 128 ? 6.9 : (vs >= 64 ? 4.1 : 3.1); }
@@ -39,7 +40,7 @@ bool wgmma_kernel(int64_t BT, int64_t V) { return BT == 64 && V % 64 == 0; }
 
 // Best head-level pass over `heads` (sequence, value head) pairs of `chunks` chunks each.
 double head_pass_us(double heads, double chunks, int64_t BT, int64_t V, bool kda, int sms) {
-  if (wgmma_kernel(BT, V)) return waves(heads * double(V / 64), sms) * chunks * kWgStepUs;
+  if (wgmma_kernel(BT, V)) return waves(heads * double(V / 64), sms) * (chunks + 1.0) * kWgStepUs;
   double best = -1.0;
   for (int vs : {32, 64, 128}) {
     if (V % vs != 0 || (kda && vs == 128)) continue;
@@ -53,7 +54,7 @@ double tier3_us(double heads, double chunks, int64_t BT, int64_t K, int64_t V, b
   const double per = std::ceil(chunks / s);
   double pass1;
   if (kWgStatePass && wgmma_kernel(BT, V)) {
-    pass1 = waves(heads * (s - 1) * std::ceil(double(V + K) / 128.0), sms) * per * kWgStateStepUs;
+    pass1 = waves(heads * (s - 1) * std::ceil(double(V + K) / 128.0), sms) * (per + 1.0) * kWgStateStepUs;
   } else {
     const int vs1 = kda ? 64 : 128;
     pass1 = waves(heads * (s - 1) * double((V + K) / vs1), sms) * per * kStatePassStepUs;

@@ -5,7 +5,7 @@
 // Rule (docs/perf-notes.md "Sequence parallelism"): a latency model of the head-level kernels
 // (one CTA per SM; a pass costs waves x chunks per CTA x a measured per-chunk step for its
 // V-slice) for tiers 1/2 (best V-slice) and for tier 3 with s = 2, 4, ..., 64 segments (state
-// pass + ~8 us per combine step + pass 2 + launch overhead); tier 3 when it saves > 10%.
+// pass + ~3.7 us per combine step + pass 2 + launch overhead); tier 3 when it saves > 10%.
 // The CPU planner (chunk_plan.h) is separate and unchanged.
 #pragma once
 #include <cstdint>

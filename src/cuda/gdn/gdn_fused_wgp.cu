@@ -18,6 +18,10 @@
 // inside kg), S^T <- S^T diag(gl) + V^T Kl (B = the kgl tile MN-major; the per-key decay gl_d scales
 // accumulator column d, which each thread knows from its fragment registers), O^T from qg with the
 // plain scale. WG0's ring is 2 stages for KDA (the extra kgl tile), loading one chunk ahead.
+// Tier-3 state pass (GdnFwdParams::seg_M; gdn_fused_wgp_seg_kernel, the default, opt-out
+// LINATTN_CUDA_SEG_WGMMA=0): no output, so both warpgroups run the state chain, each on 64 columns
+// of [S_loc | M] with its own input ring; final registers to seg_S / seg_M (docs/perf-notes.md,
+// "Tier 3 on the pipelined kernel").
 #include <cuda_runtime.h>
 
 #include <string>
@@ -263,8 +267,10 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
 
 }  // namespace
 
-// The tier-3 state pass's kernel when LINATTN_CUDA_SEG_WGMMA is neither "0" nor "1".
-constexpr bool kSegWgmmaDefault = false;
+// The tier-3 state pass's kernel when LINATTN_CUDA_SEG_WGMMA is neither "0" nor "1": this mode since
+// the H200 A/B at a339a0c (GDN 2/8 1x32768 s = 8 0.548 -> 0.395 ms, KDA 1.053 -> 0.811; every tier-3
+// test passing with it; docs/perf-notes.md "Tier 3 on the pipelined kernel").
+constexpr bool kSegWgmmaDefault = true;
 
 bool gdn_fused_wgp_seg_enabled() {
   const std::string v = env_or("LINATTN_CUDA_SEG_WGMMA", "");

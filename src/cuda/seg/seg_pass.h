@@ -51,8 +51,10 @@ GdnFwdParams virtual_params(const GdnFwdParams& p, const SegTable& t, const floa
 
 // Pass 1: S_loc and M of every segment of `v` (segments as sequences: v.cu_seqlens the segment
 // bounds, v.N their number; v's h0 / o / ht are ignored) whose flags & skip == 0 (flags may be
-// null: every segment). One prep launch and one fused launch with K / VS extra transition CTAs
-// per head (cuda/gdn/gdn_fused.cu). The workspace holds the forward's prep intermediates.
+// null: every segment). One prep launch and one fused launch: the pipelined wgmma kernel's
+// state-pass mode where it is eligible (cuda/gdn/gdn_fused_wgp.cu, 128 columns of [S | M] per CTA;
+// LINATTN_CUDA_SEG_WGMMA=0 opts out), else gdn_fused.cu with K / VS extra transition CTAs per head.
+// The workspace holds the forward's prep intermediates.
 size_t state_pass_workspace_bytes(const GdnFwdParams& v, int sm_count);
 void state_pass(const GdnFwdParams& v, const int32_t* flags, int32_t skip,
                 float* S_loc,  // [v.N, HV, K, V] out
