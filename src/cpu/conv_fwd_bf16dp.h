@@ -27,7 +27,10 @@ struct DotStage {
   // [pair k][permuted channel]: bf16(w[c][2k]) | bf16(w[c][2k + 1]) << 16; pairs 2, 3: the lo parts
   alignas(64) uint32_t w[4][kMaxBlock];
   alignas(64) float bias[kMaxBlock];     // [permuted channel]
-  alignas(64) float wf[kConvMaxW][kMaxBlock];  // fp32 weights [tap][permuted channel] (fma_row2)
+  // fp32 weights [tap][permuted channel] and bias [permuted channel] of fma_row2 / fma_row4, times
+  // simd::kSiluPreScale with silu (silu_pre takes the scaled sum: one vector op less per output)
+  alignas(64) float wf[kConvMaxW][kMaxBlock];
+  alignas(64) float biasf[kMaxBlock];
 
   // Block channel of position q (0..31) of a 32-channel group in the permuted order.
   static int channel_of(int q) {
@@ -46,9 +49,11 @@ struct DotStage {
     const uint32_t b = bits_of(v);
     return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
   }
-  // Stages the block from the fp32 staging sg (W in {2, 4}); returns the number of channels the
-  // dot path takes (a multiple of 32; 0 when a weight is not finite).
-  int load(const Stage& sg, int W, int nc) {
+  // Stages the block from the fp32 staging sg (W in {2, 4}; wf / biasf prescaled when `pre`);
+  // returns the number of channels the dot path takes (a multiple of 32; 0 when a weight is not
+  // finite).
+  int load(const Stage& sg, int W, int nc, bool pre) {
+    const float scale = pre ? simd::kSiluPreScale : 1.0f;
     const int n32 = nc / 32 * 32;
     split = false;
     for (int i = 0; i < W; ++i)
@@ -73,19 +78,24 @@ struct DotStage {
           }
         }
         bias[g + q] = sg.bias[c];
-        for (int i = 0; i < W; ++i) wf[i][g + q] = sg.w[i][c];
+        biasf[g + q] = scale * sg.bias[c];
+        for (int i = 0; i < W; ++i) wf[i][g + q] = scale * sg.w[i][c];
       }
     return n32;
   }
 };
 
-// One 32-channel group of an output row: silu (16-bit outputs' fast form) of the fp32 sums lo / hi
-// (the dot path's permuted channel order), packed to bf16 and put back in channel order.
-template <bool kSilu>
-inline void store_group(simd::bf16_t* y, int j, __m512 lo, __m512 hi, bool nt) {
+// One 32-channel group of an output row: silu (16-bit outputs' fast form; silu_pre when kPre: the
+// sums are kSiluPreScale z) of the fp32 sums lo / hi (the dot path's permuted channel order),
+// packed to bf16 and put back in channel order.
+template <bool kSilu, bool kPre = false>
+LINATTN_SIMD_INLINE void store_group(simd::bf16_t* y, int j, __m512 lo, __m512 hi, bool nt) {
   // 64-bit group q <- {0,4,1,5,2,6,3,7}[q] (maskz form: the unmasked one reads an undefined register)
   const __m512i order = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
-  if constexpr (kSilu) {
+  if constexpr (kSilu && kPre) {
+    lo = reinterpret_cast<__m512>(simd::silu_pre(reinterpret_cast<simd::vf>(lo)));
+    hi = reinterpret_cast<__m512>(simd::silu_pre(reinterpret_cast<simd::vf>(hi)));
+  } else if constexpr (kSilu) {
     lo = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(lo)));
     hi = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(hi)));
   }
@@ -144,7 +154,7 @@ void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd
       _mm_prefetch(reinterpret_cast<const char*>(pf0 + j), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(pf1 + j), _MM_HINT_T0);
     }
-    const __m512 blo = _mm512_load_ps(ds.bias + j), bhi = _mm512_load_ps(ds.bias + j + 16);
+    const __m512 blo = _mm512_load_ps(ds.biasf + j), bhi = _mm512_load_ps(ds.biasf + j + 16);
     __m512 lo0 = blo, hi0 = bhi, lo1 = blo, hi1 = bhi;
     __m512i a = _mm512_loadu_si512(tp[0] + j);
     __m512 plo = (__m512)_mm512_unpacklo_epi16(zero, a), phi = (__m512)_mm512_unpackhi_epi16(zero, a);
@@ -156,21 +166,63 @@ void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd
       lo1 = _mm512_fmadd_ps(wlo, nlo, lo1), hi1 = _mm512_fmadd_ps(whi, nhi, hi1);
       plo = nlo, phi = nhi;
     }
-    store_group<kSilu>(y0, j, lo0, hi0, nt0);
-    store_group<kSilu>(y1, j, lo1, hi1, nt1);
+    store_group<kSilu, true>(y0, j, lo0, hi0, nt0);
+    store_group<kSilu, true>(y1, j, lo1, hi1, nt1);
+  }
+}
+// Four consecutive output rows (channels [0, n32)) from the kW + 3 x rows t - kW + 1 .. t + 3, as
+// fma_row2: each x row widened once serves every output row it is a tap of (kW + 3 widenings per
+// 4 rows instead of 2 (kW + 1)), and each weight vector is loaded once for the 4 rows.
+template <int kW, bool kSilu>
+void fma_row4(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* const* y,
+              const bool* nt, const simd::bf16_t* const* pf) {
+  static_assert(kW == 2 || kW == 4);
+  constexpr int kR = 4;
+  const __m512i zero = _mm512_setzero_si512();
+  const simd::bf16_t* tp[kW + kR - 1];  // local copies: stores through y could alias taps[]
+  simd::bf16_t* yr[kR];
+  bool ntr[kR];
+  for (int i = 0; i < kW + kR - 1; ++i) tp[i] = taps[i];
+  for (int r = 0; r < kR; ++r) yr[r] = y[r], ntr[r] = nt[r] && reinterpret_cast<uintptr_t>(y[r]) % 64 == 0;
+  for (int j = 0; j < n32; j += 32) {
+    if (pf) {
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r) _mm_prefetch(reinterpret_cast<const char*>(pf[r] + j), _MM_HINT_T0);
+    }
+    const __m512 blo = _mm512_load_ps(ds.biasf + j), bhi = _mm512_load_ps(ds.biasf + j + 16);
+    __m512 lo[kR], hi[kR];
+#pragma GCC unroll 4
+    for (int r = 0; r < kR; ++r) lo[r] = blo, hi[r] = bhi;
+#pragma GCC unroll 8
+    for (int q = 0; q < kW + kR - 1; ++q) {  // x row q is tap i = q - r of output row r
+      const __m512i a = _mm512_loadu_si512(tp[q] + j);
+      const __m512 xl = (__m512)_mm512_unpacklo_epi16(zero, a), xh = (__m512)_mm512_unpackhi_epi16(zero, a);
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r) {
+        const int i = q - r;
+        if (i < 0 || i >= kW) continue;
+        lo[r] = _mm512_fmadd_ps(_mm512_load_ps(ds.wf[i] + j), xl, lo[r]);
+        hi[r] = _mm512_fmadd_ps(_mm512_load_ps(ds.wf[i] + j + 16), xh, hi[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < kR; ++r) store_group<kSilu, true>(yr[r], j, lo[r], hi[r], ntr[r]);
   }
 }
 #else
 inline constexpr bool kHaveBf16Dot = false;
 struct DotStage {
   bool split = false;
-  int load(const Stage&, int, int) { return 0; }
+  int load(const Stage&, int, int, bool) { return 0; }
 };
 template <int kW, bool kSilu, bool kSplit>
 void dot_row(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, bool, const simd::bf16_t*) {}
 template <int kW, bool kSilu>
 void fma_row2(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, simd::bf16_t*, bool, bool,
               const simd::bf16_t*, const simd::bf16_t*) {}
+template <int kW, bool kSilu>
+void fma_row4(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t* const*, const bool*,
+              const simd::bf16_t* const*) {}
 #endif
 
 // dot_row with the split chosen at run time.

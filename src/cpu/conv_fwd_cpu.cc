@@ -107,11 +107,34 @@ void fwd_item(const ConvParams& p, Stage& sg, const DotStage& ds, int j0, int64_
     const RowPtr<E> y = rows_of<E>(p.y, bi);
     const E* xt[kConvMaxW];
     const float* ft[kConvMaxW];
-    const E* x2[kConvMaxW + 1];
+    const E* x2[kConvMaxW + 3];
     for (int64_t u = a; u < b;) {
       const E* rr = kRes ? res.at(u - r2t) + c0 : nullptr;
       E* yr = y.at(u - r2t) + c0;
       const bool nt = stream && stream_aligned(yr);
+      if constexpr (kDot) {
+        if (j0 > 0 && u + 3 < b && u - bos >= W - 1) {  // rows u .. u + 3, taps from x
+          E* y4[4];
+          bool nt4[4];
+          const E* pf4[4];
+          const bool pf = u + 3 + kPrefetchRows < b;
+          for (int i = 0; i < W + 3; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
+          for (int r = 0; r < 4; ++r) {
+            y4[r] = y.at(u + r - r2t) + c0;
+            nt4[r] = stream && stream_aligned(y4[r]);
+            pf4[r] = pf ? x.at(u + r + kPrefetchRows - r2t) + c0 : nullptr;
+          }
+          fma_row4<kW, kSilu>(x2, ds, j0, y4, nt4, pf ? pf4 : nullptr);
+          if (j0 < nc) {
+            fwd_row2<E, kW, kSilu, kRes>(x2, W, sg, nullptr, nullptr, y4[0], y4[1], j0, nc, nt4[0], nt4[1], pf4[0],
+                                         pf4[1]);
+            fwd_row2<E, kW, kSilu, kRes>(x2 + 2, W, sg, nullptr, nullptr, y4[2], y4[3], j0, nc, nt4[2], nt4[3],
+                                         pf4[2], pf4[3]);
+          }
+          u += 4;
+          continue;
+        }
+      }
       if (u + 1 < b && u - bos >= W - 1) {  // rows u and u + 1 take every tap from x
         for (int i = 0; i <= W; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
         E* yr1 = y.at(u + 1 - r2t) + c0;
@@ -158,7 +181,7 @@ void fwd_all(const ConvParams& p, int threads) {
           const int nc = static_cast<int>(std::min<int64_t>(cb, p.D - c0));
           sg.load(p, c0, nc);
           int j0 = 0;
-          if constexpr (dot_applies<E, kW, kRes>()) j0 = ds.load(sg, static_cast<int>(p.W), nc);
+          if constexpr (dot_applies<E, kW, kRes>()) j0 = ds.load(sg, static_cast<int>(p.W), nc, kSilu);
           for (int64_t t = first; t < t1; t += nblk) {
             const int64_t tile = t / nblk;
             fwd_item<E, kW, kSilu, kRes>(p, sg, ds, j0, tile * kRowTile, std::min(rows, (tile + 1) * kRowTile), c0,

@@ -1,6 +1,7 @@
-// The CPU forward's 16-bit paths (perf-notes "CPU forward v3"): silu_fast (16-bit outputs) against
-// fp64 over a wide range and at special values; the bf16 paths of conv_fwd_bf16dp.h (W 2 / 4:
-// fma_row2 for row pairs, the vdpbf16ps dot_row for single rows with bf16-exact weights (one
+// The CPU forward's 16-bit paths (perf-notes "CPU forward v3" / "v4"): silu_fast and the prescaled
+// silu_pre (16-bit outputs) against fp64 over a wide range and at special values; the bf16 paths of
+// conv_fwd_bf16dp.h (W 2 / 4: fma_row4 for row quads, fma_row2 for the pairs left over, the
+// vdpbf16ps dot_row for single rows with bf16-exact weights (one
 // product per tap) or fp32 / fp16 weights (hi + lo split)) against the fp64 reference,
 // with channel counts that leave 16- and non-16 tails after the 32-channel groups, several
 // blocks, awkward lengths, initial state, bias on / off, silu on / off, streaming stores on / off;
@@ -51,6 +52,43 @@ TEST(ConvFwdFastCpu, SiluFastWithinTwoTenThousandthsRelative) {
   EXPECT_NEAR(out[7], -0.5e-30f, 1e-34f);
   EXPECT_NEAR(out[8], 88.0f, 1e-4f);
   EXPECT_NEAR(out[9], silu64(-88.0), 1e-36);
+}
+
+// silu_pre (fma_row2 / fma_row4: the weights and bias carry the -log2(e) scale) from y = c z: the
+// same relative bar as silu_fast; special values as silu_fast, large z within the 14-bit estimate.
+TEST(ConvFwdFastCpu, SiluPreWithinTwoTenThousandthsRelative) {
+  namespace s = linattn::cpu::simd;
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<float> wide(-90.0f, 90.0f), narrow(-6.0f, 6.0f);
+  double worst = 0, wz = 0, wg = 0;
+  for (int it = 0; it < 20000; ++it) {
+    float z[s::kLanes], y[s::kLanes], out[s::kLanes];
+    for (int l = 0; l < s::kLanes; ++l) z[l] = l % 2 ? wide(rng) : narrow(rng), y[l] = z[l] * s::kSiluPreScale;
+    s::store(out, s::silu_pre(s::load(y)));
+    for (int l = 0; l < s::kLanes; ++l) {
+      const double zz = y[l] / static_cast<double>(s::kSiluPreScale);  // the z the kernel sees
+      const double r = silu64(zz);
+      const double err = std::fabs(out[l] - r) / (std::fabs(r) + 1e-30);
+      if (std::fabs(r) > 1e-30 && err > worst) worst = err, wz = zz, wg = out[l];
+    }
+  }
+  EXPECT_LE(worst, 2e-4) << "worst at z = " << wz << ": got " << wg << ", ref " << silu64(wz);
+  const float c = s::kSiluPreScale;
+  float sp[s::kLanes] = {-INFINITY, -200.0f * c, 200.0f * c, NAN, 0.0f, -0.0f, 1e-30f * c, -1e-30f * c,
+                         88.0f * c, -88.0f * c, INFINITY};
+  float out[s::kLanes];
+  s::store(out, s::silu_pre(s::load(sp)));
+  EXPECT_EQ(out[0], INFINITY);  // z = +inf
+  EXPECT_EQ(out[1], 0.0f);      // z = -200: -200 e^-200 underflows (-0)
+  EXPECT_NEAR(out[2], 200.0f, 200.0f * 0x1p-13f);
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_EQ(out[4], 0.0f);
+  EXPECT_EQ(out[5], 0.0f);
+  EXPECT_NEAR(out[6], 0.5e-30f, 1e-34f);
+  EXPECT_NEAR(out[7], -0.5e-30f, 1e-34f);
+  EXPECT_NEAR(out[8], 88.0f, 88.0f * 0x1p-13f);
+  EXPECT_NEAR(out[9], silu64(-88.0), 2e-4 * std::fabs(silu64(-88.0)));
+  EXPECT_TRUE(std::isnan(out[10]));  // z = -inf: -inf / (1 + inf), as in fp64
 }
 
 void check_case(const ConvCase& c) {
