@@ -111,19 +111,21 @@ bool stream_aligned(const E* p) {
 }
 
 // fp32 staging of weight [D, W] (transposed to [W][block]) and bias for channels [c0, c0 + nc),
-// zero-padded to a multiple of kLanes, plus scratch rows for the boundary rows of a sequence.
+// zero-padded to a multiple of kLanes and multiplied by `scale` (the forward's silu_pre folds
+// -log2(e) in here), plus scratch rows for the boundary rows of a sequence.
 struct Stage {
   float w[kConvMaxW][kMaxBlock + kLanes];
   float bias[kMaxBlock + kLanes];
   float h[kConvMaxW][kMaxBlock + kLanes];  // state slots / converted rows of boundary taps
 
-  void load(const ConvParams& p, int64_t c0, int nc) {
+  void load(const ConvParams& p, int64_t c0, int nc, float scale = 1.0f) {
     const int W = static_cast<int>(p.W);
     const int padded = (nc + kLanes - 1) / kLanes * kLanes;
     for (int i = 0; i < W; ++i) std::fill(w[i] + nc, w[i] + padded, 0.0f);
     for (int c = 0; c < nc; ++c)
-      for (int i = 0; i < W; ++i) w[i][c] = load_as_float(p.weight, p.w_dtype, (c0 + c) * p.W + i);
-    for (int c = 0; c < padded; ++c) bias[c] = (c < nc && p.bias) ? load_as_float(p.bias, p.b_dtype, c0 + c) : 0.0f;
+      for (int i = 0; i < W; ++i) w[i][c] = scale * load_as_float(p.weight, p.w_dtype, (c0 + c) * p.W + i);
+    for (int c = 0; c < padded; ++c)
+      bias[c] = (c < nc && p.bias) ? scale * load_as_float(p.bias, p.b_dtype, c0 + c) : 0.0f;
   }
 };
 

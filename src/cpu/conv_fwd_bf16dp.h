@@ -2,8 +2,10 @@
 // 32-channel groups (64-byte loads per tap row). vpunpck{l,h}wd work inside 128-bit lanes, so
 // results are in a permuted channel order (lo: 8L + 0..3, hi: 8L + 4..7 for lane L); weights and
 // bias are staged in that order and one vpermq after vcvtne2ps2bf16 restores it.
-// fma_row2 (two output rows, the common case): each x row widened once by an unpack with zero
-// (bf16 bits to the high half = its fp32 value), fp32 FMAs with the fp32 weights.
+// fma_row4 / fma_row2 (four / two output rows: the common case / the pairs left over): each x row
+// widened once by an unpack with zero (bf16 bits to the high half = its fp32 value) for all output
+// rows it is a tap of, fp32 FMAs with the fp32 weights. With silu every path takes silu_pre: the
+// staged weights and bias carry the -log2(e) factor (Stage::load's scale).
 // dot_row (single rows): unpacks pair rows (t - W + 1 + 2k, t - W + 2 + 2k) and one vdpbf16ps per
 // pair adds both taps (bf16 products are exact in fp32; bias is the accumulator's start);
 // bf16-exact weights take one vdpbf16ps per pair, others are split into w = hi + lo + e with
@@ -27,10 +29,7 @@ struct DotStage {
   // [pair k][permuted channel]: bf16(w[c][2k]) | bf16(w[c][2k + 1]) << 16; pairs 2, 3: the lo parts
   alignas(64) uint32_t w[4][kMaxBlock];
   alignas(64) float bias[kMaxBlock];     // [permuted channel]
-  // fp32 weights [tap][permuted channel] and bias [permuted channel] of fma_row2 / fma_row4, times
-  // simd::kSiluPreScale with silu (silu_pre takes the scaled sum: one vector op less per output)
-  alignas(64) float wf[kConvMaxW][kMaxBlock];
-  alignas(64) float biasf[kMaxBlock];
+  alignas(64) float wf[kConvMaxW][kMaxBlock];  // fp32 weights [tap][permuted channel] (fma_row2 / 4)
 
   // Block channel of position q (0..31) of a 32-channel group in the permuted order.
   static int channel_of(int q) {
@@ -49,11 +48,10 @@ struct DotStage {
     const uint32_t b = bits_of(v);
     return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
   }
-  // Stages the block from the fp32 staging sg (W in {2, 4}; wf / biasf prescaled when `pre`);
-  // returns the number of channels the dot path takes (a multiple of 32; 0 when a weight is not
-  // finite).
-  int load(const Stage& sg, int W, int nc, bool pre) {
-    const float scale = pre ? simd::kSiluPreScale : 1.0f;
+  // Stages the block from the fp32 staging sg (W in {2, 4}; with silu sg carries the
+  // kSiluPreScale factor and so does everything here); returns the number of channels the dot
+  // path takes (a multiple of 32; 0 when a weight is not finite).
+  int load(const Stage& sg, int W, int nc) {
     const int n32 = nc / 32 * 32;
     split = false;
     for (int i = 0; i < W; ++i)
@@ -78,26 +76,22 @@ struct DotStage {
           }
         }
         bias[g + q] = sg.bias[c];
-        biasf[g + q] = scale * sg.bias[c];
-        for (int i = 0; i < W; ++i) wf[i][g + q] = scale * sg.w[i][c];
+        for (int i = 0; i < W; ++i) wf[i][g + q] = sg.w[i][c];
       }
     return n32;
   }
 };
 
-// One 32-channel group of an output row: silu (16-bit outputs' fast form; silu_pre when kPre: the
-// sums are kSiluPreScale z) of the fp32 sums lo / hi (the dot path's permuted channel order),
-// packed to bf16 and put back in channel order.
-template <bool kSilu, bool kPre = false>
+// One 32-channel group of an output row: silu_pre (the sums are kSiluPreScale z: weights and bias
+// are staged prescaled with silu) of the fp32 sums lo / hi (the dot path's permuted channel
+// order), packed to bf16 and put back in channel order.
+template <bool kSilu>
 LINATTN_SIMD_INLINE void store_group(simd::bf16_t* y, int j, __m512 lo, __m512 hi, bool nt) {
   // 64-bit group q <- {0,4,1,5,2,6,3,7}[q] (maskz form: the unmasked one reads an undefined register)
   const __m512i order = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
-  if constexpr (kSilu && kPre) {
+  if constexpr (kSilu) {
     lo = reinterpret_cast<__m512>(simd::silu_pre(reinterpret_cast<simd::vf>(lo)));
     hi = reinterpret_cast<__m512>(simd::silu_pre(reinterpret_cast<simd::vf>(hi)));
-  } else if constexpr (kSilu) {
-    lo = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(lo)));
-    hi = reinterpret_cast<__m512>(simd::silu_fast(reinterpret_cast<simd::vf>(hi)));
   }
   const __m512i out = _mm512_maskz_permutexvar_epi64(0xFF, order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
   if (nt) _mm512_stream_si512(reinterpret_cast<__m512i*>(y + j), out);
@@ -154,7 +148,7 @@ void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd
       _mm_prefetch(reinterpret_cast<const char*>(pf0 + j), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(pf1 + j), _MM_HINT_T0);
     }
-    const __m512 blo = _mm512_load_ps(ds.biasf + j), bhi = _mm512_load_ps(ds.biasf + j + 16);
+    const __m512 blo = _mm512_load_ps(ds.bias + j), bhi = _mm512_load_ps(ds.bias + j + 16);
     __m512 lo0 = blo, hi0 = bhi, lo1 = blo, hi1 = bhi;
     __m512i a = _mm512_loadu_si512(tp[0] + j);
     __m512 plo = (__m512)_mm512_unpacklo_epi16(zero, a), phi = (__m512)_mm512_unpackhi_epi16(zero, a);
@@ -166,8 +160,8 @@ void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd
       lo1 = _mm512_fmadd_ps(wlo, nlo, lo1), hi1 = _mm512_fmadd_ps(whi, nhi, hi1);
       plo = nlo, phi = nhi;
     }
-    store_group<kSilu, true>(y0, j, lo0, hi0, nt0);
-    store_group<kSilu, true>(y1, j, lo1, hi1, nt1);
+    store_group<kSilu>(y0, j, lo0, hi0, nt0);
+    store_group<kSilu>(y1, j, lo1, hi1, nt1);
   }
 }
 // Four consecutive output rows (channels [0, n32)) from the kW + 3 x rows t - kW + 1 .. t + 3, as
@@ -189,7 +183,7 @@ void fma_row4(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd
 #pragma GCC unroll 4
       for (int r = 0; r < kR; ++r) _mm_prefetch(reinterpret_cast<const char*>(pf[r] + j), _MM_HINT_T0);
     }
-    const __m512 blo = _mm512_load_ps(ds.biasf + j), bhi = _mm512_load_ps(ds.biasf + j + 16);
+    const __m512 blo = _mm512_load_ps(ds.bias + j), bhi = _mm512_load_ps(ds.bias + j + 16);
     __m512 lo[kR], hi[kR];
 #pragma GCC unroll 4
     for (int r = 0; r < kR; ++r) lo[r] = blo, hi[r] = bhi;
@@ -206,14 +200,14 @@ void fma_row4(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < kR; ++r) store_group<kSilu, true>(yr[r], j, lo[r], hi[r], ntr[r]);
+    for (int r = 0; r < kR; ++r) store_group<kSilu>(yr[r], j, lo[r], hi[r], ntr[r]);
   }
 }
 #else
 inline constexpr bool kHaveBf16Dot = false;
 struct DotStage {
   bool split = false;
-  int load(const Stage&, int, int, bool) { return 0; }
+  int load(const Stage&, int, int) { return 0; }
 };
 template <int kW, bool kSilu, bool kSplit>
 void dot_row(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, bool, const simd::bf16_t*) {}

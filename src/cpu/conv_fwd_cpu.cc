@@ -1,12 +1,14 @@
 // CPU short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual,
 // and the final state. Work item = (kRowTile rows x one channel block of 2 KiB per row), items
 // ordered row-tile-major and cut into one contiguous range per thread; a thread takes its items
-// block by block (weights staged once per block). Inside an item, rows go in order (two at a
-// time inside a sequence: the W + 1 tap rows and W weight vectors loaded once for both, x rows
-// kPrefetchRows ahead prefetched) and each row is computed for every 16-channel vector of the
-// block; the W taps are the previous rows of x, still in L1. bf16 x with W 2 / 4 and no residual
-// takes conv_fwd_bf16dp.h for its 32-channel groups (fma_row2 in the two-row step, the vdpbf16ps
-// dot_row for single rows); 16-bit outputs without residual take silu_fast. The first W - 1 rows of a sequence take their older taps from
+// block by block (weights staged once per block). Inside an item, rows go in order (four at a
+// time inside a sequence, then two, then one: the W + 3 tap rows and W weight vectors loaded once
+// for the four, x rows kPrefetchRows ahead prefetched) and each row is computed for every
+// 16-channel vector of the block; the W taps are the previous rows of x, still in L1. bf16 x with
+// W 2 / 4 and no residual takes conv_fwd_bf16dp.h for its 32-channel groups (fma_row4 / fma_row2
+// in the four- / two-row steps, the vdpbf16ps dot_row for single rows); 16-bit outputs without
+// residual take silu_pre on sums prescaled by -log2(e) (staged weights and bias carry it). The
+// first W - 1 rows of a sequence take their older taps from
 // initial_state slots (staged in fp32). W in {2, 3, 4} is compiled with constant W; other W (up to
 // 8) take a runtime-W loop.
 #include <algorithm>
@@ -32,13 +34,18 @@ LINATTN_SIMD_INLINE void prefetch(const E* p) {
   __builtin_prefetch(p, 0, 3);
 }
 
-// silu of a row of element type E: 16-bit outputs without residual take the cheaper silu_fast
-// (1.7e-4 relative, far inside their 2^-9 / 2^-12 rounding); fp32 outputs and outputs with a
-// residual (silu(z) + r can cancel: the error is then relative to |silu(z)|, not to the output)
-// the accurate one.
+// Whether the forward of element type E takes the cheap silu_pre (1.4e-4 relative, far inside the
+// 16-bit outputs' 2^-9 / 2^-12 rounding) on sums prescaled by simd::kSiluPreScale (weights and bias
+// staged times it): 16-bit outputs without residual. fp32 outputs and outputs with a residual
+// (silu(z) + r can cancel: the error is then relative to |silu(z)|, not to the output) take the
+// accurate silu on unscaled sums.
+template <class E, bool kSilu, bool kRes>
+constexpr bool prescaled() {
+  return kSilu && sizeof(E) == 2 && !kRes;
+}
 template <class E, bool kRes>
 LINATTN_SIMD_INLINE vf act_silu(vf z) {
-  if constexpr (sizeof(E) == 2 && !kRes) return simd::silu_fast(z);
+  if constexpr (prescaled<E, true, kRes>()) return simd::silu_pre(z);
   else return simd::silu(z);
 }
 
@@ -93,6 +100,37 @@ void fwd_row2(const E* const* taps, int W, const Stage& sg, const E* res0, const
   if (j < nc) two(j, nc - j);
 }
 
+// Four consecutive rows u .. u + 3 of y from the W + 3 x rows u - W + 1 .. u + 3 (all inside the
+// sequence), as fwd_row2: each tap row is loaded and converted once for the 4 rows (W + 3 per 4
+// rows instead of 2 (W + 1)) and each weight vector loaded once.
+template <class E, int kW, bool kSilu, bool kRes>
+void fwd_row4(const E* const* taps, int W, const Stage& sg, const E* const* res, E* const* y, int j0, int nc,
+              const bool* nt, const E* const* pf) {
+  const int nw = kW > 0 ? kW : W;
+  const auto four = [&](int j, int m) {
+    const bool full = m == kLanes;
+    if (pf) prefetch(pf[0] + j), prefetch(pf[1] + j), prefetch(pf[2] + j), prefetch(pf[3] + j);
+    const vf b = simd::load(sg.bias + j);
+    vf acc[4] = {b, b, b, b};
+#pragma GCC unroll 11
+    for (int q = 0; q < nw + 3; ++q) {  // x row q is tap i = q - r of output row r
+      const vf xq = full ? simd::load(taps[q] + j) : simd::load_n(taps[q] + j, m);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r)
+        if (q - r >= 0 && q - r < nw) acc[r] += simd::load(sg.w[q - r] + j) * xq;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      if constexpr (kSilu) acc[r] = act_silu<E, kRes>(acc[r]);
+      if constexpr (kRes) acc[r] += full ? simd::load(res[r] + j) : simd::load_n(res[r] + j, m);
+      put(y[r] + j, acc[r], m, nt[r]);
+    }
+  };
+  int j = j0;
+  for (; j + kLanes <= nc; j += kLanes) four(j, kLanes);
+  if (j < nc) four(j, std::min(nc - j, kLanes - 1));  // the bound keeps GCC's -Warray-bounds quiet
+}
+
 // Rows [r0, r1) of the block at c0 (nc channels), staged in sg / ds. Channels [0, j0) of rows
 // whose taps are all in x go through dot_row (bf16 dot path; j0 = 0 when it does not apply),
 // the rest through fwd_row2 / fwd_row.
@@ -112,28 +150,25 @@ void fwd_item(const ConvParams& p, Stage& sg, const DotStage& ds, int j0, int64_
       const E* rr = kRes ? res.at(u - r2t) + c0 : nullptr;
       E* yr = y.at(u - r2t) + c0;
       const bool nt = stream && stream_aligned(yr);
-      if constexpr (kDot) {
-        if (j0 > 0 && u + 3 < b && u - bos >= W - 1) {  // rows u .. u + 3, taps from x
-          E* y4[4];
-          bool nt4[4];
-          const E* pf4[4];
-          const bool pf = u + 3 + kPrefetchRows < b;
-          for (int i = 0; i < W + 3; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
-          for (int r = 0; r < 4; ++r) {
-            y4[r] = y.at(u + r - r2t) + c0;
-            nt4[r] = stream && stream_aligned(y4[r]);
-            pf4[r] = pf ? x.at(u + r + kPrefetchRows - r2t) + c0 : nullptr;
-          }
-          fma_row4<kW, kSilu>(x2, ds, j0, y4, nt4, pf ? pf4 : nullptr);
-          if (j0 < nc) {
-            fwd_row2<E, kW, kSilu, kRes>(x2, W, sg, nullptr, nullptr, y4[0], y4[1], j0, nc, nt4[0], nt4[1], pf4[0],
-                                         pf4[1]);
-            fwd_row2<E, kW, kSilu, kRes>(x2 + 2, W, sg, nullptr, nullptr, y4[2], y4[3], j0, nc, nt4[2], nt4[3],
-                                         pf4[2], pf4[3]);
-          }
-          u += 4;
-          continue;
+      if (u + 3 < b && u - bos >= W - 1) {  // rows u .. u + 3 take every tap from x
+        E* y4[4];
+        const E* r4[4];
+        bool nt4[4];
+        const E* pf4[4];
+        const bool pf = u + 3 + kPrefetchRows < b;
+        for (int i = 0; i < W + 3; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
+        for (int r = 0; r < 4; ++r) {
+          y4[r] = y.at(u + r - r2t) + c0;
+          r4[r] = kRes ? res.at(u + r - r2t) + c0 : nullptr;
+          nt4[r] = stream && stream_aligned(y4[r]);
+          pf4[r] = pf ? x.at(u + r + kPrefetchRows - r2t) + c0 : nullptr;
         }
+        if constexpr (kDot) {
+          if (j0 > 0) fma_row4<kW, kSilu>(x2, ds, j0, y4, nt4, pf ? pf4 : nullptr);
+        }
+        fwd_row4<E, kW, kSilu, kRes>(x2, W, sg, r4, y4, j0, nc, nt4, pf ? pf4 : nullptr);
+        u += 4;
+        continue;
       }
       if (u + 1 < b && u - bos >= W - 1) {  // rows u and u + 1 take every tap from x
         for (int i = 0; i <= W; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
@@ -179,9 +214,9 @@ void fwd_all(const ConvParams& p, int threads) {
           if (first >= t1) continue;
           const int64_t c0 = blk * cb;
           const int nc = static_cast<int>(std::min<int64_t>(cb, p.D - c0));
-          sg.load(p, c0, nc);
+          sg.load(p, c0, nc, prescaled<E, kSilu, kRes>() ? simd::kSiluPreScale : 1.0f);
           int j0 = 0;
-          if constexpr (dot_applies<E, kW, kRes>()) j0 = ds.load(sg, static_cast<int>(p.W), nc, kSilu);
+          if constexpr (dot_applies<E, kW, kRes>()) j0 = ds.load(sg, static_cast<int>(p.W), nc);
           for (int64_t t = first; t < t1; t += nblk) {
             const int64_t tile = t / nblk;
             fwd_item<E, kW, kSilu, kRes>(p, sg, ds, j0, tile * kRowTile, std::min(rows, (tile + 1) * kRowTile), c0,
