@@ -213,7 +213,9 @@ LINATTN_SIMD_INLINE vf silu(vf z) { return z * sigmoid(z); }
 // bare 14-bit reciprocal estimate (6.1e-5): relative error <= 1.7e-4 in all, 10 vector ops instead
 // of 16. No clamps: vreduceps(+-inf) = 0, vscalefps saturates to 0 / inf and rcp14(inf) = 0 (there
 // is no Newton step to turn inf * 0 into NaN), so z = +inf gives +inf, z << 0 gives -0, z = -inf
-// gives NaN (as z / (1 + e^-z) does in fp64) and NaN propagates. Forward of 16-bit outputs only.
+// gives NaN (as z / (1 + e^-z) does in fp64) and NaN propagates. The forward used it up to v3;
+// since v4 it takes silu_pre below (weights prescaled); this unscaled form stays for callers that
+// cannot prescale their sums (tested in test_conv_fwd_fast_cpu).
 LINATTN_SIMD_INLINE vf silu_fast(vf z) {
   const __mmask16 all = 0xFFFF;
   const vf y = z * -1.44269504088896341f;
