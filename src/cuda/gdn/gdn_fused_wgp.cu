@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams
   WgpSmem<T, KDA>& s = *reinterpret_cast<WgpSmem<T, KDA>*>(base);
   const int tid = threadIdx.x, t = tid & 127;
   const int v0 = blockIdx.x * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
-  const int64_t n = blockIdx.z;
+  const int64_t n = ws_sequence(ws, blockIdx.z);
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);
   const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
