@@ -8,11 +8,12 @@
 // finite, passes d_final_state to dh0 for zero-length sequences; two runs are bitwise equal; every
 // gate at -1000 or -5 stays finite; LINATTN_CUDA_KDA_BWD=token refuses the forced chunked path;
 // forward + backward captured in one CUDA graph (GRAPH_CONTRACT.md section 8, cuda_graph_seq.h).
-// Every case also runs the opt-in chunk kernels LINATTN_CUDA_KDA_BWD=chunked2 (parallel gate chain) and
-// =chunked3 (+ tensor-core off-diagonal intra blocks), kda/kda_bwd_chunk2.cu: against the fp64
-// reference and against the default chunked kernel (same bars), padding, finiteness, determinism,
-// extreme gates, the public op and the graph sequence (under LINATTN_SANITIZED: chunked2 / chunked3 on
-// the first case, chunked and chunked3 in the other tests).
+// Every case also runs the other chunk kernels LINATTN_CUDA_KDA_BWD=chunked2 (parallel gate chain),
+// =chunked3 (+ tensor-core off-diagonal intra blocks) and =chunked4 (+ overlapped first tile loads,
+// batched gate loads, decay tables), kda/kda_bwd_chunk2.cu: against the fp64 reference and against the
+// first chunked kernel (same bars), padding, finiteness, determinism, extreme gates, the public op and
+// the graph sequence (under LINATTN_SANITIZED: every variant on the first case, chunked, chunked3 and
+// chunked4 in the other tests).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -30,13 +31,13 @@ namespace {
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
 
 // The chunk-kernel variants every case runs ("chunked" = the default kernel).
-const char* const kVariants[] = {"chunked", "chunked2", "chunked3"};
+const char* const kVariants[] = {"chunked", "chunked2", "chunked3", "chunked4"};
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
-// Under compute-sanitizer: the default and chunked3 (whose code contains chunked2's) to bound the time.
+// Under compute-sanitizer: chunked, chunked3 (whose code contains chunked2's) and chunked4, to bound the time.
 std::vector<const char*> variants() {
-  if (sanitized()) return {kVariants[0], kVariants[2]};
+  if (sanitized()) return {kVariants[0], kVariants[2], kVariants[3]};
   return {std::begin(kVariants), std::end(kVariants)};
 }
 
@@ -86,7 +87,7 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
   if (!with_variants) return;
-  for (const char* v : {kVariants[1], kVariants[2]}) {
+  for (const char* v : {kVariants[1], kVariants[2], kVariants[3]}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     const ChunkAttnGradTensors var = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);

@@ -101,12 +101,13 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
-// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | chunked3, read on every call (plan and workspace
+// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | chunked3 | chunked4, read on every call (plan and workspace
 // query agree; chunked2 / chunked3 pick the opt-in chunk-gradient kernel variants, same workspace).
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
   if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
-  if (mode == "chunked" || mode == "chunked2" || mode == "chunked3" || kKdaChunkedDefault) return nullptr;
+  if (mode == "chunked" || mode == "chunked2" || mode == "chunked3" || mode == "chunked4" || kKdaChunkedDefault)
+    return nullptr;
   return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
 }
 
@@ -206,6 +207,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     // the split-TF32 tensor-core blocks.
     const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
     if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
+    else if (mode == "chunked4") launch_kda_bwd_chunk4(p, w, st);
     else launch_kda_bwd_chunk2(p, w, mode != "chunked2", st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

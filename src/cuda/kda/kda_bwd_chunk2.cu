@@ -1,5 +1,6 @@
-// Opt-in variants of the chunked KDA backward's chunk-gradient kernel (same math, grid, smem layout
-// and outputs as kda_bwd_chunk.cu; selected by LINATTN_CUDA_KDA_BWD=chunked2 / chunked3 in gdn_bwd.cc):
+// Variants of the chunked KDA backward's chunk-gradient kernel (same math, grid, smem layout and
+// outputs as kda_bwd_chunk.cu; LINATTN_CUDA_KDA_BWD=chunked2 / chunked3 / chunked4 in gdn_bwd.cc; the
+// helpers are in kda_bwd_chunk2_parts.cuh):
 //  chunked2: the per-channel gate work runs on every thread instead of 128 serial 64-step loops:
 //    the decays a = e^g are staged element-parallel (BT x K / NT independent gate loads per thread, 8
 //    in flight at a time), per-channel decay products of each 16-row block (blk) let eg / egl / egL
@@ -13,350 +14,43 @@
 //    underflow to 0 at gates -1000 / lower_bound -5), so dq2_I = E_IR (.) (daqk_I,<R1 @ (k^ (.) E_R.)),
 //    rp_I likewise with dL; the column side mirrors it with R = the last row of block J. Only the
 //    diagonal blocks keep the fp32 per-element loops.
-// Both unverified on a GPU at the time of writing (no device time): opt-in until the lead's H200 run.
+//  chunked4 (kdabwd3): chunked3 + the first head's tiles issued together with q / k (the row scales
+//    run while they stream), the raw gate loads issued together (one type switch outside them, the gate
+//    constants once per (head, channel)) in the decay staging and the gate chain, and at V = 128 the
+//    off-diagonal blocks' decay factors (decay_pair, E_iR, E_Rj) read from 8-row-group prefix / suffix
+//    product tables built once per (chunk, head) in the dead dS' / y / dO tiles (DecayTab).
+// chunked2 / chunked3 verified on the H200 at c050891 (chunked3 the default since).
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
-#include "cuda/kda/kda_bwd_chunk_common.cuh"
+#include "cuda/kda/kda_bwd_chunk2_parts.cuh"
 
 namespace linattn::cuda {
 namespace {
 
 using namespace kda_bwd;
 
-// The default kernel's layout plus the per-channel decay products of each 16-row block (rows < len).
+// The decay tables (chunked4) live in shared memory that is dead during the intra-chunk phase: pre in
+// dS' (dead after dk_inter), suf across the adjacent y and dO tiles (dead after pm / lm). Both fit only
+// for V = 128; V = 64 walks the decays per fragment as chunked3 does.
 template <class T, int BT, int V>
-struct KdaChunk2Smem : KdaChunkSmem<T, BT, V> {
-  float blk[BT / 16][kK];
-};
-
-// eg[nt][e] = prod_{t <= row} a[t][ch] = prod_{b < wm} blk[b][ch] * prod_{16 wm <= t <= row} a[t][ch]
-// (rows past len: 0, as a = 0 there).
-template <int BT, int NTK>
-__device__ __forceinline__ void frag_eg_blk(float (&eg)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
-                                            int wm, int r0, int ck, int tq) {
-  float pre[NTK][2];  // one loop over the blocks for all 8 channels of the thread
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt) pre[nt][0] = pre[nt][1] = 1.f;
-  for (int b = 0; b < wm; ++b)
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 bv = *reinterpret_cast<const float2*>(&blk[b][ck + nt * 8 + 2 * tq]);
-      pre[nt][0] *= bv.x;
-      pre[nt][1] *= bv.y;
-    }
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) eg[nt][e] = pre[nt][e & 1];
-  mul_decay_rows<NTK>(eg, a, 16 * wm, r0, ck, tq);
+constexpr bool tables_fit() {
+  using S0 = KdaChunkSmem<T, BT, V>;
+  constexpr size_t tab = sizeof(float) * BT * kLdT, ds = sizeof(T) * kK * S0::kLdV, y = sizeof(T) * BT * S0::kLdV;
+  return V == 128 && ds >= tab && 2 * y >= tab && offsetof(S0, dO) == offsetof(S0, y) + y;
 }
 
-// egl[nt][e] = prod_{row < t < len} a[t][ch] = prod_{row < t < min(len, 16 wm + 16)} a[t][ch] *
-// prod_{b > wm} blk[b][ch]; 0 for rows >= len.
-template <int BT, int NTK>
-__device__ __forceinline__ void frag_egl_blk(float (&egl)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
-                                             int wm, int r0, int ck, int tq, int len) {
-  float suf[NTK][2];
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt) suf[nt][0] = suf[nt][1] = 1.f;
-  for (int b = wm + 1; b < BT / 16; ++b)
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 bv = *reinterpret_cast<const float2*>(&blk[b][ck + nt * 8 + 2 * tq]);
-      suf[nt][0] *= bv.x;
-      suf[nt][1] *= bv.y;
-    }
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) egl[nt][e] = (r0 + 8 * (e >> 1)) < len ? suf[nt][e & 1] : 0.f;
-  const int tend = min(len, 16 * wm + 16);
-  for (int t = r0 + 1; t < tend; ++t) {
-    const bool hi = t > r0 + 8;
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 av = *reinterpret_cast<const float2*>(&a[t][ck + nt * 8 + 2 * tq]);
-      egl[nt][0] *= av.x;
-      egl[nt][1] *= av.y;
-      if (hi) {
-        egl[nt][2] *= av.x;
-        egl[nt][3] *= av.y;
-      }
-    }
-  }
-}
-
-// a[i][c] = e^(g_ic) for rows i < len, 0 past the end (the gate is never read there); batches of 8
-// independent gate loads per thread in flight (16 in one batch spilled more at the 128-register cap).
-template <int BT, int NT>
-__device__ __forceinline__ void stage_decays(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len, int j,
-                                             int tid) {
-  constexpr int PER = BT * kK / NT, B = 8;
-  static_assert(PER * NT == BT * kK && PER % B == 0, "whole tile per pass");
-#pragma unroll 1
-  for (int m0 = 0; m0 < PER; m0 += B) {
-    float v[B];
-#pragma unroll
-    for (int m = 0; m < B; ++m) {
-      const int idx = tid + (m0 + m) * NT, i = idx / kK, c = idx % kK;
-      v[m] = i < len ? expf(bwd_gate_deriv(p, t0 + i, j, c).g) : 0.f;
-    }
-#pragma unroll
-    for (int m = 0; m < B; ++m) {
-      const int idx = tid + (m0 + m) * NT;
-      a[idx / kK][idx % kK] = v[m];
-    }
-  }
-}
-
-// s.a holds dgam (0 past len), s.red[0] the dbeta row partials. Thread (channel c, row group grp):
-// dg_t = draw_t * (egL sd + zsum + sum_{t' >= t} dgam_t'), per-chunk partials pA / pT summed over the
-// groups in a fixed order, dbeta through the sigmoid chain. Uses s.u.in as scratch (daqk / dL dead).
-template <class T, int BT, int V, int NT>
-__device__ __forceinline__ void gate_chain(KdaChunk2Smem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
-                                           int64_t r, int64_t t0, int len, int j, int tid) {
-  constexpr int RG = NT / kK, RPG = BT / RG;
-  static_assert(RG * kK == NT && RG * RPG == BT, "row groups tile the chunk");
-  static_assert(RG * kK * 2 <= BT * (BT + 4), "scratch fits in daqk / dL");
-  const GdnFwdParams& f = p.f;
-  const int c = tid % kK, grp = tid / kK, i0 = grp * RPG;
-  float* gs = &s.u.in.daqk[0][0];  // [RG][kK] group sums of dgam
-  float* gp = &s.u.in.dL[0][0];    // [RG][kK][2] group gate partials
-  float draw[RPG], dA[RPG];
-#pragma unroll
-  for (int u = 0; u < RPG; ++u) {
-    draw[u] = 0.f;
-    dA[u] = 0.f;
-    if (i0 + u < len) {
-      const GateDeriv gd = bwd_gate_deriv(p, t0 + i0 + u, j, c);
-      draw[u] = gd.draw;
-      dA[u] = gd.dA;
-    }
-  }
-  float ps = 0.f;
-#pragma unroll
-  for (int u = 0; u < RPG; ++u) ps += s.a[i0 + u][c];
-  gs[grp * kK + c] = ps;
-  __syncthreads();
-  float zs = 0.f;
-#pragma unroll
-  for (int m = 0; m < BT / 16; ++m) zs += s.zsum[m][c];
-  float egL = 1.f;  // prod over the chunk's rows < len
-#pragma unroll
-  for (int b = 0; b < BT / 16; ++b) egL *= s.blk[b][c];
-  float acc = egL * s.sd[c] + zs, pA = 0.f, pT = 0.f;
-  for (int q = RG - 1; q > grp; --q) acc += gs[q * kK + c];
-#pragma unroll
-  for (int u = RPG - 1; u >= 0; --u) {
-    const int i = i0 + u;
-    if (i >= len) continue;
-    acc += s.a[i][c];
-    const float dgo = acc * draw[u];
-    if (f.gate_in_kernel) {
-      pA += acc * dA[u];
-      pT += dgo;
-    }
-    if (p.dg.p) store_out(p.dg.p, p.dg.t, ((t0 + i) * f.HV + j) * int64_t(kK) + c, dgo);
-  }
-  gp[(grp * kK + c) * 2] = pA;
-  gp[(grp * kK + c) * 2 + 1] = pT;
-  __syncthreads();
-  if (grp == 0) {
-    float sA = 0.f, sT = 0.f;
-#pragma unroll
-    for (int q = RG - 1; q >= 0; --q) {
-      sA += gp[(q * kK + c) * 2];
-      sT += gp[(q * kK + c) * 2 + 1];
-    }
-    float* o = w.part + ((r * f.HV + j) * kK + c) * 2;
-    o[0] = sA;
-    o[1] = sT;
-  } else if (tid < kK + BT) {
-    const int i = tid - kK;
-    if (i < len && p.dbeta.p) {
-      const float db = ((s.red[0][i][0] + s.red[0][i][1]) + s.red[0][i][2]) + s.red[0][i][3];
-      store_out(p.dbeta.p, p.dbeta.t, (t0 + i) * f.HV + j, db * gdn_beta_draw(f, t0 + i, j));
-    }
-  }
-}
-
-// 3xTF32 (split precision): x = hi + lo with hi, lo TF32 (~21 significant bits together), and
-// acc += A B as A_lo B_hi + A_hi B_lo + A_hi B_hi (the A_lo B_lo term is below fp32 rounding). Plain
-// TF32 (10 bits) would round the row side (q^ . dq2) and the column side (k^ . dka) of each intra term
-// differently, and dgam's rowsum - colsum cancellation would leave that rounding in dA_log / dt_bias
-// (the GDN backward's bf16 lesson, "CUDA GDN backward"): with the split it cancels to ~fp32.
-struct Tf32x2 {
-  uint32_t hi, lo;
-};
-__device__ __forceinline__ Tf32x2 split_tf32(float x) {
-  constexpr uint32_t kMask = 0xffffe000u;  // the 19 TF32 bits (the mma ignores the 13 below)
-  const uint32_t hi = to_tf32(x) & kMask;
-  return {hi, to_tf32(x - __uint_as_float(hi)) & kMask};
-}
-__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32x2 (&a)[4], Tf32x2 b0, Tf32x2 b1) {
-  const uint32_t ahi[4] = {a[0].hi, a[1].hi, a[2].hi, a[3].hi}, alo[4] = {a[0].lo, a[1].lo, a[2].lo, a[3].lo};
-  mma1688_tf32(d, alo, b0.hi, b1.hi);
-  mma1688_tf32(d, ahi, b0.lo, b1.lo);
-  mma1688_tf32(d, ahi, b0.hi, b1.hi);
-}
-
-// Fragment of B[k][n] for mma m16n8k8 (b0: k = tq, b1: k = tq + 4; n = g) over decay rows br..br+7 at
-// channel d: pc carries the product of the rows already walked (<= 1); on return e1 / e2 are pc times
-// the product over the fragment's rows after its row (AFTER: row side, walking down) or up to and
-// including it (column side, walking up), and pc has taken all 8 rows.
-template <bool AFTER>
-__device__ __forceinline__ void decay_pair(const float (*a)[kLdF], int br, int d, int tq, float& pc, float& e1,
-                                           float& e2) {
-  float full = 1.f, p1 = 1.f, p2 = 1.f;
-#pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    const float x = a[br + u][d];
-    full *= x;
-    if (AFTER ? u > tq : u <= tq) p1 *= x;
-    if (AFTER ? u > tq + 4 : u <= tq + 4) p2 *= x;
-  }
-  e1 = pc * p1;
-  e2 = pc * p2;
-  pc *= full;
-}
-
-// Row side, blocks left of the diagonal (row block I = wm, columns j < R1 = 16 I): sets
-// dq2 = E_iR (.) sum_j daqk_ij k^_j E_Rj and rp likewise with dL (0 for I = 0).
-template <class T, int BT, int V, int NTK>
-__device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, float (&dq2)[NTK][4],
-                                             float (&rp)[NTK][4], int wm, int ck, int g, int tq) {
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      dq2[nt][e] = 0.f;
-      rp[nt][e] = 0.f;
-    }
-  const int R1 = 16 * wm, r0 = R1 + g;
-  if (wm == 0) return;
-  float pc[NTK];  // prod_{8 kk + 8 <= t < R1} a_t at channel ck + 8 nt + g
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt) pc[nt] = 1.f;
-  for (int kk = 2 * wm - 1; kk >= 0; --kk) {
-    const int br = 8 * kk;
-    Tf32x2 fq[4], fl[4];
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      const int row = r0 + 8 * (x & 1), col = br + tq + 4 * (x >> 1);
-      fq[x] = split_tf32(s.u.in.daqk[row][col]);
-      fl[x] = split_tf32(s.u.in.dL[row][col]);
-    }
-    const float rk1 = s.rk[br + tq], rk2 = s.rk[br + tq + 4];
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const int d = ck + 8 * nt + g;
-      float e1, e2;
-      decay_pair<true>(s.a, br, d, tq, pc[nt], e1, e2);
-      const Tf32x2 b0 = split_tf32(rk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1);
-      const Tf32x2 b1 = split_tf32(rk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2);
-      mma_3xtf32(dq2[nt], fq, b0, b1);
-      mma_3xtf32(rp[nt], fl, b0, b1);
-    }
-  }
-  float er[NTK][4];  // E_iR = prod_{R1 <= t <= i} a_t, rows i = r0 (e 0, 1), r0 + 8 (e 2, 3)
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) er[nt][e] = 1.f;
-#pragma unroll 4
-  for (int t = R1; t < R1 + 16; ++t) {
-    const bool lo = t <= r0, hi = t <= r0 + 8;
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 av = *reinterpret_cast<const float2*>(&s.a[t][ck + nt * 8 + 2 * tq]);
-      if (lo) {
-        er[nt][0] *= av.x;
-        er[nt][1] *= av.y;
-      }
-      if (hi) {
-        er[nt][2] *= av.x;
-        er[nt][3] *= av.y;
-      }
-    }
-  }
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      dq2[nt][e] *= er[nt][e];
-      rp[nt][e] *= er[nt][e];
-    }
-}
-
-// Column side, blocks below the diagonal (column block J = wm, rows i >= R1 = 16 J + 16, reference
-// R = R1 - 1): sets ca = E_Rj (.) sum_i (daqk_ij q^_i + beta_i dL_ij k^_i) E_iR (0 for the last block).
-template <class T, int BT, int V, int NTK>
-__device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, float (&ca)[NTK][4], int wm, int ck,
-                                             int g, int tq) {
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) ca[nt][e] = 0.f;
-  const int j0 = 16 * wm, R1 = j0 + 16, r0 = j0 + g;
-  if (R1 >= BT) return;
-  float pc[NTK];  // prod_{R1 <= t < br} a_t at channel ck + 8 nt + g
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt) pc[nt] = 1.f;
-  for (int br = R1; br < BT; br += 8) {
-    Tf32x2 fq[4], fl[4];  // A[m = j][k = i] = daqk[i][j] (transposed read)
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      const int row = br + tq + 4 * (x >> 1), col = r0 + 8 * (x & 1);
-      fq[x] = split_tf32(s.u.in.daqk[row][col]);
-      fl[x] = split_tf32(s.u.in.dL[row][col]);
-    }
-    const float sq1 = s.rq[br + tq], sq2 = s.rq[br + tq + 4];
-    const float sk1 = s.beta[br + tq] * s.rk[br + tq], sk2 = s.beta[br + tq + 4] * s.rk[br + tq + 4];
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const int d = ck + 8 * nt + g;
-      float e1, e2;
-      decay_pair<false>(s.a, br, d, tq, pc[nt], e1, e2);
-      mma_3xtf32(ca[nt], fq, split_tf32(sq1 * MmaType<T>::to_float(s.q[br + tq][d]) * e1),
-                 split_tf32(sq2 * MmaType<T>::to_float(s.q[br + tq + 4][d]) * e2));
-      mma_3xtf32(ca[nt], fl, split_tf32(sk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1),
-                 split_tf32(sk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2));
-    }
-  }
-  float ej[NTK][4];  // E_Rj = prod_{j < t < R1} a_t, columns j = r0 (e 0, 1), r0 + 8 (e 2, 3)
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) ej[nt][e] = 1.f;
-#pragma unroll 4
-  for (int t = j0 + 1; t < R1; ++t) {
-    const bool lo = t > r0, hi = t > r0 + 8;
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 av = *reinterpret_cast<const float2*>(&s.a[t][ck + nt * 8 + 2 * tq]);
-      if (lo) {
-        ej[nt][0] *= av.x;
-        ej[nt][1] *= av.y;
-      }
-      if (hi) {
-        ej[nt][2] *= av.x;
-        ej[nt][3] *= av.y;
-      }
-    }
-  }
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) ca[nt][e] *= ej[nt][e];
-}
-
-template <class T, int BT, int V, bool TC>
+// MODE 2 = chunked2, 3 = chunked3 (+ split-TF32 off-diagonal intra blocks), 4 = chunked4 (chunked3 +
+// the next head's tiles issued with q / k so the row scales overlap them, batched gate loads, decay
+// tables for the off-diagonal blocks at V = 128).
+template <class T, int BT, int V, int MODE>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
+  constexpr bool TC = MODE >= 3, V4 = MODE == 4, TAB = V4 && tables_fit<T, BT, V>();
+  static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
   const GdnFwdParams& f = p.f;
@@ -373,7 +67,13 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   load_rows_async<T, BT, kK, kLdK, Tl::NT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
   load_rows_async<T, BT, kK, kLdK, Tl::NT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
   cp_async_commit();
-  cp_async_wait<0>();
+  if constexpr (V4) {  // the first head's tiles stream while the row scales run
+    load_head<T, BT, V>(s, p, w, r, t0, len, h * G, tid);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
   __syncthreads();
   for (int i = warp; i < 2 * BT; i += Tl::NW) {  // row scales (the forward prep's formula)
     const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
@@ -384,10 +84,12 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   float dqA[NTK][4] = {}, dkA[NTK][4] = {};
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
-    load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
-    cp_async_commit();
+    if (!V4 || jj > 0) {
+      load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
+      cp_async_commit();
+    }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    stage_decays<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    stage_decays<BT, Tl::NT, V4>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
     cp_async_wait<0>();
     __syncthreads();
 
@@ -494,6 +196,9 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     mma_tile<T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
     mma_tile<T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
     __syncthreads();  // S, dS' dead: the union takes daqk / dL
+    [[maybe_unused]] const DecayTab tab{reinterpret_cast<float(*)[kLdT]>(&s.u.st.dS[0][0]),
+                                        reinterpret_cast<float(*)[kLdT]>(&s.y[0][0])};
+    if constexpr (TAB) build_decay_tab<BT, Tl::NT>(tab, s.a, tid);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int i = r0 + 8 * hf;
@@ -510,7 +215,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
-      if constexpr (TC) offdiag_rows<T, BT, V, NTK>(s, dq2, rp, wm, ck, g, tq);  // blocks left of the diagonal
+      if constexpr (TC) offdiag_rows<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);  // blocks left of the diagonal
       intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, TC ? 16 * wm : 0, !TC);
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
@@ -527,7 +232,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     }
     {  // column side: dk^ += dka; dgam -= k^ (.) dka
       float ca[NTK][4];
-      if constexpr (TC) offdiag_cols<T, BT, V, NTK>(s, ca, wm, ck, g, tq);  // blocks below the diagonal
+      if constexpr (TC) offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);  // blocks below the diagonal
       intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, TC ? min(len, 16 * wm + 16) : len, !TC);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
@@ -551,7 +256,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    gate_chain<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
+    gate_chain<T, BT, V, Tl::NT, V4>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
   }
 
@@ -598,27 +303,27 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     }
   }
 }
-template <class T, int BT, int V, bool TC>
+template <class T, int BT, int V, int MODE>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(kda_bwd_chunk2_kernel<T, BT, V, TC>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V, MODE>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
 }
 
-template <class T, int BT, bool TC>
+template <class T, int BT, int MODE>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, TC>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, TC>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, MODE>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, MODE>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool TC>
+template <int MODE>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, TC>(p, w, stream) : launch_bt<__half, 64, TC>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, MODE>(p, w, stream) : launch_bt<__half, 64, MODE>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, TC>(p, w, stream) : launch_bt<__half, 32, TC>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, MODE>(p, w, stream) : launch_bt<__half, 32, MODE>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }
@@ -629,7 +334,13 @@ void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 void launch_kda_bwd_chunk2(const GdnBwdParams& p, const GdnBwdWs& w, bool tensor_core_intra, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk2 kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk2 kernel: too many chunks: ", w.nt_cap);
-  tensor_core_intra ? launch_v<true>(p, w, stream) : launch_v<false>(p, w, stream);
+  tensor_core_intra ? launch_v<3>(p, w, stream) : launch_v<2>(p, w, stream);
+}
+
+void launch_kda_bwd_chunk4(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk4 kernel: K must be ", kK, ", got ", p.f.K);
+  LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk4 kernel: too many chunks: ", w.nt_cap);
+  launch_v<4>(p, w, stream);
 }
 
 }  // namespace linattn::cuda
