@@ -4,8 +4,8 @@
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
 // LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk2.cu
-// with split-TF32 tensor-core blocks (default, =chunked3), without them (=chunked2), or the first
-// kernel kda/kda_bwd_chunk.cu (=chunked)).
+// as chunked4 (default), chunked3 (=chunked3), without the split-TF32 tensor-core blocks (=chunked2),
+// or the first kernel kda/kda_bwd_chunk.cu (=chunked)).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -202,13 +202,13 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
-    // Default: chunked3 (the fastest on the H200, c050891: backward 20.8 vs 23.7 ms at 32/32
-    // 1x32768, 2.66 vs 3.04 at 1x4096); "chunked" = the first chunk kernel, "chunked2" = without
-    // the split-TF32 tensor-core blocks.
+    // Default: chunked4 (the fastest on the H200, kdabwd3 at 4988c89: backward 16.29 vs 19.25 ms
+    // (chunked3) at 32/32 1x32768); "chunked3" = the previous default (c050891), "chunked2" = without
+    // the split-TF32 tensor-core blocks, "chunked" = the first chunk kernel.
     const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
     if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
-    else if (mode == "chunked4") launch_kda_bwd_chunk4(p, w, st);
-    else launch_kda_bwd_chunk2(p, w, mode != "chunked2", st);
+    else if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
+    else launch_kda_bwd_chunk4(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -44,7 +44,7 @@ void launch_kda_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t
 // outputs and launch geometry; parallel gate chain, and with tensor_core_intra the off-diagonal intra
 // blocks on TF32 mma.
 void launch_kda_bwd_chunk2(const GdnBwdParams& p, const GdnBwdWs& w, bool tensor_core_intra, cudaStream_t stream);
-// LINATTN_CUDA_KDA_BWD=chunked4: chunked3 + overlapped first tile loads, batched gate loads, decay tables.
+// The default KDA chunk kernel (chunked4): chunked3 + overlapped first tile loads, batched gate loads, decay tables.
 void launch_kda_bwd_chunk4(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
