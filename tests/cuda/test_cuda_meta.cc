@@ -107,7 +107,7 @@ TEST(CudaChunkMeta, SingleSequenceFillsTheBucket) {
   check_layout({4096}, 4096, 64, DType::kI32, 0);
   check_layout({4095, 0, 0}, 4095, 32, DType::kI64, 1);
   check_layout({0, 0, 0, 0}, 100, 64, DType::kI32, 2);
-  check_layout({70000, 1, 0, 66000, 5}, 136005, 64, DType::kI32, 4);  // counts over the last bin tie
+  check_layout({70000, 1, 0, 66000, 5}, 136006, 64, DType::kI32, 4);  // counts over the last bin tie
 }
 
 }  // namespace
