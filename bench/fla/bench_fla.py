@@ -15,6 +15,7 @@ import sys
 import time
 
 import torch
+from cuda_events import event_times  # this folder (the script's own directory is on sys.path)
 
 CONFIGS = [(16, 64, "1x2048"), (16, 64, "1x8192"), (16, 64, "1x32768"), (16, 64, "4096x8"),
            (2, 8, "1x2048"), (2, 8, "1x32768"), (16, 32, "1x4096"), (16, 32, "128,96,200,88"),
@@ -34,13 +35,7 @@ def events_time(fn, iters):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    ms = sorted(a.elapsed_time(b) for a, b in ev)
+    ms = sorted(event_times(fn, iters))
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()

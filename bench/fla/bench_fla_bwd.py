@@ -19,6 +19,7 @@ import sys
 import time
 
 import torch
+from cuda_events import event_times  # this folder (the script's own directory is on sys.path)
 
 CONFIGS = {"gdn": [(16, 32, "512x16"), (16, 32, "1x8192"), (16, 32, "1x32768"), (16, 32, "4096x8"), (2, 4, "1x32768")],
            "kda": [(32, 32, "512x16"), (32, 32, "1x4096"), (32, 32, "4096x8"), (32, 32, "1x32768")]}
@@ -35,13 +36,7 @@ def events_time(fn, iters):
     for _ in range(2):
         fn()
     torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    ms = sorted(a.elapsed_time(b) for a, b in ev)
+    ms = sorted(event_times(fn, iters))
     return ms[len(ms) // 2], ms[min(len(ms) - 1, len(ms) * 95 // 100)]
 
 

@@ -10,19 +10,12 @@ import json
 import sys
 
 import torch
+from cuda_events import event_times  # this folder (the script's own directory is on sys.path)
 
 SHAPES = [(512, 6144), (4096, 6144), (16384, 6144), (512, 8192), (4096, 8192), (16384, 8192),
           (65536, 8192)]
 
 
-def events_time(fn, iters):
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return [a.elapsed_time(b) for a, b in ev]
 
 
 def main():
@@ -56,7 +49,7 @@ def main():
             iters = 50 if T * D <= (1 << 26) else 20
             fns[i]()
             torch.cuda.synchronize()
-            times[i] += events_time(fns[i], iters)
+            times[i] += event_times(fns[i], iters)
     for (T, D), ms in zip(shapes, times):
         ms.sort()
         p50, p95 = ms[len(ms) // 2], ms[min(len(ms) - 1, len(ms) * 95 // 100)]

@@ -35,6 +35,7 @@ import sys
 import time
 
 import torch
+from cuda_events import event_times  # this folder (the script's own directory is on sys.path)
 import torch.nn.functional as F
 
 CASES = ["gdn:16:32:1x8192", "gdn:16:32:128,96,200,88", "conv:8192:1x16384", "kda:32:32:1x4096"]
@@ -243,13 +244,7 @@ def timed(fn, iters, dev):
     fn()
     if dev == "cuda":
         torch.cuda.synchronize()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for a, b in ev:
-            a.record()
-            fn()
-            b.record()
-        torch.cuda.synchronize()
-        ms = sorted(a.elapsed_time(b) for a, b in ev)
+        ms = sorted(event_times(fn, iters))
     else:
         ms = []
         for _ in range(iters):

@@ -19,6 +19,34 @@ __device__ __forceinline__ int64_t load_cu(const void* cu, bool i64, int64_t i) 
   return i64 ? static_cast<const int64_t*>(cu)[i] : static_cast<const int32_t*>(cu)[i];
 }
 
+// Exclusive prefix sum of v over the block's threads in thread order; total = the block's sum. Ends
+// with a barrier, so warp_sums is free again when it returns.
+__device__ __forceinline__ int64_t block_exclusive_scan(int64_t v, int64_t* warp_sums, int lane, int warp,
+                                                        int64_t& total) {
+  int64_t incl = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    int64_t o = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += o;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int64_t w = warp_sums[lane];
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      int64_t o = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= d) w += o;
+    }
+    warp_sums[lane] = w;  // inclusive over warps
+  }
+  __syncthreads();
+  const int64_t excl = (warp > 0 ? warp_sums[warp - 1] : 0) + incl - v;
+  total = warp_sums[kThreads / 32 - 1];
+  __syncthreads();
+  return excl;
+}
+
 __global__ void __launch_bounds__(kThreads) chunk_meta_kernel(const void* cu, bool cu_i64,
                                                               int64_t n_max, int64_t t_max, int bt,
                                                               int64_t nt_max, int32_t* indices,
@@ -37,28 +65,11 @@ __global__ void __launch_bounds__(kThreads) chunk_meta_kernel(const void* cu, bo
       int64_t eos = min(max(load_cu(cu, cu_i64, n + 1), bos), t_max);
       cnt = (eos - bos + bt - 1) / bt;
     }
-    int64_t incl = cnt;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      int64_t o = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += o;
-    }
-    if (lane == 31) warp_sums[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {
-      int64_t w = warp_sums[lane];
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        int64_t o = __shfl_up_sync(0xffffffffu, w, d);
-        if (lane >= d) w += o;
-      }
-      warp_sums[lane] = w;  // inclusive over warps
-    }
-    __syncthreads();
-    const int64_t excl = carry + (warp > 0 ? warp_sums[warp - 1] : 0) + incl - cnt;
+    const int64_t before = carry;  // read before the scan's first barrier, so tid 0's update below is safe
+    int64_t tile_total;
+    const int64_t excl = before + block_exclusive_scan(cnt, warp_sums, lane, warp, tile_total);
     if (n < n_max) offsets[n] = static_cast<int32_t>(min(excl, nt_max));
-    __syncthreads();
-    if (tid == 0) carry += warp_sums[kThreads / 32 - 1];
+    if (tid == 0) carry = before + tile_total;
     __syncthreads();
   }
   const int64_t total = min(carry, nt_max);
@@ -86,25 +97,8 @@ __global__ void __launch_bounds__(kThreads) chunk_meta_kernel(const void* cu, bo
   for (int64_t n = tid; n < n_max; n += kThreads)
     atomicAdd(&bins[kBins - 1 - min(offsets[n + 1] - offsets[n], kBins - 1)], 1);
   __syncthreads();
-  int64_t incl = bins[tid];
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    int64_t o = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += o;
-  }
-  if (lane == 31) warp_sums[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int64_t w = warp_sums[lane];
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      int64_t o = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += o;
-    }
-    warp_sums[lane] = w;
-  }
-  __syncthreads();
-  bins[tid] = static_cast<int32_t>((warp > 0 ? warp_sums[warp - 1] : 0) + incl - bins[tid]);  // first slot
+  int64_t all;
+  bins[tid] = static_cast<int32_t>(block_exclusive_scan(bins[tid], warp_sums, lane, warp, all));  // first slot
   __syncthreads();
   for (int64_t n = tid; n < n_max; n += kThreads)
     seq_order[atomicAdd(&bins[kBins - 1 - min(offsets[n + 1] - offsets[n], kBins - 1)], 1)] =
