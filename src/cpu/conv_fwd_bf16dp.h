@@ -2,7 +2,7 @@
 // 32-channel groups (64-byte loads per tap row). vpunpck{l,h}wd work inside 128-bit lanes, so
 // results are in a permuted channel order (lo: 8L + 0..3, hi: 8L + 4..7 for lane L); weights and
 // bias are staged in that order and one vpermq after vcvtne2ps2bf16 restores it.
-// fma_row4 / fma_row2 (four / two output rows: the common case / the pairs left over): each x row
+// fma_rows<4> / <2> (four / two output rows: the common case / the pairs left over): each x row
 // widened once by an unpack with zero (bf16 bits to the high half = its fp32 value) for all output
 // rows it is a tap of, fp32 FMAs with the fp32 weights. With silu every path takes silu_pre: the
 // staged weights and bias carry the -log2(e) factor (Stage::load's scale).
@@ -29,7 +29,7 @@ struct DotStage {
   // [pair k][permuted channel]: bf16(w[c][2k]) | bf16(w[c][2k + 1]) << 16; pairs 2, 3: the lo parts
   alignas(64) uint32_t w[4][kMaxBlock];
   alignas(64) float bias[kMaxBlock];     // [permuted channel]
-  alignas(64) float wf[kConvMaxW][kMaxBlock];  // fp32 weights [tap][permuted channel] (fma_row2 / 4)
+  alignas(64) float wf[kConvMaxW][kMaxBlock];  // fp32 weights [tap][permuted channel] (fma_rows)
 
   // Block channel of position q (0..31) of a 32-channel group in the permuted order.
   static int channel_of(int q) {
@@ -127,51 +127,18 @@ void dot_row(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd:
     store_group<kSilu>(y, j, lo, hi, nt);
   }
 }
-// Two consecutive output rows (channels [0, n32)) from the kW + 1 x rows t - kW + 1 .. t + 1,
+// kR consecutive output rows (channels [0, n32)) from the kW + kR - 1 x rows t - kW + 1 .. t + kR - 1,
 // fp32 weights: each x row is widened once by an in-lane vpunpck{l,h}wd with zero (bf16 bits to
-// the high half = its fp32 value, in the dot path's permuted order) and serves both rows' FMAs.
-// Per 16 outputs ~2.5 unpacks + 4 FMAs; measured faster than dot_row on this Zen 4-class VM for
-// bf16-exact weights too (process CPU 8.9-9.3 vs 10.0-10.4 ms at 6144 x 4096: vdpbf16ps costs
-// more than an FMA and dot_row cannot share a pair between two output rows), so the two-row step
-// always takes it; dot_row serves the single rows.
-template <int kW, bool kSilu>
-void fma_row2(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* y0, simd::bf16_t* y1,
-              bool nt0, bool nt1, const simd::bf16_t* pf0, const simd::bf16_t* pf1) {
-  static_assert(kW == 2 || kW == 4);
-  const __m512i zero = _mm512_setzero_si512();
-  nt0 = nt0 && reinterpret_cast<uintptr_t>(y0) % 64 == 0;
-  nt1 = nt1 && reinterpret_cast<uintptr_t>(y1) % 64 == 0;
-  const simd::bf16_t* tp[kW + 1];  // local copies: stores through y could alias taps[]
-  for (int i = 0; i <= kW; ++i) tp[i] = taps[i];
-  for (int j = 0; j < n32; j += 32) {
-    if (pf0) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf0 + j), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pf1 + j), _MM_HINT_T0);
-    }
-    const __m512 blo = _mm512_load_ps(ds.bias + j), bhi = _mm512_load_ps(ds.bias + j + 16);
-    __m512 lo0 = blo, hi0 = bhi, lo1 = blo, hi1 = bhi;
-    __m512i a = _mm512_loadu_si512(tp[0] + j);
-    __m512 plo = (__m512)_mm512_unpacklo_epi16(zero, a), phi = (__m512)_mm512_unpackhi_epi16(zero, a);
-    for (int i = 0; i < kW; ++i) {
-      a = _mm512_loadu_si512(tp[i + 1] + j);
-      const __m512 nlo = (__m512)_mm512_unpacklo_epi16(zero, a), nhi = (__m512)_mm512_unpackhi_epi16(zero, a);
-      const __m512 wlo = _mm512_load_ps(ds.wf[i] + j), whi = _mm512_load_ps(ds.wf[i] + j + 16);
-      lo0 = _mm512_fmadd_ps(wlo, plo, lo0), hi0 = _mm512_fmadd_ps(whi, phi, hi0);
-      lo1 = _mm512_fmadd_ps(wlo, nlo, lo1), hi1 = _mm512_fmadd_ps(whi, nhi, hi1);
-      plo = nlo, phi = nhi;
-    }
-    store_group<kSilu>(y0, j, lo0, hi0, nt0);
-    store_group<kSilu>(y1, j, lo1, hi1, nt1);
-  }
-}
-// Four consecutive output rows (channels [0, n32)) from the kW + 3 x rows t - kW + 1 .. t + 3, as
-// fma_row2: each x row widened once serves every output row it is a tap of (kW + 3 widenings per
-// 4 rows instead of 2 (kW + 1)), and each weight vector is loaded once for the 4 rows.
-template <int kW, bool kSilu>
-void fma_row4(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* const* y,
+// the high half = its fp32 value, in the dot path's permuted order) and serves the FMAs of every
+// output row it is a tap of (kW + kR - 1 widenings per kR rows). Measured faster than dot_row on
+// this Zen 4-class VM for bf16-exact weights too (two rows: process CPU 8.9-9.3 vs 10.0-10.4 ms at
+// 6144 x 4096: vdpbf16ps costs more than an FMA and dot_row cannot share a pair between rows), so
+// the 4- and 2-row steps always take it; dot_row serves the single rows. Each row accumulates its
+// taps in order: kR does not change a result.
+template <int kR, int kW, bool kSilu>
+void fma_rows(const simd::bf16_t* const* taps, const DotStage& ds, int n32, simd::bf16_t* const* y,
               const bool* nt, const simd::bf16_t* const* pf) {
   static_assert(kW == 2 || kW == 4);
-  constexpr int kR = 4;
   const __m512i zero = _mm512_setzero_si512();
   const simd::bf16_t* tp[kW + kR - 1];  // local copies: stores through y could alias taps[]
   simd::bf16_t* yr[kR];
@@ -211,11 +178,8 @@ struct DotStage {
 };
 template <int kW, bool kSilu, bool kSplit>
 void dot_row(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, bool, const simd::bf16_t*) {}
-template <int kW, bool kSilu>
-void fma_row2(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t*, simd::bf16_t*, bool, bool,
-              const simd::bf16_t*, const simd::bf16_t*) {}
-template <int kW, bool kSilu>
-void fma_row4(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t* const*, const bool*,
+template <int kR, int kW, bool kSilu>
+void fma_rows(const simd::bf16_t* const*, const DotStage&, int, simd::bf16_t* const*, const bool*,
               const simd::bf16_t* const*) {}
 #endif
 

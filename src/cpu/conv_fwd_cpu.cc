@@ -5,7 +5,7 @@
 // time inside a sequence, then two, then one: the W + 3 tap rows and W weight vectors loaded once
 // for the four, x rows kPrefetchRows ahead prefetched) and each row is computed for every
 // 16-channel vector of the block; the W taps are the previous rows of x, still in L1. bf16 x with
-// W 2 / 4 and no residual takes conv_fwd_bf16dp.h for its 32-channel groups (fma_row4 / fma_row2
+// W 2 / 4 and no residual takes conv_fwd_bf16dp.h for its 32-channel groups (fma_rows<4> / <2>
 // in the four- / two-row steps, the vdpbf16ps dot_row for single rows); 16-bit outputs without
 // residual take silu_pre on sums prescaled by -log2(e) (staged weights and bias carry it). The
 // first W - 1 rows of a sequence take their older taps from
@@ -49,91 +49,47 @@ LINATTN_SIMD_INLINE vf act_silu(vf z) {
   else return simd::silu(z);
 }
 
-// One row of y for the block's channels [j0, nc) from W tap rows (type T: E or staged fp32).
-template <class T, class E, int kW, bool kSilu, bool kRes>
-void fwd_row(const T* const* taps, int W, const Stage& sg, const E* res, E* y, int j0, int nc, bool nt) {
-  const int nw = kW > 0 ? kW : W;
-  const auto one = [&](int j, int m) {
-    const bool full = m == kLanes;
-    vf acc = simd::load(sg.bias + j);
-    for (int i = 0; i < nw; ++i)
-      acc += simd::load(sg.w[i] + j) * (full ? simd::load(taps[i] + j) : simd::load_n(taps[i] + j, m));
-    if constexpr (kSilu) acc = act_silu<E, kRes>(acc);
-    if constexpr (kRes) acc += full ? simd::load(res + j) : simd::load_n(res + j, m);
-    put(y + j, acc, m, nt);
-  };
-  int j = j0;
-  for (; j + kLanes <= nc; j += kLanes) one(j, kLanes);
-  if (j < nc) one(j, nc - j);
-}
-
-// Two consecutive rows u, u + 1 of y from the W + 1 x rows u - W + 1 .. u + 1 (all inside the
-// sequence): per vector W + 1 tap loads and W weight loads serve both outputs (2W of each for
-// two fwd_row calls), and each 16-bit tap row is converted once for both.
-template <class E, int kW, bool kSilu, bool kRes>
-void fwd_row2(const E* const* taps, int W, const Stage& sg, const E* res0, const E* res1, E* y0, E* y1, int j0,
-              int nc, bool nt0, bool nt1, const E* pf0, const E* pf1) {
-  const int nw = kW > 0 ? kW : W;
-  const auto two = [&](int j, int m) {
-    const bool full = m == kLanes;
-    if (pf0) prefetch(pf0 + j), prefetch(pf1 + j);
-    const vf b = simd::load(sg.bias + j);
-    vf acc0 = b, acc1 = b;
-    vf prev = full ? simd::load(taps[0] + j) : simd::load_n(taps[0] + j, m);
-    for (int i = 0; i < nw; ++i) {
-      const vf next = full ? simd::load(taps[i + 1] + j) : simd::load_n(taps[i + 1] + j, m);
-      const vf w = simd::load(sg.w[i] + j);
-      acc0 += w * prev;
-      acc1 += w * next;
-      prev = next;
-    }
-    if constexpr (kSilu) acc0 = act_silu<E, kRes>(acc0), acc1 = act_silu<E, kRes>(acc1);
-    if constexpr (kRes) {
-      acc0 += full ? simd::load(res0 + j) : simd::load_n(res0 + j, m);
-      acc1 += full ? simd::load(res1 + j) : simd::load_n(res1 + j, m);
-    }
-    put(y0 + j, acc0, m, nt0);
-    put(y1 + j, acc1, m, nt1);
-  };
-  int j = j0;
-  for (; j + kLanes <= nc; j += kLanes) two(j, kLanes);
-  if (j < nc) two(j, nc - j);
-}
-
-// Four consecutive rows u .. u + 3 of y from the W + 3 x rows u - W + 1 .. u + 3 (all inside the
-// sequence), as fwd_row2: each tap row is loaded and converted once for the 4 rows (W + 3 per 4
-// rows instead of 2 (W + 1)) and each weight vector loaded once.
-template <class E, int kW, bool kSilu, bool kRes>
-void fwd_row4(const E* const* taps, int W, const Stage& sg, const E* const* res, E* const* y, int j0, int nc,
+// kR consecutive rows u .. u + kR - 1 of y for the block's channels [j0, nc) from the W + kR - 1
+// tap rows u - W + 1 .. u + kR - 1 (type T: E, or fp32 staged by row_taps when kR = 1): per vector
+// each tap row is loaded (and converted) once for the kR outputs and each weight vector once per
+// tap; every output accumulates its taps in order, so kR does not change a result. pf (or null):
+// the kR rows to prefetch.
+template <class T, class E, int kR, int kW, bool kSilu, bool kRes>
+void fwd_rows(const T* const* taps, int W, const Stage& sg, const E* const* res, E* const* y, int j0, int nc,
               const bool* nt, const E* const* pf) {
   const int nw = kW > 0 ? kW : W;
-  const auto four = [&](int j, int m) {
+  const auto rows = [&](int j, int m) {
     const bool full = m == kLanes;
-    if (pf) prefetch(pf[0] + j), prefetch(pf[1] + j), prefetch(pf[2] + j), prefetch(pf[3] + j);
+    if (pf) {
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r) prefetch(pf[r] + j);
+    }
     const vf b = simd::load(sg.bias + j);
-    vf acc[4] = {b, b, b, b};
+    vf acc[kR];
+#pragma GCC unroll 4
+    for (int r = 0; r < kR; ++r) acc[r] = b;
 #pragma GCC unroll 11
-    for (int q = 0; q < nw + 3; ++q) {  // x row q is tap i = q - r of output row r
+    for (int q = 0; q < nw + kR - 1; ++q) {  // x row q is tap i = q - r of output row r
       const vf xq = full ? simd::load(taps[q] + j) : simd::load_n(taps[q] + j, m);
 #pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r)
+      for (int r = 0; r < kR; ++r)
         if (q - r >= 0 && q - r < nw) acc[r] += simd::load(sg.w[q - r] + j) * xq;
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < kR; ++r) {
       if constexpr (kSilu) acc[r] = act_silu<E, kRes>(acc[r]);
       if constexpr (kRes) acc[r] += full ? simd::load(res[r] + j) : simd::load_n(res[r] + j, m);
       put(y[r] + j, acc[r], m, nt[r]);
     }
   };
   int j = j0;
-  for (; j + kLanes <= nc; j += kLanes) four(j, kLanes);
-  if (j < nc) four(j, std::min(nc - j, kLanes - 1));  // the bound keeps GCC's -Warray-bounds quiet
+  for (; j + kLanes <= nc; j += kLanes) rows(j, kLanes);
+  if (j < nc) rows(j, std::min(nc - j, kLanes - 1));  // the bound keeps GCC's -Warray-bounds quiet
 }
 
 // Rows [r0, r1) of the block at c0 (nc channels), staged in sg / ds. Channels [0, j0) of rows
-// whose taps are all in x go through dot_row (bf16 dot path; j0 = 0 when it does not apply),
-// the rest through fwd_row2 / fwd_row.
+// whose taps are all in x go through fma_rows / dot_row (bf16 dot path; j0 = 0 when it does not
+// apply), the rest through fwd_rows.
 template <class E, int kW, bool kSilu, bool kRes>
 void fwd_item(const ConvParams& p, Stage& sg, const DotStage& ds, int j0, int64_t r0, int64_t r1, int64_t c0,
               int nc, bool stream) {
@@ -146,51 +102,47 @@ void fwd_item(const ConvParams& p, Stage& sg, const DotStage& ds, int j0, int64_
     const E* xt[kConvMaxW];
     const float* ft[kConvMaxW];
     const E* x2[kConvMaxW + 3];
+    // kR rows u .. u + kR - 1 that take every tap from x: kR + W - 1 tap rows, outputs, residuals,
+    // streaming flags and the rows to prefetch (kPrefetchRows ahead, while they are in the sequence).
+    const auto multi = [&]<int kR>(int64_t u) {
+      E* yk[kR];
+      const E* rk[kR];
+      bool ntk[kR];
+      const E* pfk[kR];
+      const bool pf = u + kR - 1 + kPrefetchRows < b;
+      for (int i = 0; i < W + kR - 1; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
+      for (int r = 0; r < kR; ++r) {
+        yk[r] = y.at(u + r - r2t) + c0;
+        rk[r] = kRes ? res.at(u + r - r2t) + c0 : nullptr;
+        ntk[r] = stream && stream_aligned(yk[r]);
+        pfk[r] = pf ? x.at(u + r + kPrefetchRows - r2t) + c0 : nullptr;
+      }
+      if constexpr (kDot) {
+        if (j0 > 0) fma_rows<kR, kW, kSilu>(x2, ds, j0, yk, ntk, pf ? pfk : nullptr);
+      }
+      fwd_rows<E, E, kR, kW, kSilu, kRes>(x2, W, sg, rk, yk, j0, nc, ntk, pf ? pfk : nullptr);
+    };
     for (int64_t u = a; u < b;) {
-      const E* rr = kRes ? res.at(u - r2t) + c0 : nullptr;
-      E* yr = y.at(u - r2t) + c0;
-      const bool nt = stream && stream_aligned(yr);
-      if (u + 3 < b && u - bos >= W - 1) {  // rows u .. u + 3 take every tap from x
-        E* y4[4];
-        const E* r4[4];
-        bool nt4[4];
-        const E* pf4[4];
-        const bool pf = u + 3 + kPrefetchRows < b;
-        for (int i = 0; i < W + 3; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
-        for (int r = 0; r < 4; ++r) {
-          y4[r] = y.at(u + r - r2t) + c0;
-          r4[r] = kRes ? res.at(u + r - r2t) + c0 : nullptr;
-          nt4[r] = stream && stream_aligned(y4[r]);
-          pf4[r] = pf ? x.at(u + r + kPrefetchRows - r2t) + c0 : nullptr;
-        }
-        if constexpr (kDot) {
-          if (j0 > 0) fma_row4<kW, kSilu>(x2, ds, j0, y4, nt4, pf ? pf4 : nullptr);
-        }
-        fwd_row4<E, kW, kSilu, kRes>(x2, W, sg, r4, y4, j0, nc, nt4, pf ? pf4 : nullptr);
+      if (u + 3 < b && u - bos >= W - 1) {
+        multi.template operator()<4>(u);
         u += 4;
         continue;
       }
-      if (u + 1 < b && u - bos >= W - 1) {  // rows u and u + 1 take every tap from x
-        for (int i = 0; i <= W; ++i) x2[i] = x.at(u - W + 1 + i - r2t) + c0;
-        E* yr1 = y.at(u + 1 - r2t) + c0;
-        const bool nt1 = stream && stream_aligned(yr1);
-        const E* pf0 = u + 1 + kPrefetchRows < b ? x.at(u + kPrefetchRows - r2t) + c0 : nullptr;
-        const E* pf1 = pf0 ? x.at(u + 1 + kPrefetchRows - r2t) + c0 : nullptr;
-        if constexpr (kDot) {
-          if (j0 > 0) fma_row2<kW, kSilu>(x2, ds, j0, yr, yr1, nt, nt1, pf0, pf1);
-        }
-        fwd_row2<E, kW, kSilu, kRes>(x2, W, sg, rr, kRes ? res.at(u + 1 - r2t) + c0 : nullptr, yr, yr1, j0, nc, nt,
-                                     nt1, pf0, pf1);
+      if (u + 1 < b && u - bos >= W - 1) {
+        multi.template operator()<2>(u);
         u += 2;
         continue;
       }
+      const E* rr = kRes ? res.at(u - r2t) + c0 : nullptr;
+      E* yr = y.at(u - r2t) + c0;
+      const bool nt = stream && stream_aligned(yr);
       if (row_taps(p, sg, x, r2t, n, u, bos, c0, nc, xt, ft)) {
         if constexpr (kDot) {
           if (j0 > 0) dot_row_any<kW, kSilu>(xt, ds, j0, yr, nt, nullptr);
         }
-        fwd_row<E, E, kW, kSilu, kRes>(xt, W, sg, rr, yr, j0, nc, nt);
+        fwd_rows<E, E, 1, kW, kSilu, kRes>(xt, W, sg, &rr, &yr, j0, nc, &nt, nullptr);
       } else {
-        fwd_row<float, E, kW, kSilu, kRes>(ft, W, sg, rr, yr, 0, nc, nt);
+        fwd_rows<float, E, 1, kW, kSilu, kRes>(ft, W, sg, &rr, &yr, 0, nc, &nt, nullptr);
       }
       ++u;
     }

@@ -1,6 +1,6 @@
 // The CPU forward's 16-bit paths (perf-notes "CPU forward v3" / "v4"): silu_fast and the prescaled
 // silu_pre (16-bit outputs) against fp64 over a wide range and at special values; the bf16 paths of
-// conv_fwd_bf16dp.h (W 2 / 4: fma_row4 for row quads, fma_row2 for the pairs left over, the
+// conv_fwd_bf16dp.h (W 2 / 4: fma_rows<4> for row quads, fma_rows<2> for the pairs left over, the
 // vdpbf16ps dot_row for single rows with bf16-exact weights (one
 // product per tap) or fp32 / fp16 weights (hi + lo split)) against the fp64 reference,
 // with channel counts that leave 16- and non-16 tails after the 32-channel groups, several
@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 
@@ -22,22 +23,37 @@ bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
 double silu64(double z) { return z / (1.0 + std::exp(-z)); }
 
-TEST(ConvFwdFastCpu, SiluFastWithinTwoTenThousandthsRelative) {
+// Worst relative error against fp64 over 20000 vectors of z (odd lanes in [-90, 90], even in
+// [-6, 6]); act(z, out, zk) writes the activation of the vector z and the z the kernel really saw
+// (zk: after any prescaling round trip). Relative, with an absolute floor far under the 16-bit
+// outputs' smallest normals' scale. wz / wg: the worst z and its value.
+template <class Act>
+double worst_silu_error(uint64_t seed, Act act, double& wz, double& wg) {
   namespace s = linattn::cpu::simd;
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> wide(-90.0f, 90.0f), narrow(-6.0f, 6.0f);
-  double worst = 0, wz = 0, wg = 0;
+  double worst = 0;
   for (int it = 0; it < 20000; ++it) {
     float z[s::kLanes], out[s::kLanes];
+    double zk[s::kLanes];
     for (int l = 0; l < s::kLanes; ++l) z[l] = l % 2 ? wide(rng) : narrow(rng);
-    s::store(out, s::silu_fast(s::load(z)));
+    act(z, out, zk);
     for (int l = 0; l < s::kLanes; ++l) {
-      const double r = silu64(z[l]);
-      // relative, with an absolute floor far under the 16-bit outputs' smallest normals' scale
+      const double r = silu64(zk[l]);
       const double err = std::fabs(out[l] - r) / (std::fabs(r) + 1e-30);
-      if (std::fabs(r) > 1e-30 && err > worst) worst = err, wz = z[l], wg = out[l];
+      if (std::fabs(r) > 1e-30 && err > worst) worst = err, wz = zk[l], wg = out[l];
     }
   }
+  return worst;
+}
+
+TEST(ConvFwdFastCpu, SiluFastWithinTwoTenThousandthsRelative) {
+  namespace s = linattn::cpu::simd;
+  double wz = 0, wg = 0;
+  const double worst = worst_silu_error(7, [](const float* z, float* out, double* zk) {
+    s::store(out, s::silu_fast(s::load(z)));
+    for (int l = 0; l < s::kLanes; ++l) zk[l] = z[l];
+  }, wz, wg);
   EXPECT_LE(worst, 2e-4) << "worst at z = " << wz << ": got " << wg << ", ref " << silu64(wz);
   float sp[s::kLanes] = {INFINITY, -200.0f, 200.0f, NAN, 0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f};
   float out[s::kLanes];
@@ -54,24 +70,17 @@ TEST(ConvFwdFastCpu, SiluFastWithinTwoTenThousandthsRelative) {
   EXPECT_NEAR(out[9], silu64(-88.0), 1e-36);
 }
 
-// silu_pre (fma_row2 / fma_row4: the weights and bias carry the -log2(e) scale) from y = c z: the
+// silu_pre (fma_rows: the weights and bias carry the -log2(e) scale) from y = c z: the
 // same relative bar as silu_fast; special values as silu_fast, large z within the 14-bit estimate.
 TEST(ConvFwdFastCpu, SiluPreWithinTwoTenThousandthsRelative) {
   namespace s = linattn::cpu::simd;
-  std::mt19937_64 rng(8);
-  std::uniform_real_distribution<float> wide(-90.0f, 90.0f), narrow(-6.0f, 6.0f);
-  double worst = 0, wz = 0, wg = 0;
-  for (int it = 0; it < 20000; ++it) {
-    float z[s::kLanes], y[s::kLanes], out[s::kLanes];
-    for (int l = 0; l < s::kLanes; ++l) z[l] = l % 2 ? wide(rng) : narrow(rng), y[l] = z[l] * s::kSiluPreScale;
+  double wz = 0, wg = 0;
+  const double worst = worst_silu_error(8, [](const float* z, float* out, double* zk) {
+    float y[s::kLanes];
+    for (int l = 0; l < s::kLanes; ++l) y[l] = z[l] * s::kSiluPreScale;
     s::store(out, s::silu_pre(s::load(y)));
-    for (int l = 0; l < s::kLanes; ++l) {
-      const double zz = y[l] / static_cast<double>(s::kSiluPreScale);  // the z the kernel sees
-      const double r = silu64(zz);
-      const double err = std::fabs(out[l] - r) / (std::fabs(r) + 1e-30);
-      if (std::fabs(r) > 1e-30 && err > worst) worst = err, wz = zz, wg = out[l];
-    }
-  }
+    for (int l = 0; l < s::kLanes; ++l) zk[l] = y[l] / static_cast<double>(s::kSiluPreScale);  // the z the kernel sees
+  }, wz, wg);
   EXPECT_LE(worst, 2e-4) << "worst at z = " << wz << ": got " << wg << ", ref " << silu64(wz);
   const float c = s::kSiluPreScale;
   float sp[s::kLanes] = {-INFINITY, -200.0f * c, 200.0f * c, NAN, 0.0f, -0.0f, 1e-30f * c, -1e-30f * c,
