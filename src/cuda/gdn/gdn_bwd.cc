@@ -61,7 +61,7 @@ Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied
   GdnBwdWs& w = r.w;
   w.nt_cap = plan.nt_cap;
   w.c.T_cap = f.T_total;
-  if (plan.tables && f.cu_seqlens && f.N > 1 && seq_order_env())  // the sweeps' longest-first order
+  if (plan.seq_order && seq_order_env())  // the sweeps' longest-first order
     w.c.seq_order = r.seq_order = c.take<int32_t>(size_t(f.N));
   if (f.kda) {
     w.c.qg = c.take<uint16_t>(HV * T * K);
@@ -129,6 +129,7 @@ GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16) {
   plan.BT = f.BT;
   plan.gate_width = gate_width;
   plan.tables = f.cu_seqlens != nullptr;
+  plan.seq_order = seq_order_useful(plan.tables, f.N, 2 * int64_t(f.N) * f.HV * ((f.V + 31) / 32), sm_count);
   plan.nt_cap = gdn_chunk_capacity(f, f.BT);
   const char* why = gate_width != 1 ? kda_chunked_refusal() : nullptr;
   if (!why) why = shape_refusal(f, aligned16);

@@ -23,6 +23,7 @@ struct GdnBwdPlan {
   int gate_width = 1;    // bwd_gate_width: 1 (GDN) or K (KDA)
   int64_t nt_cap = 0;    // chunk capacity (rows of chunk_indices, checkpoints, per-chunk states)
   bool tables = false;   // varlen: chunk_indices / chunk_offsets built on the device
+  bool seq_order = false;  // varlen, N > 1, sweep grid possibly over one wave: longest-first order
   std::string reason;
   std::string str() const;
 };

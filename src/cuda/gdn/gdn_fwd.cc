@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/carver.h"
+#include "core/util.h"
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_kernels.h"
@@ -25,11 +26,6 @@ struct Carved {
   GdnChunkWs ws;
 };
 
-// Longest-first sequence order for the head-level kernel (GdnChunkWs::seq_order; seq_order_env).
-// Varlen only (equal lengths gain nothing).
-bool seq_order_wanted(const GdnFwdParams& p, const GdnFwdPlan& plan) {
-  return plan.tables && p.cu_seqlens && p.N > 1 && seq_order_env();
-}
 
 Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied, Carver& c) {
   Carved r;
@@ -38,7 +34,7 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
     r.chunk_indices = c.take<int32_t>(2 * size_t(plan.nt_cap));
     r.chunk_offsets = c.take<int32_t>(size_t(p.N) + 1);
   }
-  if (seq_order_wanted(p, plan)) r.ws.seq_order = r.seq_order = c.take<int32_t>(size_t(p.N));
+  if (plan.seq_order && seq_order_env()) r.ws.seq_order = r.seq_order = c.take<int32_t>(size_t(p.N));
   const size_t T = size_t(p.T_total);
   r.ws.T_cap = p.T_total;
   if (p.kda) {  // the gate lives in the gated operands; no gam / rq / rk
@@ -57,6 +53,12 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
 }
 
 }  // namespace
+
+bool seq_order_env() { return env_or("LINATTN_CUDA_SEQ_ORDER", "1")[0] != '0'; }
+
+bool seq_order_useful(bool tables, int64_t n, int64_t max_ctas, int sm_count) {
+  return tables && n > 1 && max_ctas > sm_count;
+}
 
 std::string GdnFwdPlan::str() const {
   std::ostringstream os;
@@ -87,6 +89,7 @@ GdnFwdPlan plan_gdn_fwd(const GdnFwdParams& p, int sm_count, bool aligned16) {
   }
   plan.chunked = true;
   plan.tables = p.cu_seqlens != nullptr;
+  plan.seq_order = seq_order_useful(plan.tables, p.N, int64_t(p.N) * p.HV * ((p.V + 31) / 32), sm_count);
   plan.nt_cap = gdn_chunk_capacity(p, p.BT);
   // Tier 2: the widest V-slice that still gives >= 0.7 CTAs per SM (FlashQLA's rule, PEERS.md).
   const double want = 0.7 * sm_count;

@@ -21,6 +21,7 @@ struct GdnFwdPlan {
   int vs = 0;             // V columns per fused CTA (V / vs CTAs per head)
   int64_t nt_cap = 0;     // chunk capacity (rows of chunk_indices / prep grid)
   bool tables = false;    // varlen: build chunk_indices / chunk_offsets on the device
+  bool seq_order = false;  // varlen, N > 1, grid possibly over one wave: longest-first order (seq_order_env)
   std::string reason;
   std::string str() const;
 };

@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/gdn/gdn_params.h"
 
@@ -34,10 +33,10 @@ struct GdnChunkWs {
 // Whether the varlen head-level kernels take the longest-first order: on by default since the H200
 // A/B at f02af5e (mixed-length batches: GDN backward -9%, KDA forward -4%, a 512-token GDN forward
 // +1 us); LINATTN_CUDA_SEQ_ORDER=0 keeps grid order (read per call; the workspace grows by N int32).
-inline bool seq_order_env() {
-  const char* e = std::getenv("LINATTN_CUDA_SEQ_ORDER");
-  return !(e && e[0] == '0');
-}
+// Planned only where the head-level grid can exceed one wave (GdnFwdPlan / GdnBwdPlan::seq_order).
+bool seq_order_env();  // gdn_fwd.cc
+// The order can only matter when the largest head-level grid of the call (max_ctas) exceeds the SMs.
+bool seq_order_useful(bool tables, int64_t n, int64_t max_ctas, int sm_count);
 
 // The sequence a head-level CTA with grid index z works on (see GdnChunkWs::seq_order).
 #ifdef __CUDACC__
