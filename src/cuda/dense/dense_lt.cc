@@ -7,7 +7,8 @@
 // forward and dx GEMMs and K in the weight-gradient ones), asked for the buckets' largest sizes
 // where the layouts allow it, and every problem of the class reuses that algorithm after one
 // cheap cublasLtMatmulAlgoCheck per new (M, K) (a failed check takes the heuristic for that size,
-// once: the choice per size is kept).
+// once: the choice per size is kept, with that size's descriptors, so a repeated size creates
+// nothing; a class or size without any algorithm is remembered too and goes to cublasGemmEx at once).
 // Same math as before: C = alpha op(A) op(B) + beta C, fp32 accumulation (CUBLAS_COMPUTE_32F, no
 // TF32), row-major operands swapped into the column-major view (c^T = op(b)^T op(a)^T).
 #include <cublasLt.h>
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -26,21 +28,6 @@ namespace {
 
 // One GEMM class: dtypes, transposes, N, lda, ldb, ldc, alignment, bucket of M, bucket of K.
 using ClassKey = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int64_t, int, int64_t, int64_t>;
-
-// What one exact size of a class runs: the class's algorithm when cublasLtMatmulAlgoCheck accepts
-// it, else the heuristic's choice for that size; usable = false when there is none (cublasGemmEx).
-struct SizeChoice {
-  bool usable = false;
-  cublasLtMatmulAlgo_t algo{};
-};
-
-struct Plan {
-  cublasLtMatmulAlgo_t algo{};
-  std::map<std::pair<int64_t, int64_t>, SizeChoice> sizes;  // (M, K) -> decided once
-};
-
-std::mutex g_mu;
-std::map<std::pair<cublasLtHandle_t, ClassKey>, Plan> g_plans;
 
 int64_t bucket_of(int64_t M) {
   int64_t b = 256;
@@ -89,6 +76,22 @@ struct Problem {
   Problem& operator=(const Problem&) = delete;
 };
 
+// What one exact size of a class runs: the class's algorithm when cublasLtMatmulAlgoCheck accepts
+// it, else the heuristic's choice for that size; usable = false when there is none (cublasGemmEx).
+// pr: the size's descriptors, created once and reused by every later call of that size.
+struct SizeChoice {
+  bool usable = false;
+  cublasLtMatmulAlgo_t algo{};
+  std::unique_ptr<Problem> pr;
+};
+
+// found = false: the heuristic had nothing for the class's bucket (each size then asks for its own).
+struct Plan {
+  bool found = false;
+  cublasLtMatmulAlgo_t algo{};
+  std::map<std::pair<int64_t, int64_t>, SizeChoice> sizes;  // (M, K) -> decided once, never erased
+};
+
 // The heuristic's first choice for the problem pr within the workspace; false when it has none.
 bool heuristic(cublasLtHandle_t lt, const Problem& pr, const LtTarget& t, cublasLtMatmulAlgo_t& algo) {
   cublasLtMatmulPreference_t pref = nullptr;
@@ -109,50 +112,60 @@ bool heuristic(cublasLtHandle_t lt, const Problem& pr, const LtTarget& t, cublas
   return true;
 }
 
+// The class's algorithm, asked for the buckets' big end (an algorithm for it serves the smaller
+// sizes) unless the leading dimensions cannot hold those sizes: then for this problem's own.
+Plan plan_class(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t) {
+  const int64_t Mb = std::max(g.M, bucket_of(g.M)), Kb = std::max(g.K, bucket_of(g.K));
+  int64_t M = g.M, K = g.K;
+  for (const auto& [m, k] : {std::pair{Mb, Kb}, std::pair{Mb, g.K}, std::pair{g.M, Kb}})
+    if (Rows(g, m, k).valid(g)) {
+      M = m, K = k;
+      break;
+    }
+  Plan p;
+  p.found = heuristic(lt, Problem(g, t, M, K), t, p.algo);
+  return p;
+}
+
+SizeChoice choose_size(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t, const Plan& p) {
+  SizeChoice c;
+  c.pr = std::make_unique<Problem>(g, t, g.M, g.K);
+  const Problem& pr = *c.pr;
+  if (p.found) {
+    c.algo = p.algo;
+    cublasLtMatmulHeuristicResult_t res{};
+    c.usable = cublasLtMatmulAlgoCheck(lt, pr.op, pr.b, pr.a, pr.c, pr.c, &c.algo, &res) == CUBLAS_STATUS_SUCCESS &&
+               res.workspaceSize <= t.workspace_bytes;
+  }
+  if (!c.usable) c.usable = heuristic(lt, pr, t, c.algo);
+  return c;
+}
+
+std::mutex g_mu;
+std::map<std::pair<cublasLtHandle_t, ClassKey>, Plan> g_plans;  // entries are never erased
+
 }  // namespace
 
 bool gemm_lt(cublasLtHandle_t lt, const GemmArgs& g, const LtTarget& t) {
   const int align = std::min({alignment_bits(g.a), alignment_bits(g.b), alignment_bits(g.c)});
   const ClassKey key{static_cast<int>(t.ab), static_cast<int>(t.ct), g.trans_a, g.trans_b, g.N, g.lda, g.ldb, g.ldc,
                      align, bucket_of(g.M), bucket_of(g.K)};
-  const Problem pr(g, t, g.M, g.K);  // this call's descriptors: the size check and the matmul
-  SizeChoice choice;
+  const SizeChoice* choice = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    auto it = g_plans.find({lt, key});
-    if (it == g_plans.end()) {
-      // Asked for the buckets' big end (an algorithm for it serves the smaller sizes), unless
-      // the leading dimensions cannot hold those sizes: then for this problem's own.
-      Plan p;
-      const int64_t Mb = std::max(g.M, bucket_of(g.M)), Kb = std::max(g.K, bucket_of(g.K));
-      int64_t M = g.M, K = g.K;
-      for (const auto& [m, k] : {std::pair{Mb, Kb}, std::pair{Mb, g.K}, std::pair{g.M, Kb}})
-        if (Rows(g, m, k).valid(g)) {
-          M = m, K = k;
-          break;
-        }
-      const bool own = M == g.M && K == g.K;
-      if (!(own ? heuristic(lt, pr, t, p.algo) : heuristic(lt, Problem(g, t, M, K), t, p.algo)) &&
-          !(!own && heuristic(lt, pr, t, p.algo)))
-        return false;
-      it = g_plans.emplace(std::make_pair(lt, key), std::move(p)).first;
-    }
+    const auto pk = std::make_pair(lt, key);
+    auto it = g_plans.find(pk);
+    if (it == g_plans.end()) it = g_plans.emplace(pk, plan_class(lt, g, t)).first;
     Plan& p = it->second;
     auto sz = p.sizes.find({g.M, g.K});
-    if (sz == p.sizes.end()) {
-      SizeChoice c{true, p.algo};
-      cublasLtMatmulHeuristicResult_t res{};
-      const bool ok = cublasLtMatmulAlgoCheck(lt, pr.op, pr.b, pr.a, pr.c, pr.c, &c.algo, &res) == CUBLAS_STATUS_SUCCESS &&
-                      res.workspaceSize <= t.workspace_bytes;
-      if (!ok) c.usable = heuristic(lt, pr, t, c.algo);
-      sz = p.sizes.emplace(std::make_pair(g.M, g.K), c).first;
-    }
-    choice = sz->second;
+    if (sz == p.sizes.end()) sz = p.sizes.emplace(std::make_pair(g.M, g.K), choose_size(lt, g, t, p)).first;
+    choice = &sz->second;  // map nodes are stable and never change once decided: read outside the lock
   }
-  if (!choice.usable) return false;
+  if (!choice->usable) return false;
+  const Problem& pr = *choice->pr;
   const float alpha = g.alpha, beta = g.beta;
   LINATTN_CUBLAS_CHECK(cublasLtMatmul(lt, pr.op, &alpha, g.b, pr.b, g.a, pr.a, &beta, g.c, pr.c, g.c, pr.c,
-                                      &choice.algo, t.workspace, t.workspace_bytes, t.stream));
+                                      &choice->algo, t.workspace, t.workspace_bytes, t.stream));
   return true;
 }
 
