@@ -3,9 +3,11 @@
 // measures), (b) copy kernels of 16-byte loads / stores: grid-stride over the whole range
 // (k x SMs blocks of 256 threads, U loads in flight per thread), with and without
 // ld.global.nc.L1::no_allocate + st.global.cs, and one contiguous range per block (a persistent
-// grid of k x SMs blocks), (c) read-only (a sum) and write-only (cudaMemsetAsync) bandwidth.
+// grid of k x SMs blocks), (c) read-only (a sum) and write-only (cudaMemsetAsync) bandwidth,
+// (d) bulk copies (sm_90 TMA engine, cp.async.bulk): one thread per block moves kChunk-byte chunks
+// (grid-stride) global -> shared (an mbarrier per stage of a kS ring) -> global (bulk store groups).
 // p50 of --iters event-timed calls, interleaved over --rounds. Standalone (built by
-// scripts/gpu-convfwd7 --pack with nvcc); prints one JSON line per method.
+// scripts/gpu-convfwd7 / gpu-convtma --pack with nvcc); prints one JSON line per method.
 //   copy_bw [MiB=1024] [rounds=3] [iters=20]
 #include <cuda_runtime.h>
 
@@ -71,6 +73,47 @@ __global__ void copy_chunk(const uint4* __restrict__ a, uint4* __restrict__ b, s
   for (; i < hi; i += blockDim.x) b[i] = a[i];
 }
 
+__device__ __forceinline__ unsigned sa(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// Bulk copy: chunk j of this block goes through stage j % kS; stage s is reloaded once the store
+// issued from it finished reading (wait_group.read 1: all but the newest store).
+template <int kChunk, int kS>
+__global__ void copy_bulk(const char* __restrict__ a, char* __restrict__ b, size_t bytes) {
+  extern __shared__ __align__(128) unsigned char sm[];
+  __shared__ __align__(8) uint64_t bar[kS];
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < kS; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(&bar[s])));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  const size_t nchunks = bytes / kChunk, first = blockIdx.x, stride = gridDim.x;
+  const size_t mine = first < nchunks ? (nchunks - first + stride - 1) / stride : 0;
+  auto load = [&](size_t j) {
+    const int s = static_cast<int>(j % kS);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(&bar[s])), "r"(kChunk) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     sa(sm + s * kChunk)),
+                 "l"(a + (first + j * stride) * kChunk), "r"(kChunk), "r"(sa(&bar[s]))
+                 : "memory");
+  };
+  for (size_t j = 0; j < kS && j < mine; ++j) load(j);
+  for (size_t j = 0; j < mine; ++j) {
+    const int s = static_cast<int>(j % kS);
+    asm volatile(
+        "{\n.reg .pred p;\nW%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra W%=;\n}\n" ::"r"(
+            sa(&bar[s])),
+        "r"(static_cast<unsigned>((j / kS) & 1))
+        : "memory");
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(b + (first + j * stride) * kChunk),
+                 "r"(sa(sm + s * kChunk)), "r"(kChunk)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    if (j >= 1 && j - 1 + kS < mine) {  // reload the stage of chunk j - 1
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      load(j - 1 + kS);
+    }
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 __global__ void read_sum(const uint4* __restrict__ a, size_t n, unsigned* out) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   unsigned s = 0;
@@ -115,6 +158,19 @@ int main(int argc, char** argv) {
     ms.push_back({"chunk_u4_nc_cs_" + std::to_string(k) + "xSM", rw,
                   [&, k] { copy_chunk<4><<<k * sms, 256, 0, st>>>(a, b, n); }, {}});
   }
+  auto bulk = [&](auto kern, int chunk, int stages, int k) {
+    const int smem = chunk * stages;
+    OK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    ms.push_back({"bulk_" + std::to_string(chunk >> 10) + "k_x" + std::to_string(stages) + "_" + std::to_string(k) +
+                      "xSM",
+                  rw, [=, &st] { kern<<<k * sms, 32, smem, st>>>(reinterpret_cast<const char*>(a),
+                                                                reinterpret_cast<char*>(b), bytes); },
+                  {}});
+  };
+  bulk(copy_bulk<16384, 4>, 16384, 4, 2);
+  bulk(copy_bulk<16384, 4>, 16384, 4, 3);
+  bulk(copy_bulk<8192, 6>, 8192, 6, 4);
+  bulk(copy_bulk<32768, 6>, 32768, 6, 1);
   ms.push_back({"read_only_8xSM", static_cast<double>(bytes),
                 [&] { read_sum<<<8 * sms, 256, 0, st>>>(a, n, flag); }, {}});
   ms.push_back({"write_only_memset", static_cast<double>(bytes), [&] { OK(cudaMemsetAsync(b, 3, bytes, st)); }, {}});

@@ -218,33 +218,28 @@ TEST(ConvCuda, RunsAreBitwiseReproducible) {
   EXPECT_TRUE(same_flat("dbias", a.db, b.db));
 }
 
-// The forward variants of the v7 A/B (LINATTN_CONV_CUDA_FWD, read per call; conv_run.cuh: FwdVariant):
-// every ring, L2 policy, prefetch hint and grid choice against the fp64 reference for every option, W 2-4 (W 2 / 3
-// take the 8 x 4 ring without hints), three dtypes, varlen with awkward lengths and dense B = 2;
-// y also bitwise equal to the v6 kernel's (the same operations in the same order).
+// The forward variants of the v7 / v8 A/B (LINATTN_CONV_CUDA_FWD, conv_run.cuh: FwdVariant): each
+// variant against the fp64 reference for every option (silu / none, bias, residual, initial and
+// final state), W 2-4, the given dtypes, varlen with 0-length and short sequences and dense B = 2;
+// y and the final state also bitwise equal to the v6 kernel's (the same operations in the same
+// order). 520 channels: 2 spans of bf16 (the last one 8 channels wide), 3 of fp32.
 struct EnvGuard {
   explicit EnvGuard(const char* v) { setenv("LINATTN_CONV_CUDA_FWD", v, 1); }
   ~EnvGuard() { unsetenv("LINATTN_CONV_CUDA_FWD"); }
 };
 
-TEST(ConvCuda, ForwardVariantsMatchReferenceAndV6) {
-  const char* variants[] = {"v6",
-                            "blocks=1",
-                            "waves=2,v6",
-                            "ring=8x4,ld=first,st=first",
-                            "ld=last,st=normal",
-                            "ring=8x6,ld=first,st=last,waves=1",
-                            "ring=16x3",
-                            "ring=16x3,ld=first,st=first,blocks=5",
-                            "ring=16x4,pf=256",
-                            "ring=32x3,ld=first,st=first,pf=256,blocks=3"};
-  int seed = 800;
+bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
+
+// quick (compute-sanitizer runs): W 4 dense with silu, W 4 varlen with residual, bias and states, W 2 varlen.
+void check_fwd_variants(const std::vector<const char*>& variants, const std::vector<DType>& dtypes, int seed,
+                        bool quick = false) {
   for (const char* v : variants)
-    for (DType dt : {DType::kBF16, DType::kF16, DType::kF32})
+    for (DType dt : dtypes)
       for (int W : {4, 3, 2})
         for (int opt = 0; opt < (W == 4 ? 8 : 2); ++opt) {
+          if (quick && !(W == 4 && (opt == 1 || opt == 6)) && !(W == 2 && opt == 0)) continue;
           ConvCase c;
-          c.dtype = dt, c.W = W, c.seed = ++seed, c.D = 520;  // 2 spans of bf16 (the last 8 channels wide), 3 of fp32
+          c.dtype = dt, c.W = W, c.seed = ++seed, c.D = 520;
           c.act = opt % 2 ? Activation::kSilu : Activation::kNone;
           c.residual = (opt / 2) % 2;
           c.bias = c.h0 = c.ht = c.dht = (opt / 4) % 2 || W != 4;
@@ -261,11 +256,11 @@ TEST(ConvCuda, ForwardVariantsMatchReferenceAndV6) {
           upload_all(gr, r), upload_all(g6, r6);
           {
             EnvGuard e(v);
-            run(d, g, gr);
+            run(d, g, gr);  // forward and backward: every output against the reference
           }
           {
             EnvGuard e("v6");
-            run(d, g, g6);
+            conv_fwd(g.in, g6.out, d.options());  // the forward reference only
           }
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           download_all(r, gr), download_all(r6, g6);
@@ -273,6 +268,26 @@ TEST(ConvCuda, ForwardVariantsMatchReferenceAndV6) {
           EXPECT_TRUE(same_rows("y", d, r.y.view, r6.y.view));
           EXPECT_TRUE(same_flat("final_state", r.ht, r6.ht));
         }
+}
+
+TEST(ConvCuda, ForwardVariantsMatchReferenceAndV6) {
+  check_fwd_variants({"v6", "blocks=1", "waves=2,v6", "ring=8x4,ld=first,st=first", "ld=last,st=normal",
+                      "ring=8x6,ld=first,st=last,waves=1", "ring=16x3", "ring=16x3,ld=first,st=first,blocks=5",
+                      "ring=16x4,pf=256", "ring=32x3,ld=first,st=first,pf=256,blocks=3"},
+                     {DType::kBF16, DType::kF16, DType::kF32}, 800);
+}
+
+// v8 (conv_fwd_tma.cuh): bulk-copy x loads into the mbarrier ring and staged y (bulk stores or
+// 16-byte stores), every configuration; blocks=5 / waves=1 give groups of many tiles with
+// sequences crossing them. Under LINATTN_SANITIZED (compute-sanitizer runs) bf16, three variants, 3 cases each.
+TEST(ConvCuda, ForwardTmaVariantsMatchReferenceAndV6) {
+  if (sanitized()) {
+    check_fwd_variants({"tma", "tma,y=st16,blocks=5", "x=cp,blocks=3"}, {DType::kBF16}, 900, true);
+    return;
+  }
+  check_fwd_variants({"tma", "tma,blocks=5", "y=st16", "x=cp", "x=cp,y=st16,waves=1", "tma,y=direct,blocks=3",
+                      "tma,ring=8x6,waves=1", "tma,ring=16x3,blocks=5"},
+                     {DType::kBF16, DType::kF16, DType::kF32}, 900);
 }
 
 TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
@@ -283,7 +298,8 @@ TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
   DevData g = make_dev(d);
   DevResults gr = make_dev(r);
   upload_all(g, d);
-  for (const char* bad : {"ring=4x4", "ld=sometimes", "pf=128", "blocks=0", "speed=max", "ring"}) {
+  for (const char* bad : {"ring=4x4", "ld=sometimes", "pf=128", "blocks=0", "speed=max", "ring", "x=tma", "y=wide",
+                          "tma,ring=16x4"}) {
     EnvGuard e(bad);
     EXPECT_THROW(conv_fwd(g.in, gr.out, d.options()), Error) << bad;
   }

@@ -185,28 +185,22 @@ void launch_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& 
     k = res ? fwd_run_kernel<E, kW, false, true, kR, kS, kHint> : fwd_run_kernel<E, kW, false, false, kR, kS, kHint>;
   const size_t smem = run_smem_bytes(res ? 2 : 1, kR, kS);
   ensure_dynamic_smem(reinterpret_cast<const void*>(k), smem);
-  const int64_t rows = p.B * p.T;
-  const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
-  int64_t target = v.blocks;
+  int occ = 0;
   if (v.waves > 0) {  // the device's resident blocks of this instance: fixed per device, not per call data
-    const DeviceInfo& dev = current_device_info();
     static std::mutex mu;
     static std::map<std::tuple<const void*, int, size_t>, int> occs;  // (kernel, device, smem) -> blocks per SM
+    const int dev = current_device_info().ordinal;
     std::lock_guard<std::mutex> lock(mu);
-    auto it = occs.find({reinterpret_cast<const void*>(k), dev.ordinal, smem});
+    auto it = occs.find({reinterpret_cast<const void*>(k), dev, smem});
     if (it == occs.end()) {
-      int occ = 0;
       LINATTN_CONV_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, kThreads, smem));
-      it = occs.emplace(std::make_tuple(reinterpret_cast<const void*>(k), dev.ordinal, smem), occ > 0 ? occ : 1).first;
+      it = occs.emplace(std::make_tuple(reinterpret_cast<const void*>(k), dev, smem), occ > 0 ? occ : 1).first;
     }
-    target = v.waves * dev.sm_count * it->second;
+    occ = it->second;
   }
-  int64_t g = (rows * spans + (target > 0 ? target : 2048) - 1) / (target > 0 ? target : 2048);
-  if (target <= 0 && g < 64) g = 64;  // v6's rule (run_group_rows in conv_fwd.cu)
-  const int64_t min_g = (rows + 65534) / 65535;  // grid.y <= 65535
-  g = g < min_g ? min_g : g;
-  g = (g + kR - 1) / kR * kR;
-  const int64_t groups = (rows + g - 1) / g;
+  const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
+  const int64_t g = variant_group_rows(p, v, run_span<E>(), kR, occ);
+  const int64_t groups = (p.B * p.T + g - 1) / g;
   const dim3 grid(static_cast<unsigned>(spans), static_cast<unsigned>(groups));
   k<<<grid, kThreads, smem, stream>>>(p, g, v.ld + 4 * v.st + (v.pf256 ? 16 : 0));
   LINATTN_CONV_CUDA_OK(cudaGetLastError());
@@ -222,12 +216,23 @@ int policy_code(const std::string& key, const std::string& val) {
 
 }  // namespace
 
-FwdVariant fwd_variant() {
+int64_t variant_group_rows(const ConvParams& p, const FwdVariant& v, int64_t span, int kR, int occ) {
+  const int64_t rows = p.B * p.T;
+  const int64_t spans = (p.D + span - 1) / span;
+  int64_t target = v.blocks;
+  if (v.waves > 0) target = v.waves * current_device_info().sm_count * (occ > 0 ? occ : 1);
+  int64_t g = (rows * spans + (target > 0 ? target : 2048) - 1) / (target > 0 ? target : 2048);
+  if (target <= 0 && g < 64) g = 64;  // v6's rule (run_group_rows in conv_fwd.cu)
+  const int64_t min_g = (rows + 65534) / 65535;  // grid.y <= 65535
+  g = g < min_g ? min_g : g;
+  return (g + kR - 1) / kR * kR;
+}
+
+namespace {
+
+FwdVariant parse_variant(const std::string& s) {
   FwdVariant v;
-  const char* e = std::getenv("LINATTN_CONV_CUDA_FWD");
-  if (e == nullptr || *e == '\0') return v;
   v.on = true;
-  const std::string s(e);
   size_t pos = 0;
   while (pos <= s.size()) {
     size_t end = s.find(',', pos);
@@ -235,6 +240,10 @@ FwdVariant fwd_variant() {
     const std::string item = s.substr(pos, end - pos);
     pos = end + 1;
     if (item.empty() || item == "v6") continue;
+    if (item == "tma") {
+      v.tma = true;
+      continue;
+    }
     const size_t eq = item.find('=');
     LINATTN_CHECK(eq != std::string::npos, "LINATTN_CONV_CUDA_FWD: expected key=value, got ", item);
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
@@ -252,20 +261,50 @@ FwdVariant fwd_variant() {
     } else if (key == "pf") {
       LINATTN_CHECK(val == "256", "LINATTN_CONV_CUDA_FWD: pf expected 256, got ", val);
       v.pf256 = v.hint = true;
+    } else if (key == "x") {
+      LINATTN_CHECK(val == "bulk" || val == "cp", "LINATTN_CONV_CUDA_FWD: x expected bulk / cp, got ", val);
+      v.tma_x = val == "cp" ? 1 : 0;
+      v.tma = true;
+    } else if (key == "y") {
+      LINATTN_CHECK(val == "bulk" || val == "st16" || val == "direct",
+                    "LINATTN_CONV_CUDA_FWD: y expected bulk / st16 / direct, got ", val);
+      v.tma_y = val == "bulk" ? 0 : (val == "st16" ? 1 : 2);
+      v.tma = true;
     } else if (key == "blocks" || key == "waves") {
       const long long n = std::atoll(val.c_str());
       LINATTN_CHECK(n > 0 && n <= (1 << 22), "LINATTN_CONV_CUDA_FWD: ", key, " expected 1 .. 2^22, got ", val);
       (key == "blocks" ? v.blocks : v.waves) = n;
     } else {
-      LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key, " (ring, ld, st, pf, blocks, waves)");
+      LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key, " (ring, ld, st, pf, blocks, waves, x, y)");
     }
   }
+  if (v.tma)
+    LINATTN_CHECK(v.ring <= 2, "LINATTN_CONV_CUDA_FWD: tma takes ring 8x4 / 8x6 / 16x3, got ring code ", v.ring);
   return v;
+}
+
+}  // namespace
+
+// Parsed once per distinct value of the variable (the forward asks on every call).
+FwdVariant fwd_variant() {
+  const char* e = std::getenv("LINATTN_CONV_CUDA_FWD");
+  if (e == nullptr || *e == '\0') return FwdVariant{};
+  static std::mutex mu;
+  static std::string last;
+  static FwdVariant cached;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!cached.on || last != e) {
+    cached = parse_variant(e);  // throws on a bad value: nothing cached then
+    last = e;
+  }
+  return cached;
 }
 
 template <class E>
 void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
-  if (p.W == 4 && v.hint) {
+  if (v.tma && current_device_info().cc_major == 9) {  // bulk copies + mbarriers: the sm_90a binary
+    fwd_tma<E>(p, stream, v);
+  } else if (p.W == 4 && v.hint && !v.tma) {
     if (v.ring == 1) launch_variant<E, 4, 8, 6, true>(p, stream, v);
     else if (v.ring == 2) launch_variant<E, 4, 16, 3, true>(p, stream, v);
     else if (v.ring == 3) launch_variant<E, 4, 16, 4, true>(p, stream, v);

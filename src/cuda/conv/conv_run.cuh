@@ -157,15 +157,21 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
   }
 }
 
-// Forward variants for A/B runs (v7, opt-in; conv_fwd_run.cu): LINATTN_CONV_CUDA_FWD, read per
-// call, a comma-separated list of key=value: ring=8x4|8x6|16x3|16x4|32x3 (rows per tile x stages;
-// 16 x 4: 3 blocks per SM, 32 x 3: 2),
+// Forward variants for A/B runs (v7 / v8, opt-in; conv_fwd_run.cu): LINATTN_CONV_CUDA_FWD, parsed
+// once per distinct value, a comma-separated list of key=value: ring=8x4|8x6|16x3|16x4|32x3 (rows per
+// tile x stages; 16 x 4: 3 blocks per SM, 32 x 3: 2),
 // ld=normal|first|last and st=normal|first|last (L2 eviction policy of the x / residual copies and
 // of the y stores), pf=256 (the copies' L2::256B prefetch hint), blocks=N (target grid) or waves=N
 // (N x the resident blocks of the device);
 // "v6" alone = the default kernel and grid. Set and non-empty, it forces the long-run path
 // wherever eligible (as LINATTN_CONV_CUDA_PATH=run). A ring, a policy or pf selects the hinted W = 4
 // instances (other W keep the 8 x 4 ring without hints); blocks / waves alone keep the v6 kernel.
+// v8 (conv_fwd_tma.cu): "tma" selects the bulk-copy kernel (sm_90 only; elsewhere the v6 kernel):
+// x / residual row slices by cp.async.bulk into an mbarrier ring, y staged in shared memory and
+// written by cp.async.bulk stores; x=bulk|cp (cp: v6's 16-byte cp.async), y=bulk|st16|direct
+// (st16: 16-byte st.global from the staged tile; direct: v6's 4-byte stores), ring=8x4|8x6|16x3,
+// blocks / waves as above (x, y or a ring other than 8 x 4: 16-bit W = 4 only, else the 8 x 4 bulk
+// instance). x= / y= imply tma; ld / st / pf are not used by it.
 struct FwdVariant {
   bool on = false;
   int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3
@@ -174,14 +180,23 @@ struct FwdVariant {
   bool pf256 = false;
   int64_t blocks = 0;    // 0: v6's rule (~2048 blocks, >= 64 rows per group)
   int64_t waves = 0;
+  bool tma = false;      // v8 bulk-copy kernel
+  int tma_x = 0;         // 0: cp.async.bulk, 1: 16-byte cp.async
+  int tma_y = 0;         // 0: cp.async.bulk store, 1: 16-byte st.global from shared, 2: direct 4-byte stores
 };
-FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values)
+FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values), cached per value
+
+// Rows per group of a variant launch: v6's rule, or v.blocks / v.waves (occ = resident blocks per SM
+// of the instance), rounded up to a multiple of kR, at most 65535 groups.
+int64_t variant_group_rows(const ConvParams& p, const FwdVariant& v, int64_t span, int kR, int occ);
 
 // Launch of the forward / backward long-run kernels (the callers checked eligibility).
 template <class E>
 void fwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64_t groups);
 template <class E>
 void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);
+template <class E>
+void fwd_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_tma.cu (sm_90)
 template <class E>
 void bwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64_t groups);
 
