@@ -160,7 +160,7 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
     const int64_t run_rows = run_group_rows(rows, spans);
     const int64_t run_groups = (rows + run_rows - 1) / run_rows;
-    const FwdVariant fv = fwd_variant();  // LINATTN_CONV_CUDA_FWD (v7 A/B variants), read per call
+    const FwdVariant fv = fwd_variant();  // LINATTN_CONV_CUDA_FWD (v7 / v8 A/B variants), parsed once per value
     if (vec_out && use_stream(kStreamFwd)) {
       fwd_stream<E>(p, stream);
     } else if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.residual, p) && run_flat(p.y, p) &&

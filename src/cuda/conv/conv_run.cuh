@@ -171,7 +171,8 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
 // written by cp.async.bulk stores; x=bulk|cp (cp: v6's 16-byte cp.async), y=bulk|st16|direct
 // (st16: 16-byte st.global from the staged tile; direct: v6's 4-byte stores), ring=8x4|8x6|16x3,
 // blocks / waves as above (x, y or a ring other than 8 x 4: 16-bit W = 4 only, else the 8 x 4 bulk
-// instance). x= / y= imply tma; ld / st / pf are not used by it.
+// instance; ring 8 x 6 / 16 x 3 run bulk x and y whatever x / y say). x= / y= imply tma; ld / st / pf
+// are not used by it. Measured (perf-notes, Version 8): no faster than v6, so opt-in.
 struct FwdVariant {
   bool on = false;
   int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3
