@@ -8,7 +8,8 @@
 // fp16 (fp32 on the token kernel), BT 64 and 32. Outputs are NaN-prefilled: unwritten or
 // non-finite elements fail; padding rows of o must stay untouched (NaN). The chunked cases also
 // run through the pipelined wgmma kernel's KDA gate policy (the BT 64 default) and the mma.sync fused
-// kernel (LINATTN_CUDA_KDA_WGMMA=0, every V-slice).
+// kernel (LINATTN_CUDA_KDA_WGMMA=0, every V-slice). Prep v5 (LINATTN_KDA_PREP=v5, BT 64) runs every
+// case against the reference and against prep v4 on the same inputs (BT 32 keeps v3).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/kda/kda_fwd_prep_v5.cuh"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -202,6 +204,49 @@ TEST_P(CudaKdaFwd, PipelinedWgmmaPolicySwitchesOff) {
   const int64_t before = cuda::gdn_fused_wg_launches();
   run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
   EXPECT_EQ(cuda::gdn_fused_wg_launches(), before) << c.name << ": KDA took the wgmma kernel without its switch";
+}
+
+// Prep v5 forced on every case (extreme gates, lower_bound -5, GVA, varlen with zero / short
+// lengths, every gate form): against the fp64 reference, and at BT 64 against prep v4 on the same
+// inputs (the Gram operands differ only in their rounding, fp16 of normalised rows vs TF32 of raw
+// ones, both 10-bit mantissas: an indexing or masking slip shows as O(1) errors, far above this bar).
+TEST_P(CudaKdaFwd, PrepV5MatchesReferenceAndV4) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    ChunkAttnOutTensors v5, v4;
+    {
+      EnvScope on("LINATTN_KDA_PREP", "v5");
+      const int64_t before = cuda::kda_prep_v5_launches();
+      run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+      v5 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+      if (bt == 64) EXPECT_GT(cuda::kda_prep_v5_launches(), before) << "prep v5 did not run";
+      else EXPECT_EQ(cuda::kda_prep_v5_launches(), before) << "BT 32 must keep prep v3";
+    }
+    if (bt != 64) continue;
+    {
+      EnvScope off("LINATTN_KDA_PREP", "v4");
+      v4 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+    }
+    const Tolerance tol{1e-2, 0.0};
+    const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
+    const TensorView o4 = var ? narrow(v4.o, 1, 0, d.valid_tokens) : TensorView(v4.o);
+    const TensorView o5 = var ? narrow(v5.o, 1, 0, d.valid_tokens) : TensorView(v5.o);
+    EXPECT_TRUE(tensors_close("o", o4, o5, tol));
+    if (v4.final_state.defined()) {
+      EXPECT_TRUE(tensors_close("final_state", v4.final_state, v5.final_state, tol));
+    }
+  }
+}
+
+// v5 through the mma.sync fused kernel's V-slices too (the same workspace contract).
+TEST_P(CudaKdaFwd, PrepV5EveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  EnvScope on("LINATTN_KDA_PREP", "v5");
+  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  const FwdCase c = cases(dt, bt)[1];
+  for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,

@@ -13,18 +13,20 @@
 // (diagonal_blocks_exact): no factor e^{+gam} is ever formed, so no term overflows and nothing is
 // NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no other path.
 // 512 threads = 16 warps; K = 128; ~206 KB shared memory at BT 64 (one CTA per SM). This is prep v3:
-// the default at BT = 32 and with LINATTN_KDA_PREP=v3; kda_fwd_prep_v4.cu runs at BT = 64 otherwise.
+// the default at BT = 32 and with LINATTN_KDA_PREP=v3; kda_fwd_prep_v4.cu runs at BT = 64 otherwise
+// (kda_fwd_prep_v5.cu with LINATTN_KDA_PREP=v5).
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
+#include <string>
 
+#include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_prep_common.cuh"
 #include "cuda/kda/kda_fwd_prep_v4.cuh"
+#include "cuda/kda/kda_fwd_prep_v5.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -306,13 +308,11 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
 }
 
 // v4 (kda_fwd_prep_v4.cu, all Gram terms on tensor cores, two CTAs per SM) is the default at
-// BT = 64; LINATTN_KDA_PREP=v3 selects this file's kernel (read once per process).
-bool prep_v4_enabled() {
-  static const bool v4 = [] {
-    const char* e = std::getenv("LINATTN_KDA_PREP");
-    return !(e && std::strcmp(e, "v3") == 0);
-  }();
-  return v4;
+// BT = 64; LINATTN_KDA_PREP=v3 selects this file's kernel, =v5 kda_fwd_prep_v5.cu (read per call,
+// as the fused kernel's switch, so a test can change it within a process).
+int prep_version() {
+  const std::string v = env_or("LINATTN_KDA_PREP", "");
+  return v == "v3" ? 3 : v == "v5" ? 5 : 4;
 }
 
 }  // namespace
@@ -324,7 +324,10 @@ void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
   LINATTN_CHECK(ws.qg && ws.kg && ws.kgl && ws.gl && ws.Ab && ws.P, "kda prep: workspace not carved");
   const bool bf = p.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.io == ElemType::kF16, "kda prep: io dtype must be bf16 or fp16");
-  if (p.BT == 64 && prep_v4_enabled()) {
+  const int version = p.BT == 64 ? prep_version() : 3;
+  if (version == 5) {
+    launch_kda_prep_v5(p, ws, chunk_indices, nt_cap, stream);
+  } else if (version == 4) {
     launch_kda_prep_v4(p, ws, chunk_indices, nt_cap, stream);
   } else if (p.BT == 64) {
     bf ? launch_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
