@@ -8,8 +8,9 @@
 // fp16 (fp32 on the token kernel), BT 64 and 32. Outputs are NaN-prefilled: unwritten or
 // non-finite elements fail; padding rows of o must stay untouched (NaN). The chunked cases also
 // run through the pipelined wgmma kernel's KDA gate policy (the BT 64 default) and the mma.sync fused
-// kernel (LINATTN_CUDA_KDA_WGMMA=0, every V-slice). Prep v5 (LINATTN_KDA_PREP=v5, BT 64) runs every
-// case against the reference and against prep v4 on the same inputs (BT 32 keeps v3).
+// kernel (LINATTN_CUDA_KDA_WGMMA=0, every V-slice). Prep v5 (the BT 64 default, forced with
+// LINATTN_KDA_PREP=v5) runs every case against the reference and against prep v4 (LINATTN_KDA_PREP=v4)
+// on the same inputs (BT 32 keeps v3).
 #include <gtest/gtest.h>
 
 #include <cstdlib>

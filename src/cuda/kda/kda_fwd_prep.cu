@@ -13,8 +13,8 @@
 // (diagonal_blocks_exact): no factor e^{+gam} is ever formed, so no term overflows and nothing is
 // NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no other path.
 // 512 threads = 16 warps; K = 128; ~206 KB shared memory at BT 64 (one CTA per SM). This is prep v3:
-// the default at BT = 32 and with LINATTN_KDA_PREP=v3; kda_fwd_prep_v4.cu runs at BT = 64 otherwise
-// (kda_fwd_prep_v5.cu with LINATTN_KDA_PREP=v5).
+// the default at BT = 32 and with LINATTN_KDA_PREP=v3; at BT = 64 kda_fwd_prep_v5.cu runs otherwise
+// (kda_fwd_prep_v4.cu with LINATTN_KDA_PREP=v4).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -307,12 +307,12 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
          sizeof(KdaPrepSmem<T, BT>), stream, p, ws, ci, nts);
 }
 
-// v4 (kda_fwd_prep_v4.cu, all Gram terms on tensor cores, two CTAs per SM) is the default at
-// BT = 64; LINATTN_KDA_PREP=v3 selects this file's kernel, =v5 kda_fwd_prep_v5.cu (read per call,
-// as the fused kernel's switch, so a test can change it within a process).
+// v5 (kda_fwd_prep_v5.cu, fp16 Gram operands of normalised rows; H200 A/B in docs/perf-notes.md,
+// "Prep v5") is the default at BT = 64; LINATTN_KDA_PREP=v4 selects kda_fwd_prep_v4.cu, =v3 this
+// file's kernel (read per call, as the fused kernel's switch, so a test can change it in a process).
 int prep_version() {
   const std::string v = env_or("LINATTN_KDA_PREP", "");
-  return v == "v3" ? 3 : v == "v5" ? 5 : 4;
+  return v == "v3" ? 3 : v == "v4" ? 4 : 5;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Prep v4 of the chunked KDA forward (kda_fwd_prep_v4.cu): same outputs and workspace layout as
-// launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 unless LINATTN_KDA_PREP=v3.
+// launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 with LINATTN_KDA_PREP=v4 (v5: default).
 // Every intra-chunk Gram term on TF32 tensor cores through a binary hierarchy of reference rows.
 #pragma once
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // Prep v5 of the chunked KDA forward (kda_fwd_prep_v5.cu): same outputs and workspace layout as
-// launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 with LINATTN_KDA_PREP=v5.
+// launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 (the default; LINATTN_KDA_PREP=v4
+// or v3 selects the older preps).
 // v4's hierarchy of reference rows with fp16 Gram operands of normalised rows and fewer passes.
 #pragma once
 #include <cuda_runtime.h>
