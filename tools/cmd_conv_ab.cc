@@ -8,10 +8,12 @@
 // Inputs as `linattn bench --op conv`: bf16 x [1, T, D] (uniform(-1, 1)),
 // fp32 weight [D, 4] and bias, silu, one sequence through cu_seqlens [0, T].
 //   linattn conv-ab --shapes 8192x65536,6144x16384 --variants "default;v6;ring=8x6,st=first;memcpy"
-//     [--rounds 3] [--iters 20] [--verify]
+//     [--rounds 3] [--iters 20] [--verify] [--fla 8192x65536=0.8135,8192x16384=0.2077]
 // "default" = the variable unset (the library's dispatch); "memcpy" = cudaMemcpyAsync(y, x).
 // --verify: in the first round y of every variant is compared bitwise with the default's
 // (every variant computes each output with the same operations in the same order).
+// --fla DxT=ms,...: FLA's forward time at those shapes (measured elsewhere: a run without FLA in the
+// same process chain), printed with the ratios fla_over_ours (synced p50) and fla_over_ours_queued.
 // Prints the parsed configuration (an env line), then one JSON line per (shape, variant).
 #include <algorithm>
 #include <cstdio>
@@ -138,6 +140,12 @@ int cmd_conv_ab(const Args& args) {
   const int rounds = std::max(1, std::atoi(flag(args, "rounds", "3").c_str()));
   const int iters = std::max(1, std::atoi(flag(args, "iters", "20").c_str()));
   const bool verify = has_flag(args, "verify");
+  std::map<std::string, double> fla;  // "DxT" -> ms
+  for (const std::string& t : split(flag(args, "fla", ""), ',')) {
+    const size_t eq = t.find('=');
+    LINATTN_CHECK(eq != std::string::npos, "--fla: expected DxT=ms, got ", t);
+    fla[t.substr(0, eq)] = std::atof(t.c_str() + eq + 1);
+  }
   // The parsed configuration first (before any CUDA call): what the rows below were measured with.
   std::printf("{\"kind\":\"env\",\"tool\":\"conv-ab\",\"rounds\":%d,\"iters\":%d,\"verify\":%s,\"shapes\":[", rounds,
               iters, verify ? "true" : "false");
@@ -229,6 +237,11 @@ int cmd_conv_ab(const Args& args) {
       std::vector<float> q = queued[key];
       std::sort(q.begin(), q.end());
       if (!q.empty()) std::printf(",\"p50_ms_queued\":%.6f", static_cast<double>(q[q.size() / 2]));
+      const auto f = fla.find(std::to_string(s.D) + "x" + std::to_string(s.T));
+      if (f != fla.end() && f->second > 0) {
+        std::printf(",\"fla_ms\":%.4f,\"fla_over_ours\":%.4f", f->second, f->second / p50);
+        if (!q.empty()) std::printf(",\"fla_over_ours_queued\":%.4f", f->second / q[q.size() / 2]);
+      }
       if (equal.count(key)) std::printf(",\"bitwise_equal_default\":%s", equal[key].c_str());
       std::printf("}\n");
     }

@@ -248,11 +248,11 @@ FwdVariant parse_variant(const std::string& s) {
     LINATTN_CHECK(eq != std::string::npos, "LINATTN_CONV_CUDA_FWD: expected key=value, got ", item);
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     if (key == "ring") {
-      const char* rings[] = {"8x4", "8x6", "16x3", "16x4", "32x3"};
+      const char* rings[] = {"8x4", "8x6", "16x3", "16x4", "32x3", "8x3"};
       v.ring = -1;
-      for (int i = 0; i < 5; ++i)
+      for (int i = 0; i < 6; ++i)
         if (val == rings[i]) v.ring = i;
-      LINATTN_CHECK(v.ring >= 0, "LINATTN_CONV_CUDA_FWD: ring expected 8x4 / 8x6 / 16x3 / 16x4 / 32x3, got ",
+      LINATTN_CHECK(v.ring >= 0, "LINATTN_CONV_CUDA_FWD: ring expected 8x4 / 8x6 / 16x3 / 16x4 / 32x3 / 8x3, got ",
                     val);
       v.hint = true;
     } else if (key == "ld" || key == "st") {
@@ -270,16 +270,40 @@ FwdVariant parse_variant(const std::string& s) {
                     "LINATTN_CONV_CUDA_FWD: y expected bulk / st16 / direct, got ", val);
       v.tma_y = val == "bulk" ? 0 : (val == "st16" ? 1 : 2);
       v.tma = true;
+    } else if (key == "order") {
+      LINATTN_CHECK(val == "span" || val == "group" || val == "spread",
+                    "LINATTN_CONV_CUDA_FWD: order expected span / group / spread, got ", val);
+      v.order = val == "span" ? 0 : (val == "group" ? 1 : 2);
+      v.tma = true;
+    } else if (key == "ystage") {
+      LINATTN_CHECK(val == "2" || val == "3" || val == "4", "LINATTN_CONV_CUDA_FWD: ystage expected 2 / 3 / 4, got ",
+                    val);
+      v.ystage = val[0] - '0';
+      v.tma = true;
     } else if (key == "blocks" || key == "waves") {
       const long long n = std::atoll(val.c_str());
       LINATTN_CHECK(n > 0 && n <= (1 << 22), "LINATTN_CONV_CUDA_FWD: ", key, " expected 1 .. 2^22, got ", val);
       (key == "blocks" ? v.blocks : v.waves) = n;
     } else {
-      LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key, " (ring, ld, st, pf, blocks, waves, x, y)");
+      LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key,
+                    " (ring, ld, st, pf, blocks, waves, x, y, order, ystage)");
     }
   }
-  if (v.tma)
-    LINATTN_CHECK(v.ring <= 2, "LINATTN_CONV_CUDA_FWD: tma takes ring 8x4 / 8x6 / 16x3, got ring code ", v.ring);
+  LINATTN_CHECK(v.ring != 5 || v.tma, "LINATTN_CONV_CUDA_FWD: ring=8x3 is a tma ring (x=cp,ystage=3)");
+  if (v.tma) {
+    LINATTN_CHECK(v.ring <= 2 || v.ring == 5,
+                  "LINATTN_CONV_CUDA_FWD: tma takes ring 8x4 / 8x6 / 16x3 / 8x3, got ring code ", v.ring);
+    // The instances conv_fwd_tma_knobs2.cu has: x=cp, y=bulk with ring 8x4 x ystage 2-4, 8x3 x ystage 3,
+    // 8x6 / 16x3 x ystage 2 (no silent fallback for a combination that has none).
+    const bool cpb = v.tma_x == 1 && v.tma_y == 0;
+    LINATTN_CHECK(v.ring != 5 || (cpb && v.ystage == 3),
+                  "LINATTN_CONV_CUDA_FWD: ring=8x3 needs x=cp, y=bulk, ystage=3");
+    LINATTN_CHECK(v.ystage == 2 || (cpb && (v.ring == 0 || v.ring == 5)),
+                  "LINATTN_CONV_CUDA_FWD: ystage 3 / 4 needs x=cp, y=bulk and ring 8x4 (or 8x3 with ystage 3)");
+    LINATTN_CHECK(v.ystage != 4 || v.ring == 0, "LINATTN_CONV_CUDA_FWD: ystage=4 needs ring 8x4");
+    LINATTN_CHECK(v.tma_x == 0 || (v.ring != 1 && v.ring != 2) || v.tma_y == 0,
+                  "LINATTN_CONV_CUDA_FWD: x=cp with ring 8x6 / 16x3 needs y=bulk");
+  }
   return v;
 }
 

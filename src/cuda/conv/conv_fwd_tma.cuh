@@ -9,9 +9,12 @@
 // with v6's 4-byte stores (kY = 2); kX = false keeps v6's 16-byte cp.async copies. One barrier per
 // tile as v6. Rows inside no sequence (only with garbage offsets) are not stored: thread 0 (always
 // active) records them per tile in a mask. Row slices 16-byte aligned, D * sizeof(E) a multiple of 16.
+// v9 knobs (runtime, TmaArgs): L2 cache hints on the x loads / bulk y stores, the block -> (span, group)
+// order; kYS y staging tiles (compile time; bulk stores wait_group.read kYS - 2 before a tile is rewritten).
 #pragma once
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <tuple>
 
 #include "cuda/common/device_info.h"
@@ -34,15 +37,44 @@ __device__ __forceinline__ void bulk_store_row(void* gmem, unsigned smem, unsign
                : "memory");
 #endif
 }
+// The same with an L2 cache policy (createpolicy value).
+__device__ __forceinline__ void bulk_load_row_hint(unsigned smem, const void* gmem, unsigned bytes, unsigned bar,
+                                                   uint64_t pol) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;\n" ::"r"(smem),
+      "l"(gmem), "r"(bytes), "r"(bar), "l"(pol)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_store_row_hint(void* gmem, unsigned smem, unsigned bytes, uint64_t pol) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(gmem),
+               "r"(smem), "r"(bytes), "l"(pol)
+               : "memory");
+#endif
+}
+// createpolicy for code 0 (evict_normal), 1 (evict_first), 2 (evict_last), whole-line fraction 1.
+__device__ __forceinline__ uint64_t tma_l2_policy(int code) {
+  uint64_t pol = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (code == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  else if (code == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+#endif
+  return pol;
+}
 __device__ __forceinline__ void bulk_commit() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 #endif
 }
-// This thread's bulk groups: all done reading shared memory / all complete.
-__device__ __forceinline__ void bulk_wait_read0() {
+// This thread's bulk groups: all but the newest N done reading shared memory / all complete.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_wait0() {
@@ -57,23 +89,43 @@ __device__ __forceinline__ void fence_async_smem() {
 #endif
 }
 
-template <class E, int kW, bool kSilu, bool kRes, int kR, int kS, bool kX, int kY>
-__global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p, int64_t group_rows) {
+// Per-launch knobs (block-uniform). hints: ld policy code + 4 * st policy code + 16 * L2::256B prefetch
+// (x=cp copies) + 32 * (x loads hinted) + 64 * (bulk y stores hinted). order: 0 block (x, y) = (span,
+// group); 1 group-fastest over the linear block id; 2 group = y * mul mod gridDim.y (mul a unit mod it).
+struct TmaArgs {
+  int64_t group_rows;
+  int order, mul, hints;
+};
+
+template <class E, int kW, bool kSilu, bool kRes, int kR, int kS, bool kX, int kY, int kYS = 2>
+__global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p, const TmaArgs a) {
+  static_assert(kYS >= 2 && (kY == 0 || kYS == 2), "deeper y staging: bulk stores only");
   constexpr int kC = run_chans<E>(), SPAN = run_span<E>(), H = kW - 1;
   constexpr int kStage = (kRes ? 2 : 1) * kR * kRunRowBytes;  // bytes: x rows, then residual rows
   constexpr int kYTile = kR * kRunRowBytes;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t full[kS];  // stage s holds its tile (kX only)
-  __shared__ uint32_t skip[2];   // rows of staging tile b not to store
-  unsigned char* const ysm = smem_raw + kS * kStage;  // 2 staging tiles of y (kY < 2)
+  __shared__ uint32_t skip[kYS];  // rows of staging tile b not to store
+  unsigned char* const ysm = smem_raw + kS * kStage;  // kYS staging tiles of y (kY < 2)
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
   const bool w0 = tid < 32;
-  const int c0 = static_cast<int>(blockIdx.x) * SPAN;  // rows and D < 2^31: 32-bit indices
+  int span = static_cast<int>(blockIdx.x), grp = static_cast<int>(blockIdx.y);
+  if (a.order == 1) {
+    const int lin = span + static_cast<int>(gridDim.x) * grp;
+    span = lin / static_cast<int>(gridDim.y), grp = lin % static_cast<int>(gridDim.y);
+  } else if (a.order == 2) {
+    grp = static_cast<int>(static_cast<int64_t>(grp) * a.mul % gridDim.y);
+  }
+  const int64_t group_rows = a.group_rows;
+  const bool hint_ld = (a.hints >> 5) & 1, hint_st = (a.hints >> 6) & 1, pf256 = (a.hints >> 4) & 1;
+  const uint64_t ld_pol = hint_ld ? tma_l2_policy(a.hints & 3) : 0;
+  const uint64_t st_pol = hint_st ? tma_l2_policy((a.hints >> 2) & 3) : 0;
+  const int c0 = span * SPAN;  // rows and D < 2^31: 32-bit indices
   const int c = c0 + tid * kC;
   const bool active = c < p.D;
   const unsigned nb = static_cast<unsigned>((p.D - c0 < SPAN ? p.D - c0 : SPAN) * sizeof(E));  // row slice bytes
   const int rend = static_cast<int>(seq_start(p, p.N));  // rows past the last sequence are padding
-  const int g0 = static_cast<int>(blockIdx.y) * static_cast<int>(group_rows);
+  const int g0 = grp * static_cast<int>(group_rows);
   const int g1 = g0 + static_cast<int>(group_rows) < rend ? g0 + static_cast<int>(group_rows) : rend;
   if (g0 >= g1) return;  // block-uniform
   if constexpr (kX) {
@@ -140,12 +192,19 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
         if (lane < nrows) {
           const int64_t r = g0 + k * kR + lane;
           const unsigned s = sbase + st * kStage + lane * kRunRowBytes;
-          bulk_load_row(s, static_cast<const E*>(p.x.data) + r * p.x.st + c0, nb, bar);
-          if constexpr (kRes)
-            bulk_load_row(s + kR * kRunRowBytes, static_cast<const E*>(p.residual.data) + r * p.residual.st + c0, nb,
-                          bar);
+          const E* xg = static_cast<const E*>(p.x.data) + r * p.x.st + c0;
+          if (hint_ld) bulk_load_row_hint(s, xg, nb, bar, ld_pol);
+          else bulk_load_row(s, xg, nb, bar);
+          if constexpr (kRes) {
+            const E* rg = static_cast<const E*>(p.residual.data) + r * p.residual.st + c0;
+            if (hint_ld) bulk_load_row_hint(s + kR * kRunRowBytes, rg, nb, bar, ld_pol);
+            else bulk_load_row(s + kR * kRunRowBytes, rg, nb, bar);
+          }
         }
       }
+    } else if (hint_ld) {
+      cx.issue_hint(st * kStage, nrows, ld_pol, pf256);
+      if constexpr (kRes) cr.issue_hint(st * kStage, nrows, ld_pol, pf256);
     } else {
       cx.issue(st * kStage, nrows);
       if constexpr (kRes) cr.issue(st * kStage, nrows);
@@ -154,14 +213,16 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
   // Stores tile k's staged y rows (kY < 2), after the barrier that ends body(k).
   auto store = [&](int k) {
     const int nrows = tile_rows(k);
-    const unsigned m = skip[k & 1];
+    const unsigned m = skip[k % kYS];
     const int r0 = g0 + k * kR;
     if constexpr (kY == 0) {
       if (w0) {
-        if (lane < nrows && !((m >> lane) & 1))
-          bulk_store_row(yg + static_cast<int64_t>(r0 + lane) * yst + c0, sbase + kS * kStage + (k & 1) * kYTile +
-                                                                              lane * kRunRowBytes,
-                         nb);
+        if (lane < nrows && !((m >> lane) & 1)) {
+          E* yr = yg + static_cast<int64_t>(r0 + lane) * yst + c0;
+          const unsigned ys = sbase + kS * kStage + (k % kYS) * kYTile + lane * kRunRowBytes;
+          if (hint_st) bulk_store_row_hint(yr, ys, nb, st_pol);
+          else bulk_store_row(yr, ys, nb);
+        }
         bulk_commit();
       }
     } else if constexpr (kY == 1) {
@@ -172,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
         for (int i = ro; i < kR; i += 4)
           if (i < nrows && !((m >> i) & 1))
             *reinterpret_cast<uint4*>(yg + static_cast<int64_t>(r0 + i) * yst + cq) =
-                *reinterpret_cast<const uint4*>(ysm + (k & 1) * kYTile + i * kRunRowBytes + q * 16);
+                *reinterpret_cast<const uint4*>(ysm + (k % kYS) * kYTile + i * kRunRowBytes + q * 16);
       }
     }
   };
@@ -183,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
     // y row i of the tile: the staging tile (kY < 2) or global memory (kY = 2).
     E* yp;
     int64_t ys;
-    if constexpr (kY < 2) yp = reinterpret_cast<E*>(ysm + (k & 1) * kYTile) + tid * kC, ys = SPAN;
+    if constexpr (kY < 2) yp = reinterpret_cast<E*>(ysm + (k % kYS) * kYTile) + tid * kC, ys = SPAN;
     else yp = yg + static_cast<int64_t>(r) * yst + c, ys = yst;
     uint32_t m = 0;
     if (r >= bos && r + kR <= eos && r + kR <= g1) {  // one sequence: no tests
@@ -211,14 +272,14 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
       }
     }
     if constexpr (kY < 2) {
-      if (tid == 0) skip[k & 1] = m;
+      if (tid == 0) skip[k % kYS] = m;
       if constexpr (kY == 0) fence_async_smem();
     }
   };
 
   // The ring: tile k + kS - 1 goes into the stage of tile k - 1 after the barrier that ends body(k - 1);
-  // tile k - 1's y is stored after it too, and its staging tile is rewritten by body(k + 1), after
-  // warp 0 waited for the bulk stores issued at step k to finish reading.
+  // tile k - 1's y is stored after it too, and its staging tile is rewritten by body(k + kYS - 1), after
+  // warp 0 waited (before that step's barrier) until at most the newest kYS - 2 store groups still read.
 #pragma unroll
   for (int k = 0; k < kS - 1; ++k) {
     if (k < ntiles) issue(k, k);
@@ -229,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
     if constexpr (kX) mbar_wait(&full[st], static_cast<uint32_t>((k / kS) & 1));
     else cp_async_wait<kS - 2>();
     if constexpr (kY == 0)
-      if (w0) bulk_wait_read0();
+      if (w0) bulk_wait_read<kYS - 2>();
     __syncthreads();
     if constexpr (kY < 2)
       if (k > 0) store(k - 1);
@@ -246,24 +307,40 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
   }
 }
 
-// Dynamic shared memory of an instance: the ring, then 2 staging tiles of y (kY < 2).
-inline size_t tma_smem_bytes(bool res, int kR, int kS, int kY) {
-  return static_cast<size_t>(kS) * (res ? 2 : 1) * kR * kRunRowBytes + (kY < 2 ? 2u * kR * kRunRowBytes : 0u);
+// Dynamic shared memory of an instance: the ring, then kYS staging tiles of y (kY < 2).
+inline size_t tma_smem_bytes(bool res, int kR, int kS, int kY, int kYS) {
+  return static_cast<size_t>(kS) * (res ? 2 : 1) * kR * kRunRowBytes +
+         (kY < 2 ? static_cast<size_t>(kYS) * kR * kRunRowBytes : 0u);
 }
 
-// Launch of one (ring, copy, store) configuration, silu / residual picked at run time.
-template <class E, int kW, int kR, int kS, bool kX, int kY>
+// order=spread's multiplier: the unit mod `groups` nearest to groups / (groups running at once), so the
+// groups of concurrently running blocks lie ~evenly over the whole tensor.
+inline int tma_spread_mul(int64_t groups, int64_t resident_groups) {
+  if (groups <= 2) return 1;
+  const int64_t m = resident_groups > 1 ? resident_groups : 1;
+  const int64_t s = (groups + m / 2) / m > 1 ? (groups + m / 2) / m : 1;
+  for (int64_t d = 0; d < groups; ++d) {
+    if (s + d < groups && std::gcd(s + d, groups) == 1) return static_cast<int>(s + d);
+    if (s - d >= 1 && std::gcd(s - d, groups) == 1) return static_cast<int>(s - d);
+  }
+  return 1;
+}
+
+// Launch of one (ring, copy, store, y staging) configuration, silu / residual picked at run time.
+template <class E, int kW, int kR, int kS, bool kX, int kY, int kYS = 2>
 void launch_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
   const bool res = p.residual.data != nullptr;
-  void (*k)(ConvParams, int64_t);
+  void (*k)(ConvParams, TmaArgs);
   if (p.silu)
-    k = res ? fwd_tma_kernel<E, kW, true, true, kR, kS, kX, kY> : fwd_tma_kernel<E, kW, true, false, kR, kS, kX, kY>;
+    k = res ? fwd_tma_kernel<E, kW, true, true, kR, kS, kX, kY, kYS>
+            : fwd_tma_kernel<E, kW, true, false, kR, kS, kX, kY, kYS>;
   else
-    k = res ? fwd_tma_kernel<E, kW, false, true, kR, kS, kX, kY> : fwd_tma_kernel<E, kW, false, false, kR, kS, kX, kY>;
-  const size_t smem = tma_smem_bytes(res, kR, kS, kY);
+    k = res ? fwd_tma_kernel<E, kW, false, true, kR, kS, kX, kY, kYS>
+            : fwd_tma_kernel<E, kW, false, false, kR, kS, kX, kY, kYS>;
+  const size_t smem = tma_smem_bytes(res, kR, kS, kY, kYS);
   ensure_dynamic_smem(reinterpret_cast<const void*>(k), smem);
   int occ = 0;
-  if (v.waves > 0) {  // resident blocks per SM of this instance: fixed per device
+  if (v.waves > 0 || v.order == 2) {  // resident blocks per SM of this instance: fixed per device
     static std::mutex mu;
     static std::map<std::tuple<const void*, int, size_t>, int> occs;
     const int dev = current_device_info().ordinal;
@@ -276,11 +353,14 @@ void launch_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
     occ = it->second;
   }
   const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
-  const int64_t g = variant_group_rows(p, v, run_span<E>(), kR, occ);
-  const int64_t groups = (p.B * p.T + g - 1) / g;
-  k<<<dim3(static_cast<unsigned>(spans), static_cast<unsigned>(groups)), kThreads, smem, stream>>>(p, g);
+  TmaArgs a;
+  a.group_rows = variant_group_rows(p, v, run_span<E>(), kR, v.waves > 0 ? occ : 0);
+  const int64_t groups = (p.B * p.T + a.group_rows - 1) / a.group_rows;
+  a.order = v.order;
+  a.mul = v.order == 2 ? tma_spread_mul(groups, occ * current_device_info().sm_count / spans) : 1;
+  a.hints = v.ld + 4 * v.st + (v.pf256 ? 16 : 0) + (v.ld != 0 || v.pf256 ? 32 : 0) + (v.st != 0 ? 64 : 0);
+  k<<<dim3(static_cast<unsigned>(spans), static_cast<unsigned>(groups)), kThreads, smem, stream>>>(p, a);
   LINATTN_CONV_CUDA_OK(cudaGetLastError());
 }
-
 
 }  // namespace linattn::cuda::conv

@@ -171,11 +171,16 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
 // written by cp.async.bulk stores; x=bulk|cp (cp: v6's 16-byte cp.async), y=bulk|st16|direct
 // (st16: 16-byte st.global from the staged tile; direct: v6's 4-byte stores), ring=8x4|8x6|16x3,
 // blocks / waves as above (x, y or a ring other than 8 x 4: 16-bit W = 4 only, else the 8 x 4 bulk
-// instance; ring 8 x 6 / 16 x 3 run bulk x and y whatever x / y say). x= / y= imply tma; ld / st / pf
-// are not used by it. Measured (perf-notes, Version 8): no faster than v6, so opt-in.
+// instance; ring 8 x 6 / 16 x 3 run bulk x and y unless x=cp). x= / y= imply tma. Measured (perf-notes,
+// Version 8): no faster than v6, so opt-in. v9 knobs of tma (convtma2; runtime unless said): ld= / st= / pf=
+// put L2 cache hints on its x loads (cp.async or bulk) / bulk y stores; order=span|group|spread (the
+// block -> (span, row group) map: v6's span-fastest, group-fastest, or groups strided by a unit mod the
+// group count so concurrent blocks spread over the tensor); ystage=2|3|4 (y staging tiles; x=cp, y=bulk,
+// ring 8x4, or 3 with ring=8x3); ring=8x3 (x=cp, ystage=3 only), x=cp with ring=8x6 / 16x3 (y=bulk):
+// those rings / ystage are 16-bit W = 4 instances (conv_fwd_tma_knobs2.cu). order= / ystage= imply tma.
 struct FwdVariant {
   bool on = false;
-  int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3
+  int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3, 5: 8 x 3 (tma only)
   bool hint = false;     // the hinted instance (a ring or a policy was named)
   int ld = 0, st = 0;    // 0: evict_normal, 1: evict_first, 2: evict_last
   bool pf256 = false;
@@ -184,6 +189,8 @@ struct FwdVariant {
   bool tma = false;      // v8 bulk-copy kernel
   int tma_x = 0;         // 0: cp.async.bulk, 1: 16-byte cp.async
   int tma_y = 0;         // 0: cp.async.bulk store, 1: 16-byte st.global from shared, 2: direct 4-byte stores
+  int order = 0;         // tma: 0 span-fastest (v6), 1 group-fastest, 2 spread (groups strided)
+  int ystage = 2;        // tma: y staging tiles
 };
 FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values), cached per value
 
