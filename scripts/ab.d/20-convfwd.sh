@@ -8,16 +8,19 @@
 # FLA's side: gpu-final's Python step runs only with 2 GPUs; the ratios printed here (fla_over_ours*)
 # use FLA's causal_conv1d forward measured in earlier runs: 0.8135 ms at 8192 x 65536 (0.8137 / 0.813,
 # h200-convtma / h200-convfwd7) and 0.2077 ms at 8192 x 16384 (the quieter of 0.2077 / 0.2451).
-# Rows into bench.jsonl with "env_switch":"conv-ab". About 30-45 s of device time (cap 55 s).
+# Rows into bench.jsonl with "env_switch":"conv-ab". About 30-45 s of device time (caps 40 + 20 s).
 V="default;memcpy;x=cp;x=cp,order=spread;x=cp,order=group;x=cp,ld=first;x=cp,st=first;x=cp,ld=first,st=first"
 V="$V;x=cp,pf=256;x=cp,ystage=3;x=cp,ystage=4;x=cp,ring=8x3,ystage=3;x=cp,ring=8x6;x=cp,ring=16x3"
 V="$V;x=cp,waves=1;x=cp,waves=2;x=cp,waves=3;x=cp,waves=4;x=cp,blocks=4096;x=cp,order=spread,ld=first,st=first"
-if [ "$(left)" -gt 60 ]; then
-  timeout "$(cap 55)" env CUDA_VISIBLE_DEVICES=0 "$LA" conv-ab --shapes 8192x65536,8192x16384 --variants "$V" \
+# One conv-ab process per shape (its rows print at its end: a cut run loses only that shape).
+for shape in 8192x65536:40 8192x16384:20; do
+  [ "$(left)" -gt $(( ${shape#*:} + 5 )) ] || { say "conv-ab ${shape%:*} skipped (no time)"; continue; }
+  timeout "$(cap "${shape#*:}")" env CUDA_VISIBLE_DEVICES=0 "$LA" conv-ab --shapes "${shape%:*}" --variants "$V" \
     --rounds 3 --iters 30 --verify --fla 8192x65536=0.8135,8192x16384=0.2077 2>>"$LOG" |
-    sed 's/^{/{"env_switch":"conv-ab",/' >>"$OUT/bench.jsonl" || say "conv-ab incomplete"
-  # one line per row in the log: the summary a reader looks for first
-  grep '"env_switch":"conv-ab"' "$OUT/bench.jsonl" | grep '"kind":"case"' | python3 -c '
+    sed 's/^{/{"env_switch":"conv-ab",/' >>"$OUT/bench.jsonl" || say "conv-ab ${shape%:*} incomplete"
+done
+# one line per row in the log: the summary a reader looks for first
+grep '"env_switch":"conv-ab"' "$OUT/bench.jsonl" 2>/dev/null | grep '"kind":"case"' | python3 -c '
 import json, sys
 for l in sys.stdin:
     r = json.loads(l)
@@ -26,4 +29,3 @@ for l in sys.stdin:
           r["variant"], r["p50_ms"], r.get("p50_ms_queued", 0), r.get("fla_over_ours", "-"),
           r.get("fla_over_ours_queued", "-"), r.get("bitwise_equal_default", "-")))
 ' >>"$LOG" 2>&1 || true
-fi
