@@ -2,6 +2,7 @@
 # A/B of the default (v6), the v8 best (x=cp: v6's cp.async loads + bulk y stores, 1.47x FLA at 8192 x
 # 65536) and the v9 knobs on it (convtma2; perf-notes "Version 9"): block orders (order=spread / group),
 # L2 hints (ld= / st= / pf=), y staging depth (ystage=3 / 4, ring=8x3), rings (8x6, 16x3 with x=cp),
+# tensor-map tile stores (y=tile),
 # grids (waves=1..4, blocks=4096) against a memcpy of the same bytes, at the two shapes near 1.5x FLA.
 # 3 rounds interleaved (round -> shape's variants), both timing methods per row (p50_ms synced,
 # p50_ms_queued = FLA's method), y of every variant bitwise against the default (--verify).
@@ -12,6 +13,7 @@
 V="default;memcpy;x=cp;x=cp,order=spread;x=cp,order=group;x=cp,ld=first;x=cp,st=first;x=cp,ld=first,st=first"
 V="$V;x=cp,pf=256;x=cp,ystage=3;x=cp,ystage=4;x=cp,ring=8x3,ystage=3;x=cp,ring=8x6;x=cp,ring=16x3"
 V="$V;x=cp,waves=1;x=cp,waves=2;x=cp,waves=3;x=cp,waves=4;x=cp,blocks=4096;x=cp,order=spread,ld=first,st=first"
+V="$V;x=cp,y=tile"
 # One conv-ab process per shape (its rows print at its end: a cut run loses only that shape).
 for shape in 8192x65536:40 8192x16384:20; do
   [ "$(left)" -gt $(( ${shape#*:} + 5 )) ] || { say "conv-ab ${shape%:*} skipped (no time)"; continue; }

@@ -293,12 +293,13 @@ TEST(ConvCuda, ForwardTmaVariantsMatchReferenceAndV6) {
 // v9 knobs of the bulk-copy forward (convtma2): block orders (group-fastest, spread), L2 cache hints on
 // the x loads (cp.async and bulk) and bulk y stores, deeper y staging (ystage 3 / 4, the 8 x 3 ring) and
 // x=cp with the 8 x 6 / 16 x 3 rings; blocks= / waves= give groups of many tiles, so sequences cross
-// tiles and groups, and spread / group orders permute many groups. Under LINATTN_SANITIZED bf16, three
-// variants (the deepest staging, spread order with hints, the 16-row ring), 3 cases each.
+// tiles and groups, and spread / group orders permute many groups; y=tile (tensor-map tile stores, per-row
+// stores for partial / masked tiles). Under LINATTN_SANITIZED bf16, four variants (the deepest staging,
+// spread order with hints, the 16-row ring, tile stores), 3 cases each.
 TEST(ConvCuda, ForwardTmaKnobsMatchReferenceAndV6) {
   if (sanitized()) {
     check_fwd_variants({"x=cp,ystage=4,blocks=5", "tma,order=spread,ld=first,st=first,blocks=7",
-                        "x=cp,ring=16x3,order=group,blocks=3"},
+                        "x=cp,ring=16x3,order=group,blocks=3", "x=cp,y=tile,blocks=3"},
                        {DType::kBF16}, 1000, true);
     return;
   }
@@ -306,7 +307,8 @@ TEST(ConvCuda, ForwardTmaKnobsMatchReferenceAndV6) {
                       "x=cp,ld=first,st=first,pf=256", "x=cp,st=last,ystage=3,blocks=5",
                       "x=cp,ystage=4,order=spread,waves=1",
                       "x=cp,ring=8x3,ystage=3,blocks=3", "x=cp,ring=8x6,st=first,blocks=5",
-                      "x=cp,ring=16x3,order=group,blocks=5", "tma,y=st16,order=group,ld=first"},
+                      "x=cp,ring=16x3,order=group,blocks=5", "tma,y=st16,order=group,ld=first", "x=cp,y=tile",
+                      "x=cp,y=tile,st=first,order=spread,blocks=5"},
                      {DType::kBF16, DType::kF16, DType::kF32}, 1000);
 }
 
@@ -321,7 +323,8 @@ TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
   for (const char* bad : {"ring=4x4", "ld=sometimes", "pf=128", "blocks=0", "speed=max", "ring", "x=tma", "y=wide",
                           "tma,ring=16x4", "order=diagonal", "ystage=5", "ring=8x3", "tma,ring=8x3,ystage=3",
                           "x=cp,ring=8x3", "tma,ystage=3", "x=cp,ring=16x3,ystage=3", "x=cp,ring=8x3,ystage=4",
-                          "x=cp,y=st16,ystage=3", "x=cp,ring=8x6,y=st16"}) {
+                          "x=cp,y=st16,ystage=3", "x=cp,ring=8x6,y=st16", "y=tile", "x=cp,y=tile,ystage=3",
+                          "x=cp,y=tile,ring=8x6"}) {
     EnvGuard e(bad);
     EXPECT_THROW(conv_fwd(g.in, gr.out, d.options()), Error) << bad;
   }

@@ -266,9 +266,9 @@ FwdVariant parse_variant(const std::string& s) {
       v.tma_x = val == "cp" ? 1 : 0;
       v.tma = true;
     } else if (key == "y") {
-      LINATTN_CHECK(val == "bulk" || val == "st16" || val == "direct",
-                    "LINATTN_CONV_CUDA_FWD: y expected bulk / st16 / direct, got ", val);
-      v.tma_y = val == "bulk" ? 0 : (val == "st16" ? 1 : 2);
+      LINATTN_CHECK(val == "bulk" || val == "st16" || val == "direct" || val == "tile",
+                    "LINATTN_CONV_CUDA_FWD: y expected bulk / st16 / direct / tile, got ", val);
+      v.tma_y = val == "bulk" ? 0 : (val == "st16" ? 1 : (val == "direct" ? 2 : 3));
       v.tma = true;
     } else if (key == "order") {
       LINATTN_CHECK(val == "span" || val == "group" || val == "spread",
@@ -303,6 +303,8 @@ FwdVariant parse_variant(const std::string& s) {
     LINATTN_CHECK(v.ystage != 4 || v.ring == 0, "LINATTN_CONV_CUDA_FWD: ystage=4 needs ring 8x4");
     LINATTN_CHECK(v.tma_x == 0 || (v.ring != 1 && v.ring != 2) || v.tma_y == 0,
                   "LINATTN_CONV_CUDA_FWD: x=cp with ring 8x6 / 16x3 needs y=bulk");
+    LINATTN_CHECK(v.tma_y != 3 || (v.tma_x == 1 && v.ring == 0 && v.ystage == 2),
+                  "LINATTN_CONV_CUDA_FWD: y=tile needs x=cp, ring 8x4, ystage 2");
   }
   return v;
 }

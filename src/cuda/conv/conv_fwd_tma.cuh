@@ -10,7 +10,10 @@
 // tile as v6. Rows inside no sequence (only with garbage offsets) are not stored: thread 0 (always
 // active) records them per tile in a mask. Row slices 16-byte aligned, D * sizeof(E) a multiple of 16.
 // v9 knobs (runtime, TmaArgs): L2 cache hints on the x loads / bulk y stores, the block -> (span, group)
-// order; kYS y staging tiles (compile time; bulk stores wait_group.read kYS - 2 before a tile is rewritten).
+// order; kYS y staging tiles (compile time; bulk stores wait_group.read kYS - 2 before a tile is rewritten);
+// kY = 3: a whole staged tile (kR rows x 1 KiB) by one 2-D tensor-map bulk store (y viewed as uint32
+// [rows, D * sizeof(E) / 4], box 256 x kR; conv_fwd_tma_map.cc) where the tile is full and every row is
+// stored, else per-row bulk stores as kY = 0.
 #pragma once
 #include <map>
 #include <mutex>
@@ -21,6 +24,7 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/tma.cuh"
 #include "cuda/conv/conv_run.cuh"
+#include "cuda/conv/conv_fwd_tma_map.h"
 
 namespace linattn::cuda::conv {
 
@@ -52,6 +56,25 @@ __device__ __forceinline__ void bulk_store_row_hint(void* gmem, unsigned smem, u
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(gmem),
                "r"(smem), "r"(bytes), "l"(pol)
+               : "memory");
+#endif
+}
+// A staged tile -> global by the 2-D tensor map (box at (col0, row0) in the map's elements), optionally
+// with an L2 cache policy.
+__device__ __forceinline__ void bulk_store_tile(const CUtensorMap* map, unsigned smem, int col0, int row0) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem), "r"(col0), "r"(row0)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_store_tile_hint(const CUtensorMap* map, unsigned smem, int col0, int row0,
+                                                     uint64_t pol) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem), "r"(col0), "r"(row0), "l"(pol)
                : "memory");
 #endif
 }
@@ -97,16 +120,19 @@ struct TmaArgs {
   int order, mul, hints;
 };
 
+// kY: 0 bulk row stores, 1 16-byte st.global from staging, 2 v6's direct stores, 3 tile tensor stores.
 template <class E, int kW, bool kSilu, bool kRes, int kR, int kS, bool kX, int kY, int kYS = 2>
-__global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p, const TmaArgs a) {
-  static_assert(kYS >= 2 && (kY == 0 || kYS == 2), "deeper y staging: bulk stores only");
+__global__ void __launch_bounds__(kThreads, 4)
+    fwd_tma_kernel(const ConvParams p, const TmaArgs a, const __grid_constant__ CUtensorMap ymap) {
+  constexpr bool kStaged = kY != 2, kBulkY = kY == 0 || kY == 3;
+  static_assert(kYS >= 2 && (kBulkY || kYS == 2), "deeper y staging: bulk stores only");
   constexpr int kC = run_chans<E>(), SPAN = run_span<E>(), H = kW - 1;
   constexpr int kStage = (kRes ? 2 : 1) * kR * kRunRowBytes;  // bytes: x rows, then residual rows
   constexpr int kYTile = kR * kRunRowBytes;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ uint64_t full[kS];  // stage s holds its tile (kX only)
   __shared__ uint32_t skip[kYS];  // rows of staging tile b not to store
-  unsigned char* const ysm = smem_raw + kS * kStage;  // kYS staging tiles of y (kY < 2)
+  unsigned char* const ysm = smem_raw + kS * kStage;  // kYS staging tiles of y (kStaged)
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
   const bool w0 = tid < 32;
   int span = static_cast<int>(blockIdx.x), grp = static_cast<int>(blockIdx.y);
@@ -210,14 +236,21 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
       if constexpr (kRes) cr.issue(st * kStage, nrows);
     }
   };
-  // Stores tile k's staged y rows (kY < 2), after the barrier that ends body(k).
+  // Stores tile k's staged y rows (kStaged), after the barrier that ends body(k).
   auto store = [&](int k) {
     const int nrows = tile_rows(k);
     const unsigned m = skip[k % kYS];
     const int r0 = g0 + k * kR;
-    if constexpr (kY == 0) {
+    if constexpr (kBulkY) {
       if (w0) {
-        if (lane < nrows && !((m >> lane) & 1)) {
+        if (kY == 3 && nrows == kR && m == 0) {
+          if (lane == 0) {
+            const unsigned ys = sbase + kS * kStage + (k % kYS) * kYTile;
+            const int col = span * (kRunRowBytes / 4);
+            if (hint_st) bulk_store_tile_hint(&ymap, ys, col, r0, st_pol);
+            else bulk_store_tile(&ymap, ys, col, r0);
+          }
+        } else if (lane < nrows && !((m >> lane) & 1)) {
           E* yr = yg + static_cast<int64_t>(r0 + lane) * yst + c0;
           const unsigned ys = sbase + kS * kStage + (k % kYS) * kYTile + lane * kRunRowBytes;
           if (hint_st) bulk_store_row_hint(yr, ys, nb, st_pol);
@@ -241,10 +274,10 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
     const E* xs = reinterpret_cast<const E*>(smem_raw + st * kStage) + tid * kC;
     const E* rs = xs + kR * SPAN;
     const int r = g0 + k * kR;
-    // y row i of the tile: the staging tile (kY < 2) or global memory (kY = 2).
+    // y row i of the tile: the staging tile (kStaged) or global memory (kY = 2).
     E* yp;
     int64_t ys;
-    if constexpr (kY < 2) yp = reinterpret_cast<E*>(ysm + (k % kYS) * kYTile) + tid * kC, ys = SPAN;
+    if constexpr (kStaged) yp = reinterpret_cast<E*>(ysm + (k % kYS) * kYTile) + tid * kC, ys = SPAN;
     else yp = yg + static_cast<int64_t>(r) * yst + c, ys = yst;
     uint32_t m = 0;
     if (r >= bos && r + kR <= eos && r + kR <= g1) {  // one sequence: no tests
@@ -271,9 +304,9 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
         if (active) row(xs + i * SPAN, rs + i * SPAN, yp + i * ys);
       }
     }
-    if constexpr (kY < 2) {
+    if constexpr (kStaged) {
       if (tid == 0) skip[k % kYS] = m;
-      if constexpr (kY == 0) fence_async_smem();
+      if constexpr (kBulkY) fence_async_smem();
     }
   };
 
@@ -289,28 +322,28 @@ __global__ void __launch_bounds__(kThreads, 4) fwd_tma_kernel(const ConvParams p
     const int st = k % kS;
     if constexpr (kX) mbar_wait(&full[st], static_cast<uint32_t>((k / kS) & 1));
     else cp_async_wait<kS - 2>();
-    if constexpr (kY == 0)
+    if constexpr (kBulkY)
       if (w0) bulk_wait_read<kYS - 2>();
     __syncthreads();
-    if constexpr (kY < 2)
+    if constexpr (kStaged)
       if (k > 0) store(k - 1);
     const int nk = k + kS - 1;
     if (nk < ntiles) issue(nk, nk % kS);
     if constexpr (!kX) cp_async_commit();
     body(k, st);
   }
-  if constexpr (kY < 2) {
+  if constexpr (kStaged) {
     __syncthreads();
     store(ntiles - 1);
-    if constexpr (kY == 0)
+    if constexpr (kBulkY)
       if (w0) bulk_wait0();
   }
 }
 
-// Dynamic shared memory of an instance: the ring, then kYS staging tiles of y (kY < 2).
+// Dynamic shared memory of an instance: the ring, then kYS staging tiles of y (kY != 2).
 inline size_t tma_smem_bytes(bool res, int kR, int kS, int kY, int kYS) {
   return static_cast<size_t>(kS) * (res ? 2 : 1) * kR * kRunRowBytes +
-         (kY < 2 ? static_cast<size_t>(kYS) * kR * kRunRowBytes : 0u);
+         (kY != 2 ? static_cast<size_t>(kYS) * kR * kRunRowBytes : 0u);
 }
 
 // order=spread's multiplier: the unit mod `groups` nearest to groups / (groups running at once), so the
@@ -330,7 +363,7 @@ inline int tma_spread_mul(int64_t groups, int64_t resident_groups) {
 template <class E, int kW, int kR, int kS, bool kX, int kY, int kYS = 2>
 void launch_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
   const bool res = p.residual.data != nullptr;
-  void (*k)(ConvParams, TmaArgs);
+  void (*k)(ConvParams, TmaArgs, CUtensorMap);
   if (p.silu)
     k = res ? fwd_tma_kernel<E, kW, true, true, kR, kS, kX, kY, kYS>
             : fwd_tma_kernel<E, kW, true, false, kR, kS, kX, kY, kYS>;
@@ -359,7 +392,11 @@ void launch_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
   a.order = v.order;
   a.mul = v.order == 2 ? tma_spread_mul(groups, occ * current_device_info().sm_count / spans) : 1;
   a.hints = v.ld + 4 * v.st + (v.pf256 ? 16 : 0) + (v.ld != 0 || v.pf256 ? 32 : 0) + (v.st != 0 ? 64 : 0);
-  k<<<dim3(static_cast<unsigned>(spans), static_cast<unsigned>(groups)), kThreads, smem, stream>>>(p, a);
+  CUtensorMap ymap{};  // unused unless kY = 3
+  if constexpr (kY == 3)
+    ymap = conv_y_tile_map(p.y.data, static_cast<uint64_t>(p.B * p.T), static_cast<uint64_t>(p.D) * sizeof(E),
+                           static_cast<uint64_t>(p.y.st) * sizeof(E), kR);
+  k<<<dim3(static_cast<unsigned>(spans), static_cast<unsigned>(groups)), kThreads, smem, stream>>>(p, a, ymap);
   LINATTN_CONV_CUDA_OK(cudaGetLastError());
 }
 

@@ -177,7 +177,8 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
 // block -> (span, row group) map: v6's span-fastest, group-fastest, or groups strided by a unit mod the
 // group count so concurrent blocks spread over the tensor); ystage=2|3|4 (y staging tiles; x=cp, y=bulk,
 // ring 8x4, or 3 with ring=8x3); ring=8x3 (x=cp, ystage=3 only), x=cp with ring=8x6 / 16x3 (y=bulk):
-// those rings / ystage are 16-bit W = 4 instances (conv_fwd_tma_knobs2.cu). order= / ystage= imply tma.
+// y=tile (x=cp, ring 8x4, ystage 2: one 2-D tensor-map store per full tile); those rings / ystage / tile
+// are 16-bit W = 4 instances (conv_fwd_tma_knobs2.cu). order= / ystage= imply tma.
 struct FwdVariant {
   bool on = false;
   int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3, 5: 8 x 3 (tma only)
@@ -188,7 +189,7 @@ struct FwdVariant {
   int64_t waves = 0;
   bool tma = false;      // v8 bulk-copy kernel
   int tma_x = 0;         // 0: cp.async.bulk, 1: 16-byte cp.async
-  int tma_y = 0;         // 0: cp.async.bulk store, 1: 16-byte st.global from shared, 2: direct 4-byte stores
+  int tma_y = 0;         // 0: bulk row stores, 1: 16-byte st.global from shared, 2: direct 4-byte, 3: tile
   int order = 0;         // tma: 0 span-fastest (v6), 1 group-fastest, 2 spread (groups strided)
   int ystage = 2;        // tma: y staging tiles
 };
