@@ -9,6 +9,10 @@
 // The chunk-kernel variant wg3 (the default at V = 128; forced here) runs every case again: fp64
 // reference, padding, zero-length dh0, bitwise equal to wg2 (same math, only the
 // stores / prefetches / live ranges differ), determinism and the graph sequence (cuda_graph_seq.h).
+// The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
+// sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
+// half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
+// order and bf16 rounding points differ); determinism and the graph sequence.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,6 +21,7 @@
 
 #include "cuda_bwd_util.h"
 #include "cuda_fwd_util.h"
+#include "common/compare.h"
 #include "cuda_graph_seq.h"
 
 namespace linattn::test {
@@ -137,6 +142,61 @@ void run_case_wg3(const Case& c) {
   EXPECT_TRUE(grads_bitwise(got, base_run)) << "wg3 differs from wg2";
 }
 
+constexpr const char* kSweepEnv = "LINATTN_CUDA_GDN_BWD_SWEEP";
+
+// Every gradient of `b` within half of its reference bar of `a` (valid rows of per-token ones).
+::testing::AssertionResult grads_agree(const ChunkAttnData& d, const ChunkAttnGradTensors& a,
+                                       const ChunkAttnGradTensors& b, DType input) {
+  const std::vector<std::pair<const char*, Qty>> qty = {
+      {"dq", Qty::kDq}, {"dk", Qty::kDk}, {"dv", Qty::kDv}, {"dg", Qty::kDg}, {"dbeta", Qty::kDbeta},
+      {"dA_log", Qty::kDA_log}, {"ddt_bias", Qty::kDdt_bias_head}, {"dh0", Qty::kDh0}};
+  const auto ga = named_grads(a), gb = named_grads(b);
+  ::testing::AssertionResult res = ::testing::AssertionFailure();
+  bool ok = true;
+  for (size_t i = 0; i < ga.size(); ++i) {
+    const Tensor& x = *ga[i].second;
+    const Tensor& y = *gb[i].second;
+    if (!x.defined() || !y.defined()) continue;
+    const std::string n = ga[i].first;
+    Tolerance tol{0.01, 0.0};
+    for (const auto& [name, q] : qty)
+      if (name == n) tol = tolerance(input, q);
+    tol.rel_rms *= 0.5;
+    tol.atol *= 0.5;
+    const bool per_token = n != "dA_log" && n != "ddt_bias" && n != "dh0";
+    const TensorView xv = per_token && d.cu_seqlens.defined() ? narrow(x.view(), 1, 0, d.valid_tokens) : x.view();
+    const TensorView yv = per_token && d.cu_seqlens.defined() ? narrow(y.view(), 1, 0, d.valid_tokens) : y.view();
+    const ::testing::AssertionResult r = tensors_close(ga[i].first, xv, yv, tol);
+    if (!r) {
+      ok = false;
+      res << r.message() << "\n";
+    }
+  }
+  return ok ? ::testing::AssertionSuccess() : res;
+}
+
+// The wgmma sweeps against the reference and against the mma.sync sweeps.
+void run_case_sweep_wg(const Case& c) {
+  SCOPED_TRACE(c.name + " sweep wg");
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(c.spec.seed * 31 + 7);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+  ChunkAttnGradTensors base_run, got;
+  {
+    ScopedEnv e(kSweepEnv, "mma");
+    base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  {
+    ScopedEnv e(kSweepEnv, "wg");
+    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
+  EXPECT_TRUE(grads_padding_zero(d, got));
+  EXPECT_TRUE(grads_finite(got));
+  check_zero_length_dh0(d, cot, got);
+  EXPECT_TRUE(grads_agree(d, base_run, got, c.spec.dtype)) << "wgmma sweeps vs mma.sync sweeps";
+}
+
 class CudaGdnBwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:
   void SetUp() override {
@@ -195,6 +255,28 @@ TEST_P(CudaGdnBwd, Wg3IsDeterministic) {
     const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
     EXPECT_TRUE(grads_bitwise(a, b));
   }
+}
+
+TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
+  const auto [dt, bt] = GetParam();
+  const auto all = cases(dt, bt);
+  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case (fp32 cotangents)
+    run_case_sweep_wg(all[1]);
+    return;
+  }
+  for (const Case& c : all) run_case_sweep_wg(c);
+}
+
+TEST_P(CudaGdnBwd, SweepWgIsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv e(kSweepEnv, "wg");
+  const Case c = cases(dt, bt)[2];  // varlen, GVA 3, no h0
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(13);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  EXPECT_TRUE(grads_bitwise(a, b));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
@@ -260,6 +342,16 @@ TEST(CudaGdnBwdFallback, ChunkedPathRejectsUnsupportedShapes) {
 TEST(CudaGdnBwdWg3, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ScopedEnv e(kChunkEnv, "wg3");
+  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
+                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+
+// The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).
+TEST(CudaGdnBwdSweepWg, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv e(kSweepEnv, "wg");
   std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
                                 {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);

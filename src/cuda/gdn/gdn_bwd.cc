@@ -171,12 +171,14 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   LINATTN_CHECK(bwd_gate_width(f) == plan.gate_width, "gdn bwd: gate width ", bwd_gate_width(f),
                 " does not match the plan's ", plan.gate_width);
   const bool supplied = chunk_indices != nullptr;
-  const size_t need = gdn_bwd_workspace_bytes(f, plan, supplied);
+  // One carve: offsets are relative to the base, so c.off is gdn_bwd_workspace_bytes (nothing is
+  // touched before the size check).
+  Carver c{static_cast<char*>(workspace)};
+  Carved cv = carve(f, plan, supplied, c);
+  const size_t need = c.off;
   LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr), ErrorCode::kInvalidArgument,
                      FailureCategory::kAddressOrLifetime, "workspace: expected at least ", need, " bytes, got ",
                      workspace_bytes, workspace ? "" : " (null)");
-  Carver c{static_cast<char*>(workspace)};
-  Carved cv = carve(f, plan, supplied, c);
   int32_t* ci = supplied ? chunk_indices : cv.chunk_indices;
   int32_t* co = supplied ? chunk_offsets : cv.chunk_offsets;
   if (plan.tables)
