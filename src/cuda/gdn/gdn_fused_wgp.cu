@@ -22,14 +22,19 @@
 // LINATTN_CUDA_SEG_WGMMA=0): no output, so both warpgroups run the state chain, each on 64 columns
 // of [S_loc | M] with its own input ring; final registers to seg_S / seg_M (docs/perf-notes.md,
 // "Tier 3 on the pipelined kernel").
+// P formed in WG1 (gdn_fused_wgp_pf_kernel, gdn_fused_wgp_pf.cuh): GDN without the state pass when the
+// workspace has no P (LINATTN_CUDA_GDN_P=fused, gdn_fwd.cc); WG0's chain is the same code.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_fused_wgp_common.cuh"
+#include "cuda/gdn/gdn_fused_wgp_pf.cuh"
+#include "cuda/gdn/gdn_p_fused.h"
 
 namespace linattn::cuda {
 namespace {
@@ -40,10 +45,11 @@ using namespace wgp;
 // (s.st0 + wg * kSt, barrier kBarWg0 + wg) for column v0 of [S | M]: v0 < V a slice of S_loc (zero
 // initial state, the real v), v0 >= V a slice of M (identity columns v0 - V.., v = 0: no v loads);
 // no hand-off, the final registers go to seg_S / seg_M.
-template <class T, bool KDA, bool SEG = false>
-__device__ void state_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
+// Smem: WgpSmem<T, KDA>, or WgpSmemPf<T> (GDN, P formed in WG1: the same Stage0 ring and hand-off).
+template <class T, bool KDA, bool SEG = false, class Smem>
+__device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
                                 int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0) {
-  using Stage0 = typename WgpSmem<T, KDA>::Stage0;
+  using Stage0 = typename Smem::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
   Stage0* const ring = s.st0 + wg * kSt;
   const int bar = kBarWg0 + wg;
@@ -223,6 +229,22 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams
   else output_warpgroup<T, KDA>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
 }
 
+// GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_pf_kernel(GdnFwdParams p, GdnChunkWs ws) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  WgpSmemPf<T>& s = *reinterpret_cast<WgpSmemPf<T>*>(base);
+  const int tid = threadIdx.x, t = tid & 127;
+  const int v0 = blockIdx.x * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
+  const int64_t n = ws_sequence(ws, blockIdx.z);
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
+  if (tid < 128) state_warpgroup<T, false>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t);
+  else output_warpgroup_pf<T>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
+}
+
 // Tier-3 state pass (p.seg_M): both warpgroups run the state chain, warpgroup wg on the 64 columns
 // 128 blockIdx.x + 64 wg of [S | M] (V + K columns; a warpgroup past them exits), each on its own
 // ring (WG1's follows WG0's, over WG1's usual inputs / hand-off space). Segments whose
@@ -253,6 +275,10 @@ static_assert(seg_smem_bytes<__nv_bfloat16, false>() <= 227 * 1024 && seg_smem_b
 static_assert(sizeof(WgpSmem<__nv_bfloat16, false>) + 1024 <= 227 * 1024 &&
                   sizeof(WgpSmem<__nv_bfloat16, true>) + 1024 <= 227 * 1024,
               "gdn fused (pipelined): shared memory per CTA over the sm_90 limit");
+static_assert(sizeof(WgpSmemPf<__nv_bfloat16>) + 1024 <= 227 * 1024,
+              "gdn fused (pipelined, P formed in WG1): shared memory per CTA over the sm_90 limit");
+
+std::atomic<int64_t> g_pf_launches{0};
 
 template <class T, bool KDA>
 void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
@@ -260,6 +286,14 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
     const unsigned ctas = static_cast<unsigned>((p.V + p.K + 2 * kVS - 1) / (2 * kVS));
     launch(gdn_fused_wgp_seg_kernel<T, KDA>, dim3(ctas, p.HV, p.N), dim3(kThreads), seg_smem_bytes<T, KDA>(), stream, p, ws);
     return;
+  }
+  if constexpr (!KDA) {
+    if (!ws.P) {
+      g_pf_launches.fetch_add(1);
+      launch(gdn_fused_wgp_pf_kernel<T>, dim3(p.V / kVS, p.HV, p.N), dim3(kThreads), sizeof(WgpSmemPf<T>) + 1024, stream,
+             p, ws);
+      return;
+    }
   }
   launch(gdn_fused_wgp_kernel<T, KDA>, dim3(p.V / kVS, p.HV, p.N), dim3(kThreads), sizeof(WgpSmem<T, KDA>) + 1024, stream,
          p, ws);
@@ -276,6 +310,8 @@ bool gdn_fused_wgp_seg_enabled() {
   const std::string v = env_or("LINATTN_CUDA_SEG_WGMMA", "");
   return v == "1" || (v != "0" && kSegWgmmaDefault);
 }
+
+int64_t gdn_fused_wgp_pf_launches() { return g_pf_launches.load(); }
 
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
   LINATTN_CHECK(!p.seg_M || (p.seg_S && p.V % kVS == 0 && p.K == kK), "gdn fused (pipelined) state pass: needs seg_S, ",

@@ -12,6 +12,7 @@
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_kernels.h"
+#include "cuda/gdn/gdn_p_fused.h"
 #include "cuda/meta/chunk_meta.h"
 
 namespace linattn::cuda {
@@ -48,11 +49,23 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
     r.ws.rk = c.take<float>(size_t(p.H) * T);
   }
   r.ws.Ab = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
-  r.ws.P = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
+  // Last, so whether P is carved never moves another buffer (gdn_p_fused.h).
+  if (!gdn_p_in_fused(p, plan.vs)) r.ws.P = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
   return r;
 }
 
 }  // namespace
+
+bool gdn_p_fused_env() { return env_or("LINATTN_CUDA_GDN_P", "") == "fused"; }
+
+bool gdn_p_in_fused(const GdnFwdParams& p, int vs) {
+  if (p.kda || p.BT != 64 || !gdn_p_fused_env() || !gdn_fused_wg_pipelined() || !gdn_fused_wgp_seg_enabled())
+    return false;
+  GdnFwdParams q = p;
+  q.seg_S = q.seg_M = nullptr;
+  q.seg_flags = nullptr;
+  return gdn_fused_wg_chosen(q, vs);
+}
 
 bool seq_order_env() { return env_or("LINATTN_CUDA_SEQ_ORDER", "1")[0] != '0'; }
 
@@ -128,13 +141,14 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
     launch_gdn_recurrent(p, st);
     return;
   }
-  const size_t need = gdn_fwd_workspace_bytes(p, plan, supplied);
+  // One carve: the pointers are used only after the size check (c.off is the bytes needed).
+  Carver c{static_cast<char*>(workspace)};
+  Carved w = carve(p, plan, supplied, c);
+  const size_t need = c.off;
   LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr),
                      ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
                      "workspace: expected at least ", need, " bytes, got ", workspace_bytes,
                      workspace ? "" : " (null)");
-  Carver c{static_cast<char*>(workspace)};
-  Carved w = carve(p, plan, supplied, c);
   if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
     build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
                      chunk_indices, chunk_offsets, stream, w.seq_order);

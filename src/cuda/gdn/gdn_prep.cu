@@ -3,6 +3,9 @@
 //   gam     chunk-local inclusive cumsum of the log-decay (gate in kernel applied), log2 units
 //   Ab      (I + L)^-1 diag(beta), L_ij = beta_i e^(gam_i - gam_j) k_i . k_j  (i > j, normalised k)
 //   P       scale * e^(gam_i - gam_j) q_i . k_j                              (i >= j, normalised q, k)
+//           (only when ws.P is set: with LINATTN_CUDA_GDN_P=fused the pipelined fused kernel forms P
+//           itself and the prep runs its kWriteP = false instance: no Q K^T, no P stores, no qk
+//           tile, 3 CTAs per SM instead of 2)
 //   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
 // all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
@@ -24,7 +27,7 @@ namespace {
 
 constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8;
 
-template <class T, int BT>
+template <class T, int BT, bool WP = true>
 struct PrepSmem {
   static constexpr int kLd = BT + 4;  // fp32 row stride: 16-byte aligned rows
   union {
@@ -32,15 +35,15 @@ struct PrepSmem {
     struct { float L[BT][kLd]; float X[BT][kLd]; } sv;  // then L and X = (I + L)^-1
   } u;
   float kk[BT][kLd];  // (k_i . k_j) rk_i rk_j
-  float qk[BT][kLd];  // (q_i . k_j) rq_i rk_j
+  float qk[WP ? BT : 1][kLd];  // (q_i . k_j) rq_i rk_j (WP only)
   float tscr[kWarps][16][20];  // per-warp 16x16 scratch of the merges
   float rq[BT], rk[BT];
   // followed by gam[G][BT], beta[G][BT] (dynamic)
   static size_t bytes(int G) { return sizeof(PrepSmem) + size_t(G) * BT * 2 * sizeof(float); }
 };
 
-template <class T, int BT>
-__device__ __forceinline__ void gram_products(PrepSmem<T, BT>& s, int warp, int lane) {
+template <class T, int BT, bool WP>
+__device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP>& s, int warp, int lane) {
   constexpr int WM = BT / 16, WN = kWarps / WM, CW = BT / WN, NTW = CW / 8;
   const int wm = warp % WM, wn = warp / WM;
   float ak[NTW][4] = {}, aq[NTW][4] = {};
@@ -48,21 +51,23 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT>& s, int warp, int 
   for (int kt = 0; kt < kK / 16; ++kt) {
     uint32_t fk[4], fq[4];
     ldsm_x4(fk, a_addr_rowmajor(&s.u.in.k[0][0], kLdK, 16 * wm, 16 * kt, lane));
-    ldsm_x4(fq, a_addr_rowmajor(&s.u.in.q[0][0], kLdK, 16 * wm, 16 * kt, lane));
+    if constexpr (WP) ldsm_x4(fq, a_addr_rowmajor(&s.u.in.q[0][0], kLdK, 16 * wm, 16 * kt, lane));
 #pragma unroll
     for (int np = 0; np < NTW / 2; ++np) {
       uint32_t b[4];
       ldsm_x4(b, b_addr_nk(&s.u.in.k[0][0], kLdK, 16 * kt, wn * CW + 16 * np, lane));
       mma16816<T>(ak[2 * np], fk, b[0], b[1]);
       mma16816<T>(ak[2 * np + 1], fk, b[2], b[3]);
-      mma16816<T>(aq[2 * np], fq, b[0], b[1]);
-      mma16816<T>(aq[2 * np + 1], fq, b[2], b[3]);
+      if constexpr (WP) {
+        mma16816<T>(aq[2 * np], fq, b[0], b[1]);
+        mma16816<T>(aq[2 * np + 1], fq, b[2], b[3]);
+      }
     }
     if constexpr (NTW % 2 == 1) {
       uint32_t b[2];
       ldsm_x2(b, b_addr_nk(&s.u.in.k[0][0], kLdK, 16 * kt, wn * CW + 16 * (NTW / 2), lane));
       mma16816<T>(ak[NTW - 1], fk, b[0], b[1]);
-      mma16816<T>(aq[NTW - 1], fq, b[0], b[1]);
+      if constexpr (WP) mma16816<T>(aq[NTW - 1], fq, b[0], b[1]);
     }
   }
   const int g = lane >> 2, t = lane & 3;
@@ -75,17 +80,19 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT>& s, int warp, int 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         s.kk[row][col + e] = ak[nt][2 * half + e] * s.rk[row] * s.rk[col + e];
-        s.qk[row][col + e] = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
+        if constexpr (WP) s.qk[row][col + e] = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
       }
     }
   }
 }
 
-template <class T, int BT>
+// WP false (ws.P null): no Q K^T, no P; the qk tile is gone (~65 KB at BT 64: 3 CTAs per SM, 64
+// registers). No minimum-blocks bound: with one, ptxas gives the WP instance 152 registers (1 CTA / SM).
+template <class T, int BT, bool WP>
 __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                             const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  using Smem = PrepSmem<T, BT>;
+  using Smem = PrepSmem<T, BT, WP>;
   auto& s = *reinterpret_cast<Smem*>(smem_raw);
   const int G = p.HV / p.H;
   float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
@@ -133,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
     }
   }
   __syncthreads();
-  gram_products<T, BT>(s, warp, lane);
+  gram_products<T, BT, WP>(s, warp, lane);
   __syncthreads();  // q/k tiles dead from here: their space holds L and X
 
   constexpr int kSeg = 16, kSegs = BT / kSeg;  // each thread: 16 contiguous columns of one row
@@ -151,7 +158,8 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
 #pragma unroll
       for (int e4 = 0; e4 < kSeg; e4 += 4) {
         const float4 kk4 = *reinterpret_cast<const float4*>(&s.kk[i][c0 + e4]);
-        const float4 qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
+        float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
+        if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
         const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
         float lv[4];
 #pragma unroll
@@ -159,13 +167,14 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
           const int jc = c0 + e4 + e;
           const float d = (jc <= i && i < len) ? exp2f(gi - gam[jc]) : 0.f;
           lv[e] = jc < i ? bi * d * kkv[e] : 0.f;
-          pv[e4 + e] = p.scale * d * qkv[e];
+          if constexpr (WP) pv[e4 + e] = p.scale * d * qkv[e];
         }
         *reinterpret_cast<float4*>(&s.u.sv.L[i][c0 + e4]) = make_float4(lv[0], lv[1], lv[2], lv[3]);
         if ((i >> 4) < (c0 >> 4))
           *reinterpret_cast<float4*>(&s.u.sv.X[i][c0 + e4]) = make_float4(0.f, 0.f, 0.f, 0.f);
       }
-      if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+      if constexpr (WP)
+        if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
     }
     __syncthreads();
     invert_unit_lower<BT, Smem::kLd>(s.u.sv.L, s.u.sv.X, s.tscr, tid);
@@ -190,8 +199,20 @@ template <class T, int BT>
 void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                    cudaStream_t stream) {
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
-  launch(gdn_prep_kernel<T, BT>, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads),
-         PrepSmem<T, BT>::bytes(p.HV / p.H), stream, p, ws, ci, nts);
+  const dim3 grid(static_cast<unsigned>(nt_cap), p.H);
+  if (ws.P) {
+    launch(gdn_prep_kernel<T, BT, true>, grid, dim3(kThreads), PrepSmem<T, BT, true>::bytes(p.HV / p.H), stream, p, ws,
+           ci, nts);
+    return;
+  }
+  static bool carveout_set = false;  // a hint: the largest shared-memory split, for 3 CTAs per SM
+  if (!carveout_set) {
+    cudaFuncSetAttribute(gdn_prep_kernel<T, BT, false>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         cudaSharedmemCarveoutMaxShared);
+    carveout_set = true;
+  }
+  launch(gdn_prep_kernel<T, BT, false>, grid, dim3(kThreads), PrepSmem<T, BT, false>::bytes(p.HV / p.H), stream, p, ws,
+         ci, nts);
 }
 
 }  // namespace
