@@ -4,8 +4,10 @@
 //   Ab      (I + L)^-1 diag(beta), L_ij = beta_i e^(gam_i - gam_j) k_i . k_j  (i > j, normalised k)
 //   P       scale * e^(gam_i - gam_j) q_i . k_j                              (i >= j, normalised q, k)
 //           (only when ws.P is set: with LINATTN_CUDA_GDN_P=fused the pipelined fused kernel forms P
-//           itself and the prep runs its kWriteP = false instance: no Q K^T, no P stores, no qk
-//           tile, 3 CTAs per SM instead of 2)
+//           itself and the prep runs its WP = false instance: no Q K^T, no P stores, no qk tile,
+//           3 CTAs per SM instead of 2; LINATTN_CUDA_GDN_PREP=v5 (opt-in, not yet run on a GPU)
+//           writes P of all value heads right after the Gram products, Q K^T in the shared union:
+//           the same values, 3 CTAs per SM)
 //   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
 // all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
@@ -16,10 +18,12 @@
 // 256 threads = 8 warps; K = 128.
 #include <cuda_runtime.h>
 
+#include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
+#include "cuda/gdn/gdn_p_fused.h"
 #include "cuda/gdn/gdn_prep_common.cuh"
 
 namespace linattn::cuda {
@@ -27,23 +31,27 @@ namespace {
 
 constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8;
 
-template <class T, int BT, bool WP = true>
+// WP: P is written (ws.P set). PE (with WP; LINATTN_CUDA_GDN_PREP=v5, opt-in): the P rows of every
+// value head are written right after the Gram products, so Q K^T lives in the shared union (the dead
+// q / k tiles, before L / X use it): ~65 KB at BT 64, 3 CTAs per SM as without P.
+template <class T, int BT, bool WP = true, bool PE = false>
 struct PrepSmem {
   static constexpr int kLd = BT + 4;  // fp32 row stride: 16-byte aligned rows
   union {
     struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;     // until the Gram products
     struct { float L[BT][kLd]; float X[BT][kLd]; } sv;  // then L and X = (I + L)^-1
+    float qk[PE ? BT : 1][kLd];                         // PE: Q K^T (as qk below) until P is stored
   } u;
   float kk[BT][kLd];  // (k_i . k_j) rk_i rk_j
-  float qk[WP ? BT : 1][kLd];  // (q_i . k_j) rq_i rk_j (WP only)
+  float qk[(WP && !PE) ? BT : 1][kLd];  // (q_i . k_j) rq_i rk_j (WP without PE only)
   float tscr[kWarps][16][20];  // per-warp 16x16 scratch of the merges
   float rq[BT], rk[BT];
   // followed by gam[G][BT], beta[G][BT] (dynamic)
   static size_t bytes(int G) { return sizeof(PrepSmem) + size_t(G) * BT * 2 * sizeof(float); }
 };
 
-template <class T, int BT, bool WP>
-__device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP>& s, int warp, int lane) {
+template <class T, int BT, bool WP, bool PE>
+__device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE>& s, int warp, int lane) {
   constexpr int WM = BT / 16, WN = kWarps / WM, CW = BT / WN, NTW = CW / 8;
   const int wm = warp % WM, wn = warp / WM;
   float ak[NTW][4] = {}, aq[NTW][4] = {};
@@ -71,6 +79,8 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP>& s, int warp, 
     }
   }
   const int g = lane >> 2, t = lane & 3;
+  if constexpr (PE) __syncthreads();  // qk overwrites the q / k tiles every warp reads above
+  float (*qk)[PrepSmem<T, BT, WP, PE>::kLd] = PE ? s.u.qk : s.qk;
 #pragma unroll
   for (int nt = 0; nt < NTW; ++nt) {
     const int col = wn * CW + nt * 8 + 2 * t;
@@ -80,7 +90,7 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP>& s, int warp, 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         s.kk[row][col + e] = ak[nt][2 * half + e] * s.rk[row] * s.rk[col + e];
-        if constexpr (WP) s.qk[row][col + e] = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
+        if constexpr (WP) qk[row][col + e] = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
       }
     }
   }
@@ -88,11 +98,11 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP>& s, int warp, 
 
 // WP false (ws.P null): no Q K^T, no P; the qk tile is gone (~65 KB at BT 64: 3 CTAs per SM, 64
 // registers). No minimum-blocks bound: with one, ptxas gives the WP instance 152 registers (1 CTA / SM).
-template <class T, int BT, bool WP>
+template <class T, int BT, bool WP, bool PE = false>
 __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                             const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  using Smem = PrepSmem<T, BT, WP>;
+  using Smem = PrepSmem<T, BT, WP, PE>;
   auto& s = *reinterpret_cast<Smem*>(smem_raw);
   const int G = p.HV / p.H;
   float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
@@ -140,13 +150,38 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
     }
   }
   __syncthreads();
-  gram_products<T, BT, WP>(s, warp, lane);
-  __syncthreads();  // q/k tiles dead from here: their space holds L and X
+  gram_products<T, BT, WP, PE>(s, warp, lane);
+  __syncthreads();  // q/k tiles dead from here: their space holds L and X (PE: first Q K^T)
 
   constexpr int kSeg = 16, kSegs = BT / kSeg;  // each thread: 16 contiguous columns of one row
   static_assert(BT * kSegs <= kThreads * 2, "row-segment mapping");
   T* Ab = static_cast<T*>(ws.Ab);
   T* P = static_cast<T*>(ws.P);
+  if constexpr (PE) {  // every value head's P rows (the expressions of the per-head loop below), then qk dies
+    for (int jj = 0; jj < G; ++jj) {
+      const int j = h * G + jj;
+      const float* gam = gam_all + jj * BT;
+      for (int item = tid; item < BT * kSegs; item += kThreads) {
+        const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+        if (i >= len) continue;
+        const float gi = gam[i];
+        float pv[kSeg];
+#pragma unroll
+        for (int e4 = 0; e4 < kSeg; e4 += 4) {
+          const float4 qk4 = *reinterpret_cast<const float4*>(&s.u.qk[i][c0 + e4]);
+          const float qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int jc = c0 + e4 + e;
+            const float d = jc <= i ? exp2f(gi - gam[jc]) : 0.f;
+            pv[e4 + e] = p.scale * d * qkv[e];
+          }
+        }
+        store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+      }
+    }
+    __syncthreads();
+  }
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
     const float* gam = gam_all + jj * BT;
@@ -159,7 +194,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
       for (int e4 = 0; e4 < kSeg; e4 += 4) {
         const float4 kk4 = *reinterpret_cast<const float4*>(&s.kk[i][c0 + e4]);
         float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
-        if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
+        if constexpr (WP && !PE) qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
         const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
         float lv[4];
 #pragma unroll
@@ -167,13 +202,13 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
           const int jc = c0 + e4 + e;
           const float d = (jc <= i && i < len) ? exp2f(gi - gam[jc]) : 0.f;
           lv[e] = jc < i ? bi * d * kkv[e] : 0.f;
-          if constexpr (WP) pv[e4 + e] = p.scale * d * qkv[e];
+          if constexpr (WP && !PE) pv[e4 + e] = p.scale * d * qkv[e];
         }
         *reinterpret_cast<float4*>(&s.u.sv.L[i][c0 + e4]) = make_float4(lv[0], lv[1], lv[2], lv[3]);
         if ((i >> 4) < (c0 >> 4))
           *reinterpret_cast<float4*>(&s.u.sv.X[i][c0 + e4]) = make_float4(0.f, 0.f, 0.f, 0.f);
       }
-      if constexpr (WP)
+      if constexpr (WP && !PE)
         if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
     }
     __syncthreads();
@@ -200,22 +235,25 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
                    cudaStream_t stream) {
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
   const dim3 grid(static_cast<unsigned>(nt_cap), p.H);
-  if (ws.P) {
+  if (ws.P && !gdn_prep_v5_env()) {
     launch(gdn_prep_kernel<T, BT, true>, grid, dim3(kThreads), PrepSmem<T, BT, true>::bytes(p.HV / p.H), stream, p, ws,
            ci, nts);
     return;
   }
-  static bool carveout_set = false;  // a hint: the largest shared-memory split, for 3 CTAs per SM
-  if (!carveout_set) {
-    cudaFuncSetAttribute(gdn_prep_kernel<T, BT, false>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         cudaSharedmemCarveoutMaxShared);
-    carveout_set = true;
+  // The 3-CTAs-per-SM instances (no P, or P first): a hint for the largest shared-memory split.
+  auto kernel = ws.P ? gdn_prep_kernel<T, BT, true, true> : gdn_prep_kernel<T, BT, false>;
+  static bool carveout_set[2] = {false, false};
+  if (!carveout_set[ws.P != nullptr]) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    carveout_set[ws.P != nullptr] = true;
   }
-  launch(gdn_prep_kernel<T, BT, false>, grid, dim3(kThreads), PrepSmem<T, BT, false>::bytes(p.HV / p.H), stream, p, ws,
-         ci, nts);
+  const size_t bytes = ws.P ? PrepSmem<T, BT, true, true>::bytes(p.HV / p.H) : PrepSmem<T, BT, false>::bytes(p.HV / p.H);
+  launch(kernel, grid, dim3(kThreads), bytes, stream, p, ws, ci, nts);
 }
 
 }  // namespace
+
+bool gdn_prep_v5_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v5"; }
 
 void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                      int64_t nt_cap, cudaStream_t stream) {
