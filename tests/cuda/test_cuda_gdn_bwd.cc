@@ -12,7 +12,8 @@
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
-// order and bf16 rounding points differ); determinism and the graph sequence.
+// order and bf16 rounding points differ); determinism and the graph sequence. With the switch
+// exported as another wg value ("wglate") these tests take that variant instead.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -175,9 +176,16 @@ constexpr const char* kSweepEnv = "LINATTN_CUDA_GDN_BWD_SWEEP";
   return ok ? ::testing::AssertionSuccess() : res;
 }
 
+// The wg switch value under test: "wg", or the exported one when it names a wg variant ("wglate").
+std::string sweep_wg_value() {
+  const char* v = std::getenv(kSweepEnv);
+  return v && std::string(v).rfind("wg", 0) == 0 ? std::string(v) : std::string("wg");
+}
+
 // The wgmma sweeps against the reference and against the mma.sync sweeps.
 void run_case_sweep_wg(const Case& c) {
-  SCOPED_TRACE(c.name + " sweep wg");
+  const std::string wg = sweep_wg_value();
+  SCOPED_TRACE(c.name + " sweep " + wg);
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(c.spec.seed * 31 + 7);
   const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
@@ -187,7 +195,7 @@ void run_case_sweep_wg(const Case& c) {
     base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   }
   {
-    ScopedEnv e(kSweepEnv, "wg");
+    ScopedEnv e(kSweepEnv, wg.c_str());
     got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   }
   EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
@@ -269,7 +277,8 @@ TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
 
 TEST_P(CudaGdnBwd, SweepWgIsDeterministic) {
   const auto [dt, bt] = GetParam();
-  ScopedEnv e(kSweepEnv, "wg");
+  const std::string wg = sweep_wg_value();
+  ScopedEnv e(kSweepEnv, wg.c_str());
   const Case c = cases(dt, bt)[2];  // varlen, GVA 3, no h0
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(13);
@@ -351,7 +360,8 @@ TEST(CudaGdnBwdWg3, GraphSequence) {
 // The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).
 TEST(CudaGdnBwdSweepWg, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e(kSweepEnv, "wg");
+  const std::string wg = sweep_wg_value();
+  ScopedEnv e(kSweepEnv, wg.c_str());
   std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
                                 {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
