@@ -10,7 +10,8 @@
 // run through the pipelined wgmma kernel's KDA gate policy (the BT 64 default) and the mma.sync fused
 // kernel (LINATTN_CUDA_KDA_WGMMA=0, every V-slice). Prep v5 (the BT 64 default, forced with
 // LINATTN_KDA_PREP=v5) runs every case against the reference and against prep v4 (LINATTN_KDA_PREP=v4)
-// on the same inputs (BT 32 keeps v3).
+// on the same inputs (BT 32 keeps v3); prep v6 (opt-in, LINATTN_KDA_PREP=v6) likewise against the
+// reference and against v5, and through every mma.sync V-slice.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/kda/kda_fwd_prep_v5.cuh"
+#include "cuda/kda/kda_fwd_prep_v6.cuh"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -248,6 +250,50 @@ TEST_P(CudaKdaFwd, PrepV5EveryVSlice) {
   EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
   const FwdCase c = cases(dt, bt)[1];
   for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
+}
+
+// Prep v6 forced on every case: against the fp64 reference, and at BT 64 against prep v5 on the same
+// inputs (v6 changes the staging thread mapping and rounds the normalised row and the factor to fp16
+// before one half2 product: rounding-level differences; a mapping slip shows as O(1) errors).
+TEST_P(CudaKdaFwd, PrepV6MatchesReferenceAndV5) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    ChunkAttnOutTensors v6, v5;
+    {
+      EnvScope on("LINATTN_KDA_PREP", "v6");
+      const int64_t before = cuda::kda_prep_v6_launches();
+      run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+      v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+      if (bt == 64) EXPECT_GT(cuda::kda_prep_v6_launches(), before) << "prep v6 did not run";
+      else EXPECT_EQ(cuda::kda_prep_v6_launches(), before) << "BT 32 must keep prep v3";
+    }
+    if (bt != 64) continue;
+    {
+      EnvScope off("LINATTN_KDA_PREP", "v5");
+      v5 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+    }
+    const Tolerance tol{1e-2, 0.0};
+    const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
+    const TensorView o5 = var ? narrow(v5.o, 1, 0, d.valid_tokens) : TensorView(v5.o);
+    const TensorView o6 = var ? narrow(v6.o, 1, 0, d.valid_tokens) : TensorView(v6.o);
+    EXPECT_TRUE(tensors_close("o", o5, o6, tol));
+    if (v5.final_state.defined()) {
+      EXPECT_TRUE(tensors_close("final_state", v5.final_state, v6.final_state, tol));
+    }
+  }
+}
+
+// v6 through the mma.sync fused kernel's V-slices (the same workspace contract), on the varlen edge
+// lengths and on the strong-decay / -1000-gate GVA case.
+TEST_P(CudaKdaFwd, PrepV6EveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  EnvScope on("LINATTN_KDA_PREP", "v6");
+  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  const std::vector<FwdCase> cs = cases(dt, bt);
+  for (int ci : {1, 2})
+    for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,

@@ -27,6 +27,7 @@
 #include "cuda/gdn/gdn_prep_common.cuh"
 #include "cuda/kda/kda_fwd_prep_v4.cuh"
 #include "cuda/kda/kda_fwd_prep_v5.cuh"
+#include "cuda/kda/kda_fwd_prep_v6.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -308,11 +309,12 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
 }
 
 // v5 (kda_fwd_prep_v5.cu, fp16 Gram operands of normalised rows; H200 A/B in docs/perf-notes.md,
-// "Prep v5") is the default at BT = 64; LINATTN_KDA_PREP=v4 selects kda_fwd_prep_v4.cu, =v3 this
-// file's kernel (read per call, as the fused kernel's switch, so a test can change it in a process).
+// "Prep v5") is the default at BT = 64; LINATTN_KDA_PREP=v6 selects kda_fwd_prep_v6.cu (opt-in),
+// =v4 kda_fwd_prep_v4.cu, =v3 this file's kernel (read per call, as the fused kernel's switch, so a
+// test can change it in a process).
 int prep_version() {
   const std::string v = env_or("LINATTN_KDA_PREP", "");
-  return v == "v3" ? 3 : v == "v4" ? 4 : 5;
+  return v == "v3" ? 3 : v == "v4" ? 4 : v == "v6" ? 6 : 5;
 }
 
 }  // namespace
@@ -325,7 +327,9 @@ void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
   const bool bf = p.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.io == ElemType::kF16, "kda prep: io dtype must be bf16 or fp16");
   const int version = p.BT == 64 ? prep_version() : 3;
-  if (version == 5) {
+  if (version == 6) {
+    launch_kda_prep_v6(p, ws, chunk_indices, nt_cap, stream);
+  } else if (version == 5) {
     launch_kda_prep_v5(p, ws, chunk_indices, nt_cap, stream);
   } else if (version == 4) {
     launch_kda_prep_v4(p, ws, chunk_indices, nt_cap, stream);

@@ -1,0 +1,20 @@
+// Prep v6 of the chunked KDA forward (kda_fwd_prep_v6.cu): same outputs and workspace layout as
+// launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 with LINATTN_KDA_PREP=v6
+// (opt-in; v5 is the default). v5 with coalesced fused-operand stores and half2 staging products.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/gdn/gdn_kernels.h"
+
+namespace linattn::cuda {
+
+// BT = 64 and K = 128 only (checked by the caller).
+void launch_kda_prep_v6(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
+                        int64_t nt_cap, cudaStream_t stream);
+
+// Launches of the v6 kernel in this process (tests check that a forced v6 really ran).
+int64_t kda_prep_v6_launches();
+
+}  // namespace linattn::cuda
