@@ -1,7 +1,7 @@
 // Prep v6 of the chunked KDA forward, BT = 64, K = 128: prep v5 (kda_fwd_prep_v5.cu: v4's hierarchy
 // of reference rows, every factor 2^-|gam_i - gam_n| <= 1, no positive exponent, no division by a
 // decay; fp16 Gram operands of normalised rows on m16n8k16, 4 rounds of 32 channels, qg / kg / kgl
-// from the staging loop) with three changes:
+// from the staging loop) with four changes:
 // - Thread mapping: a warp stages 8 tokens x the round's 32 channels (lane = 8 x channel group +
 //   token) instead of 32 tokens x 8 channels, so each fused-operand store writes 8 rows x 64
 //   contiguous bytes (full 32-B sectors, 8 lines per warp instruction; v5: 32 rows x 16 B, 32 lines
@@ -14,6 +14,8 @@
 // - Gate phase: thread (row quarter, channel pair) loads two channels per row (bf16x2 / half2 /
 //   float2 when g is 2-element aligned, else two scalar loads) through a stepped row pointer; the
 //   quarters' totals go through a small array in the staging area. lower_bound form: fast divide.
+// - Gram fragments by ldmatrix.x4 (3 per tile and round: A of both k-steps, B of both) instead of 12
+//   scalar shared loads per tile.
 // 256 threads, ~109 KB shared memory: two CTAs per SM. Same masking and outputs as v5.
 #include <cuda_runtime.h>
 
@@ -107,17 +109,25 @@ __device__ __forceinline__ void slot_col(int w, int n, int& j, int& blk) {
   }
 }
 
-// Word offsets into st of lane (g, t)'s A rows g / g + 8 and B row g, slot U.
+// Byte offsets into st of lane's ldmatrix rows, slot U. A (x4: rows 0-7 / 8-15 x k-words 0-3 / 4-7 =
+// the m16n8k16 A fragment): row (lane % 8) + 8 ((lane / 8) % 2), k-words 4 (lane / 16); B (x4 over
+// both k-steps: k-words 0-3, 4-7, 8-11, 12-15 = b0 / b1 of k-step 0, then of k-step 1): column
+// lane % 8, k-words 4 (lane / 8). Rows are 16-B aligned (kLdW % 4 == 0); the 8 rows of a matrix fall
+// in distinct bank quads exactly when v5's per-lane loads did (row index mod 8 distinct).
 template <int U>
-__device__ __forceinline__ void slot_offsets(int w, int g, int t, int& a0, int& a1, int& b) {
+__device__ __forceinline__ void slot_ldsm(int w, int lane, uint32_t& a, uint32_t& b) {
   const int lv = slot_level<U>(w), l = 32 >> lv;
-  int i0, v0, b0, i1, v1, b1, jj, bj;
-  slot_row<U>(w, g, i0, v0, b0);
-  slot_row<U>(w, g + 8, i1, v1, b1);
-  slot_col<U>(w, g, jj, bj);
-  a0 = (v0 ? i0 : kBT + compact_right(i0, l)) * kLdW + 16 * lv + t;
-  a1 = (v1 ? i1 : kBT + compact_right(i1, l)) * kLdW + 16 * lv + t;
-  b = jj * kLdW + 16 * lv + t;
+  int i, v, bi, jj, bj;
+  slot_row<U>(w, (lane & 7) + 8 * ((lane >> 3) & 1), i, v, bi);
+  slot_col<U>(w, lane & 7, jj, bj);
+  a = 4 * ((v ? i : kBT + compact_right(i, l)) * kLdW + 16 * lv + 4 * (lane >> 4));
+  b = 4 * (jj * kLdW + 16 * lv + 4 * (lane >> 3));
+}
+
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {  // volatile: stays between the barriers
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
 }
 
 // Accumulators of slot U to qk (q rows) / kk (k rows), scaled by uq_i or uk_i and uk_j.
@@ -357,14 +367,18 @@ __global__ void __launch_bounds__(kThreads, 2) kda_prep_v6_kernel(GdnFwdParams p
   // store instruction covers 8 rows x 64 contiguous bytes.
   const int sh = warp >> 2, cg = lane >> 3, si0 = 8 * (warp & 3) + (lane & 7);
   const int g = lane >> 2, t = lane & 3;
-  int offa0[kTilesPerWarp], offa1[kTilesPerWarp], offb[kTilesPerWarp];
-  slot_offsets<0>(warp, g, t, offa0[0], offa1[0], offb[0]);
-  slot_offsets<1>(warp, g, t, offa0[1], offa1[1], offb[1]);
-  slot_offsets<2>(warp, g, t, offa0[2], offa1[2], offb[2]);
-  slot_offsets<3>(warp, g, t, offa0[3], offa1[3], offb[3]);
-  slot_offsets<4>(warp, g, t, offa0[4], offa1[4], offb[4]);
+  uint32_t offa[kTilesPerWarp], offb[kTilesPerWarp];  // ldmatrix byte addresses in shared memory
+  slot_ldsm<0>(warp, lane, offa[0], offb[0]);
+  slot_ldsm<1>(warp, lane, offa[1], offb[1]);
+  slot_ldsm<2>(warp, lane, offa[2], offb[2]);
+  slot_ldsm<3>(warp, lane, offa[3], offb[3]);
+  slot_ldsm<4>(warp, lane, offa[4], offb[4]);
+  {
+    const uint32_t stb = smem_u32(&s.w.st[0][0]);
+#pragma unroll
+    for (int u = 0; u < kTilesPerWarp; ++u) offa[u] += stb, offb[u] += stb;
+  }
   float acc[kTilesPerWarp][4] = {};
-  const uint32_t* stf = &s.w.st[0][0];
   T* const gout0 = static_cast<T*>(sh ? ws.kgl : ws.qg) + (int64_t(j) * ws.T_cap + t0 + si0) * kK + 8 * cg;
   T* const kgout0 = static_cast<T*>(ws.kg) + (int64_t(j) * ws.T_cap + t0 + si0) * kK + 8 * cg;
 #pragma unroll 1
@@ -409,13 +423,14 @@ __global__ void __launch_bounds__(kThreads, 2) kda_prep_v6_kernel(GdnFwdParams p
     }
     __syncthreads();
 #pragma unroll
-    for (int u = 0; u < kTilesPerWarp; ++u)
-#pragma unroll
-      for (int ks = 0; ks < 2; ++ks) {
-        const int o = 8 * ks;
-        const uint32_t fa[4] = {stf[offa0[u] + o], stf[offa1[u] + o], stf[offa0[u] + o + 4], stf[offa1[u] + o + 4]};
-        mma16816<__half>(acc[u], fa, stf[offb[u] + o], stf[offb[u] + o + 4]);
-      }
+    for (int u = 0; u < kTilesPerWarp; ++u) {  // 3 ldmatrix.x4 per tile (v5: 12 scalar loads)
+      uint32_t fa0[4], fa1[4], fb[4];
+      ldsm4(fa0, offa[u]);
+      ldsm4(fa1, offa[u] + 32);  // k-step 1: 8 words on
+      ldsm4(fb, offb[u]);
+      mma16816<__half>(acc[u], fa0, fb[0], fb[1]);
+      mma16816<__half>(acc[u], fa1, fb[2], fb[3]);
+    }
     if (rd + 1 < kRounds) __syncthreads();
   }
   // q, k and gam are dead (their last reads precede the last round's barrier): qk / kk take their place.
