@@ -23,6 +23,6 @@ kda6_bench 1
 [ "$(kda6_left)" -gt 30 ] &&
   ab_test LINATTN_KDA_PREP=v6 test_cuda_kda_bwd_chunked '*MatchesReferenceAndTokenPath/*bt64:*AllGatesAtTheLimits*'
 [ "$(kda6_left)" -gt 20 ] &&
-  ab_test LINATTN_KDA_PREP=v6 test_cuda_tier3 '*KdaMatchesReferenceAndTier1/*bt64*:*SegKernel*'
+  ab_test LINATTN_KDA_PREP=v6 test_cuda_tier3 '*KdaMatchesReferenceAndTier1/*bt64*:*SegKernel*bt64*'
 kda6_bench 0
 true
