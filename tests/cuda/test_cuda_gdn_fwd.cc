@@ -89,7 +89,7 @@ TEST_P(CudaGdnFwd, PrepV5SameBitsAsDefault) {
   for (const Case& c : cases(dt, bt)) {
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
-    unsetenv("LINATTN_CUDA_GDN_PREP");
+    setenv("LINATTN_CUDA_GDN_PREP", "v2", 1);
     const ChunkAttnOutTensors base = run_cuda_fwd(d, api::CudaGdnPath::kChunked);
     setenv("LINATTN_CUDA_GDN_PREP", "v5", 1);
     const ChunkAttnOutTensors v5 = run_cuda_fwd(d, api::CudaGdnPath::kChunked);

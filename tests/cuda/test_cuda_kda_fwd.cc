@@ -285,6 +285,15 @@ TEST_P(CudaKdaFwd, PrepV6MatchesReferenceAndV5) {
   }
 }
 
+// With the switch unset, BT 64 runs prep v6 (the default since the H200 A/B at 73035b5).
+TEST(CudaKdaFwdDefault, PrepIsV6AtBt64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  EnvScope unset("LINATTN_KDA_PREP", nullptr);
+  const int64_t before = cuda::kda_prep_v6_launches();
+  run_fwd_case(cases(DType::kBF16, 64)[0], api::CudaGdnPath::kChunked, 0);
+  EXPECT_GT(cuda::kda_prep_v6_launches(), before) << "the default prep at BT 64 is not v6";
+}
+
 // v6 through the mma.sync fused kernel's V-slices (the same workspace contract), on the varlen edge
 // lengths and on the strong-decay / -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV6EveryVSlice) {

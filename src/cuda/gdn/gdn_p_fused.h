@@ -18,10 +18,10 @@ bool gdn_p_fused_env();
 // pass: the pipelined state pass too, which never reads P). The tier-3 fields are ignored, so a
 // state pass and the prep of the same virtual problem carve the same workspace.
 bool gdn_p_in_fused(const GdnFwdParams& p, int vs);
-// Environment LINATTN_CUDA_GDN_PREP=v5 (read per call; opt-in, not yet run on a GPU): where the prep
-// writes P, it writes every value head's P rows right after the Gram products and keeps Q K^T in the
-// shared union (gdn_prep.cu, PE): bitwise the same workspace, ~65 KB instead of ~82 KB of shared
-// memory (3 CTAs per SM instead of 2). Anything else: the default prep.
+// Prep v5 (the default since the H200 A/B at 73035b5; LINATTN_CUDA_GDN_PREP=v2, read per call, keeps the
+// previous instance): where the prep writes P, it writes every value head's P rows right after the Gram
+// products and keeps Q K^T in the shared union (gdn_prep.cu, PE): bitwise the same workspace, ~65 KB
+// instead of ~82 KB of shared memory (3 CTAs per SM instead of 2). true unless the variable says v2.
 bool gdn_prep_v5_env();
 // Launches of the P-forming kernel so far in this process (gdn_fused_wgp.cu; tests check it ran).
 int64_t gdn_fused_wgp_pf_launches();

@@ -5,7 +5,7 @@
 //   P       scale * e^(gam_i - gam_j) q_i . k_j                              (i >= j, normalised q, k)
 //           (only when ws.P is set: with LINATTN_CUDA_GDN_P=fused the pipelined fused kernel forms P
 //           itself and the prep runs its WP = false instance: no Q K^T, no P stores, no qk tile,
-//           3 CTAs per SM instead of 2; LINATTN_CUDA_GDN_PREP=v5 (opt-in, not yet run on a GPU)
+//           3 CTAs per SM instead of 2; the default (LINATTN_CUDA_GDN_PREP=v2: the previous instance)
 //           writes P of all value heads right after the Gram products, Q K^T in the shared union:
 //           the same values, 3 CTAs per SM)
 //   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
@@ -31,7 +31,7 @@ namespace {
 
 constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8;
 
-// WP: P is written (ws.P set). PE (with WP; LINATTN_CUDA_GDN_PREP=v5, opt-in): the P rows of every
+// WP: P is written (ws.P set). PE (with WP; the default, LINATTN_CUDA_GDN_PREP=v2 turns it off): the P rows of every
 // value head are written right after the Gram products, so Q K^T lives in the shared union (the dead
 // q / k tiles, before L / X use it): ~65 KB at BT 64, 3 CTAs per SM as without P.
 template <class T, int BT, bool WP = true, bool PE = false>
@@ -253,7 +253,9 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
 
 }  // namespace
 
-bool gdn_prep_v5_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v5"; }
+// v5 is the default since the H200 A/B at 73035b5 (bitwise v2's outputs, forward 16/64 1x32768 1.665 ->
+// 1.588 ms); LINATTN_CUDA_GDN_PREP=v2 keeps the 2-CTAs-per-SM instance.
+bool gdn_prep_v5_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") != "v2"; }
 
 void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                      int64_t nt_cap, cudaStream_t stream) {

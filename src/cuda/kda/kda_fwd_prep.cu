@@ -13,8 +13,8 @@
 // (diagonal_blocks_exact): no factor e^{+gam} is ever formed, so no term overflows and nothing is
 // NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no other path.
 // 512 threads = 16 warps; K = 128; ~206 KB shared memory at BT 64 (one CTA per SM). This is prep v3:
-// the default at BT = 32 and with LINATTN_KDA_PREP=v3; at BT = 64 kda_fwd_prep_v5.cu runs otherwise
-// (kda_fwd_prep_v4.cu with LINATTN_KDA_PREP=v4).
+// the default at BT = 32 and with LINATTN_KDA_PREP=v3; at BT = 64 kda_fwd_prep_v6.cu runs otherwise
+// (kda_fwd_prep_v5.cu / v4.cu with LINATTN_KDA_PREP=v5 / v4).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -308,13 +308,14 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
          sizeof(KdaPrepSmem<T, BT>), stream, p, ws, ci, nts);
 }
 
-// v5 (kda_fwd_prep_v5.cu, fp16 Gram operands of normalised rows; H200 A/B in docs/perf-notes.md,
-// "Prep v5") is the default at BT = 64; LINATTN_KDA_PREP=v6 selects kda_fwd_prep_v6.cu (opt-in),
+// v6 (kda_fwd_prep_v6.cu: v5's fp16 Gram operands with coalesced gated stores, half2 staging and
+// ldmatrix fragments; H200 A/B at 73035b5 in docs/perf-notes.md, "Prep v6") is the default at BT = 64;
+// LINATTN_KDA_PREP=v5 selects kda_fwd_prep_v5.cu,
 // =v4 kda_fwd_prep_v4.cu, =v3 this file's kernel (read per call, as the fused kernel's switch, so a
 // test can change it in a process).
 int prep_version() {
   const std::string v = env_or("LINATTN_KDA_PREP", "");
-  return v == "v3" ? 3 : v == "v4" ? 4 : v == "v6" ? 6 : 5;
+  return v == "v3" ? 3 : v == "v4" ? 4 : v == "v5" ? 5 : 6;
 }
 
 }  // namespace
