@@ -16,10 +16,11 @@
 // and dv, one chunk behind WG0. w.dstate_only: role 1 only, one CTA per (slice, head, sequence).
 // Scope: GDN, BT 64, K 128, V % 64 == 0 (other shapes and KDA take gdn_bwd_sweep.cu). Opt-in: on the
 // H200 (d696179) every test passes with it and memcheck is clean, but racecheck reports hazards on the
-// hand-off buffer (docs/perf-notes.md "Sweeps on wgmma"); "wglate" is the variant that checks it.
+// hand-off buffer (docs/perf-notes.md "Sweeps on wgmma"); "wglate" / "wgsync" are the variants that probe it.
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "core/util.h"
 #include "cuda/common/launch.h"
@@ -357,9 +358,11 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
 }
 
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk.
-// kLate (switch value "wglate", for the racecheck question in perf-notes): the "empty" arrive after
-// the chunk's stores instead of right after the fragment loads (the forward's consumer arrives late).
-template <class T, bool kLate>
+// kMode (for the racecheck question in perf-notes): 0 ("wg") arrives on "empty" right after the
+// fragment loads; 1 ("wglate") after the chunk's stores (the forward's consumer arrives late); 2
+// ("wgsync", a racecheck experiment) waits there with bar.sync instead of bar.arrive, so both sides
+// of the "empty" barrier block (same ordering as 0 by the PTX barrier semantics, tighter coupling).
+template <class T, int kMode>
 __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int role,
                                 int t) {
   const GdnFwdParams& f = p.f;
@@ -389,7 +392,10 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
 #pragma unroll
       for (int i = 0; i < 8; ++i) dvr[i] = x.d[i][t];
     }
-    if (!kLate && cc + 2 < id.nchunks) named_barrier_arrive(kBarXEmpty + (cc & 1), 256);
+    if (kMode != 1 && cc + 2 < id.nchunks) {
+      if (kMode == 2) named_barrier(kBarXEmpty + (cc & 1), 256);
+      else named_barrier_arrive(kBarXEmpty + (cc & 1), 256);
+    }
     named_barrier(kBarStore, 128);
     if (r < w.nt_cap) {
       T* base = sdst + ((r * f.HV + id.j) * int64_t(kK)) * f.V + id.v0;
@@ -434,11 +440,11 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
       }
       named_barrier(kBarStore, 128);
     }
-    if (kLate && cc + 2 < id.nchunks) named_barrier_arrive(kBarXEmpty + (cc & 1), 256);
+    if (kMode == 1 && cc + 2 < id.nchunks) named_barrier_arrive(kBarXEmpty + (cc & 1), 256);
   }
 }
 
-template <class T, bool kLate>
+template <class T, int kMode>
 __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -454,7 +460,7 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
-  if (tid >= 128) store_warpgroup<T, kLate>(s, p, w, id, role, t);
+  if (tid >= 128) store_warpgroup<T, kMode>(s, p, w, id, role, t);
   else if (role) rev_chain<T>(s, p, w, id, t);
   else fwd_chain<T>(s, p, w, id, t);
 }
@@ -463,7 +469,7 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
 
 bool gdn_bwd_sweep_wg_enabled() {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
-  return v == "wg" || v == "wglate";
+  return v == "wg" || v == "wglate" || v == "wgsync";
 }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
@@ -474,15 +480,16 @@ bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
 void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(gdn_bwd_sweep_wg_supported(p.f), "gdn bwd sweeps (wg): needs GDN, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
-  const bool late = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "") == "wglate";
+  const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
   const bool bf = p.f.io == ElemType::kBF16;
-  if (late) {
-    bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, true>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
-       : launch(gdn_bwd_sweep_wg_kernel<__half, true>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
-  } else {
-    bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, false>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
-       : launch(gdn_bwd_sweep_wg_kernel<__half, false>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
-  }
+  auto go = [&](auto mode) {
+    constexpr int kMode = decltype(mode)::value;
+    bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, kMode>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
+       : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
+  };
+  if (v == "wglate") go(std::integral_constant<int, 1>{});
+  else if (v == "wgsync") go(std::integral_constant<int, 2>{});
+  else go(std::integral_constant<int, 0>{});
 }
 
 }  // namespace linattn::cuda

@@ -9,7 +9,8 @@
 namespace linattn::cuda {
 
 // LINATTN_CUDA_GDN_BWD_SWEEP: "wg" selects the wgmma sweeps ("wglate": the same with the store
-// warpgroup's "empty" arrive after its stores; not yet run on a GPU), anything else the mma.sync kernel.
+// warpgroup's "empty" arrive after its stores; "wgsync": bar.sync there instead of bar.arrive, a
+// racecheck experiment), anything else the mma.sync kernel.
 bool gdn_bwd_sweep_wg_enabled();
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f);
 void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
