@@ -24,6 +24,7 @@
 #include "cuda_fwd_util.h"
 #include "common/compare.h"
 #include "cuda_graph_seq.h"
+#include "cuda/gdn/gdn_bwd_sweep_wg.h"
 
 namespace linattn::test {
 namespace {
@@ -358,6 +359,35 @@ TEST(CudaGdnBwdWg3, GraphSequence) {
 }
 
 // The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).
+// With the switch unset the sweeps follow the average sequence length (cuda::kWgMinTokens): the
+// wgmma sweeps for 2 x 2048 tokens, the mma.sync sweeps for 4 x 512; "mma" forces mma.sync. Each
+// run is also checked against the fp64 reference.
+TEST(CudaGdnBwdSweepWg, DefaultFollowsSequenceLength) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv unset(kSweepEnv, nullptr);
+  for (const auto& [lens, want_wg] : {std::pair{std::vector<int64_t>{2048, 2048}, true},
+                                      std::pair{std::vector<int64_t>{512, 512, 512, 512}, false}}) {
+    ChunkAttnSpec s = base(DType::kBF16, 64);
+    s.seqlens = lens;
+    s.opt.use_qk_l2norm_in_kernel = true;
+    s.opt.use_gate_in_kernel = true;
+    s.opt.use_beta_sigmoid_in_kernel = true;
+    const ChunkAttnData d = make_chunk_attn(s);
+    Rng rng(29);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kF32, true);
+    const int64_t before = cuda::gdn_bwd_sweep_wg_launches();
+    const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kBF16, api::CudaGdnPath::kChunked);
+    EXPECT_EQ(cuda::gdn_bwd_sweep_wg_launches() > before, want_wg) << lens.size() << " sequences";
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, DType::kBF16));
+    {
+      ScopedEnv mma(kSweepEnv, "mma");
+      const int64_t b2 = cuda::gdn_bwd_sweep_wg_launches();
+      run_cuda_bwd(d, cot, DType::kBF16, api::CudaGdnPath::kChunked);
+      EXPECT_EQ(cuda::gdn_bwd_sweep_wg_launches(), b2) << "mma must keep the mma.sync sweeps";
+    }
+  }
+}
+
 TEST(CudaGdnBwdSweepWg, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   const std::string wg = sweep_wg_value();

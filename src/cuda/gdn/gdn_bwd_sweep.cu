@@ -450,7 +450,7 @@ void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cudaStream_t st
 }  // namespace
 
 void launch_gdn_bwd_sweeps(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cudaStream_t stream) {
-  if (gdn_bwd_sweep_wg_supported(p.f) && gdn_bwd_sweep_wg_enabled()) return launch_gdn_bwd_sweeps_wg(p, w, stream);
+  if (gdn_bwd_sweep_wg_supported(p.f) && gdn_bwd_sweep_wg_enabled(p.f)) return launch_gdn_bwd_sweeps_wg(p, w, stream);
   LINATTN_CHECK(p.f.K == kK, "gdn bwd sweeps: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(vs > 0 && p.f.V % vs == 0, "gdn bwd sweeps: V-slice ", vs, " must divide V = ", p.f.V);
   const bool bf = p.f.io == ElemType::kBF16;

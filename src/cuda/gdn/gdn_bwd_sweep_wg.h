@@ -10,8 +10,13 @@ namespace linattn::cuda {
 
 // LINATTN_CUDA_GDN_BWD_SWEEP: "wg" selects the wgmma sweeps ("wglate": the same with the store
 // warpgroup's "empty" arrive after its stores; "wgsync": bar.sync there instead of bar.arrive, a
-// racecheck experiment), anything else the mma.sync kernel.
-bool gdn_bwd_sweep_wg_enabled();
+// racecheck experiment), "mma" the mma.sync kernel.
+// Unset: the wgmma sweeps when the sequences average >= kWgMinTokens tokens (T_total / N; capacity in
+// graph mode), else mma.sync; "mma" forces mma.sync.
+inline constexpr int64_t kWgMinTokens = 2048;
+bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f);
+// Launches of the wgmma sweeps so far in this process (tests check which kernel ran).
+int64_t gdn_bwd_sweep_wg_launches();
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f);
 void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 
