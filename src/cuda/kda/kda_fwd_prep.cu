@@ -14,7 +14,7 @@
 // NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no other path.
 // 512 threads = 16 warps; K = 128; ~206 KB shared memory at BT 64 (one CTA per SM). This is prep v3:
 // the default at BT = 32 and with LINATTN_KDA_PREP=v3; at BT = 64 kda_fwd_prep_v6.cu runs otherwise
-// (kda_fwd_prep_v5.cu / v4.cu with LINATTN_KDA_PREP=v5 / v4).
+// (preps v4 / v5 were removed when v6 became the default: git history at 239ab91; perf-notes "Prep v4" / "Prep v5").
 #include <cuda_runtime.h>
 
 #include <string>
@@ -25,8 +25,6 @@
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_prep_common.cuh"
-#include "cuda/kda/kda_fwd_prep_v4.cuh"
-#include "cuda/kda/kda_fwd_prep_v5.cuh"
 #include "cuda/kda/kda_fwd_prep_v6.cuh"
 
 namespace linattn::cuda {
@@ -308,15 +306,11 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
          sizeof(KdaPrepSmem<T, BT>), stream, p, ws, ci, nts);
 }
 
-// v6 (kda_fwd_prep_v6.cu: v5's fp16 Gram operands with coalesced gated stores, half2 staging and
-// ldmatrix fragments; H200 A/B at 73035b5 in docs/perf-notes.md, "Prep v6") is the default at BT = 64;
-// LINATTN_KDA_PREP=v5 selects kda_fwd_prep_v5.cu,
-// =v4 kda_fwd_prep_v4.cu, =v3 this file's kernel (read per call, as the fused kernel's switch, so a
-// test can change it in a process).
-int prep_version() {
-  const std::string v = env_or("LINATTN_KDA_PREP", "");
-  return v == "v3" ? 3 : v == "v4" ? 4 : v == "v5" ? 5 : 6;
-}
+// v6 (kda_fwd_prep_v6.cu: fp16 Gram operands of normalised rows through reference rows, coalesced
+// gated stores, half2 staging, ldmatrix fragments; H200 A/B in docs/perf-notes.md, "Prep v6") at BT 64;
+// LINATTN_KDA_PREP=v3 selects this file's kernel (read per call, as the fused kernel's switch, so a test
+// can change it in a process).
+int prep_version() { return env_or("LINATTN_KDA_PREP", "") == "v3" ? 3 : 6; }
 
 }  // namespace
 
@@ -330,10 +324,6 @@ void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
   const int version = p.BT == 64 ? prep_version() : 3;
   if (version == 6) {
     launch_kda_prep_v6(p, ws, chunk_indices, nt_cap, stream);
-  } else if (version == 5) {
-    launch_kda_prep_v5(p, ws, chunk_indices, nt_cap, stream);
-  } else if (version == 4) {
-    launch_kda_prep_v4(p, ws, chunk_indices, nt_cap, stream);
   } else if (p.BT == 64) {
     bf ? launch_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
        : launch_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);

@@ -1,4 +1,4 @@
-// Prep v6 of the chunked KDA forward, BT = 64, K = 128: prep v5 (kda_fwd_prep_v5.cu: v4's hierarchy
+// Prep v6 of the chunked KDA forward, BT = 64, K = 128: prep v5 (removed, git history at 239ab91; v4's hierarchy
 // of reference rows, every factor 2^-|gam_i - gam_n| <= 1, no positive exponent, no division by a
 // decay; fp16 Gram operands of normalised rows on m16n8k16, 4 rounds of 32 channels, qg / kg / kgl
 // from the staging loop) with four changes:

@@ -1,6 +1,6 @@
 // Prep v6 of the chunked KDA forward (kda_fwd_prep_v6.cu): same outputs and workspace layout as
-// launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 with LINATTN_KDA_PREP=v6
-// (opt-in; v5 is the default). v5 with coalesced fused-operand stores and half2 staging products.
+// launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 unless LINATTN_KDA_PREP=v3
+// (the default since the H200 A/B at 73035b5). v5 with coalesced fused-operand stores and half2 staging.
 #pragma once
 #include <cuda_runtime.h>
 
