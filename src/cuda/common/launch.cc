@@ -1,6 +1,7 @@
 // ensure_dynamic_smem: remembers, per (kernel, device), the largest dynamic shared-memory size
 // already granted, and calls cudaFuncSetAttribute only to raise it (checked against the device's
-// opt-in limit with a clear error).
+// opt-in limit with a clear error); prefer_max_shared_carveout sets the carveout hint once per
+// (kernel, device) the same way.
 #include "cuda/common/launch.h"
 
 #include <map>
@@ -22,6 +23,18 @@ void ensure_dynamic_smem(const void* kernel, size_t smem_bytes) {
   LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem_bytes)));
   have = smem_bytes;
+}
+
+void prefer_max_shared_carveout(const void* kernel) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, bool> done;
+  const int dev = current_device_info().ordinal;
+  std::lock_guard<std::mutex> lock(mu);
+  bool& set = done[{kernel, dev}];
+  if (set) return;
+  LINATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
+  set = true;
 }
 
 }  // namespace linattn::cuda

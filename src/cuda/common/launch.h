@@ -16,6 +16,10 @@ namespace linattn::cuda {
 // attribute is set only when the requested size exceeds what was set before for this kernel.
 void ensure_dynamic_smem(const void* kernel, size_t smem_bytes);
 
+// Asks for the largest shared-memory carveout for `kernel` (a hint that lets several CTAs with large
+// shared-memory footprints share an SM); set once per kernel and device, thread-safe.
+void prefer_max_shared_carveout(const void* kernel);
+
 #if defined(__CUDACC__)  // the <<<>>> launch compiles only in .cu files
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,

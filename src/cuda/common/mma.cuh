@@ -14,6 +14,15 @@
 
 namespace linattn::cuda {
 
+// 2^x by one MUFU op (ex2.approx, as exp2f, but results below 2^-126 flush to 0 instead of taking
+// exp2f's denormal fix-up: three fewer instructions). The callers' exponents are <= 0 (decays), so
+// only underflow differs from exp2f.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

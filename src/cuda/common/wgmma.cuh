@@ -177,6 +177,19 @@ __device__ __forceinline__ void stmatrix_x4_trans(void* row_addr, const uint32_t
 #endif
 }
 
+// stmatrix without transpose: lane l supplies the row address of row l % 8 of matrix l / 8, r[i] holds
+// matrix i's pair (row g, columns 2q, 2q + 1), the accumulator / A-fragment layout.
+__device__ __forceinline__ void stmatrix_x4(void* row_addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(row_addr))),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // Arrive (without waiting) at named barrier `id` of `threads` threads: the producer half of a
 // producer / consumer hand-off whose consumers bar.sync on the same id and count.
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {

@@ -36,15 +36,6 @@ __device__ __forceinline__ void store_lanes_hint(E* p, const float* v, uint64_t 
   asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;\n" ::"l"(p), "r"(bits), "l"(pol) : "memory");
 }
 
-// createpolicy for code 0 (evict_normal), 1 (evict_first), 2 (evict_last), whole-line fraction 1.
-__device__ __forceinline__ uint64_t l2_policy(int code) {
-  uint64_t pol;
-  if (code == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  else if (code == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
-
 // hints (kHint only): ld policy code + 4 * st policy code + 16 * L2::256B prefetch.
 template <class E, int kW, bool kSilu, bool kRes, int kR = kRunRows, int kS = kRunStages, bool kHint = false>
 __global__ void __launch_bounds__(kThreads, 4)

@@ -23,6 +23,7 @@
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/tma.cuh"
+#include "cuda/common/wgmma.cuh"
 #include "cuda/conv/conv_run.cuh"
 #include "cuda/conv/conv_fwd_tma_map.h"
 
@@ -78,16 +79,6 @@ __device__ __forceinline__ void bulk_store_tile_hint(const CUtensorMap* map, uns
                : "memory");
 #endif
 }
-// createpolicy for code 0 (evict_normal), 1 (evict_first), 2 (evict_last), whole-line fraction 1.
-__device__ __forceinline__ uint64_t tma_l2_policy(int code) {
-  uint64_t pol = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (code == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  else if (code == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
-#endif
-  return pol;
-}
 __device__ __forceinline__ void bulk_commit() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -103,12 +94,6 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait0() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-#endif
-}
-// Generic-proxy shared writes made visible to the async proxy (before a bulk store reads them).
-__device__ __forceinline__ void fence_async_smem() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 
@@ -144,8 +129,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
   const int64_t group_rows = a.group_rows;
   const bool hint_ld = (a.hints >> 5) & 1, hint_st = (a.hints >> 6) & 1, pf256 = (a.hints >> 4) & 1;
-  const uint64_t ld_pol = hint_ld ? tma_l2_policy(a.hints & 3) : 0;
-  const uint64_t st_pol = hint_st ? tma_l2_policy((a.hints >> 2) & 3) : 0;
+  const uint64_t ld_pol = hint_ld ? l2_policy(a.hints & 3) : 0;
+  const uint64_t st_pol = hint_st ? l2_policy((a.hints >> 2) & 3) : 0;
   const int c0 = span * SPAN;  // rows and D < 2^31: 32-bit indices
   const int c = c0 + tid * kC;
   const bool active = c < p.D;
@@ -306,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
     if constexpr (kStaged) {
       if (tid == 0) skip[k % kYS] = m;
-      if constexpr (kBulkY) fence_async_smem();
+      if constexpr (kBulkY) fence_view_async_shared();
     }
   };
 

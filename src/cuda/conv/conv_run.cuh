@@ -64,6 +64,18 @@ __device__ __forceinline__ void cp_async16_s_hint(unsigned smem, const void* gme
 #endif
 }
 
+// createpolicy for code 0 (evict_normal), 1 (evict_first), 2 (evict_last), whole-line fraction 1
+// (the hinted variants' x / residual loads and y stores, cp.async and bulk copies alike).
+__device__ __forceinline__ uint64_t l2_policy(int code) {
+  uint64_t pol = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (code == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  else if (code == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+#endif
+  return pol;
+}
+
 // One staged tensor's copy: the thread moves 16-byte chunk (tid % 64) of tile rows tid / 64 + 4 m;
 // src walks the tensor one tile per issue (rows past the group are not copied). Addresses are
 // set up once: per tile an issue is kR / 4 predicated cp.async and one pointer step.

@@ -33,26 +33,6 @@ struct WgpSmemPf {
   Xch xch[2];
 };
 
-// 2^x by MUFU.EX2 alone (x = gam_t - gam_s <= 0 for decaying gates; results below 2^-126 flush to 0).
-__device__ __forceinline__ float ex2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// stmatrix without transpose: lane l supplies the row address of row l % 8 of matrix l / 8, r[i] holds
-// matrix i's pair (row g, columns 2q, 2q + 1), the accumulator / A-fragment layout.
-__device__ __forceinline__ void stmatrix_x4(void* row_addr, const uint32_t (&r)[4]) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(row_addr))),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-#else
-  __trap();
-#endif
-}
-
 template <class T>
 __device__ __forceinline__ void load_output_inputs_pf(typename WgpSmemPf<T>::Stage1& st, const GdnFwdParams& p,
                                                       const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int t) {

@@ -242,11 +242,7 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
   }
   // The 3-CTAs-per-SM instances (no P, or P first): a hint for the largest shared-memory split.
   auto kernel = ws.P ? gdn_prep_kernel<T, BT, true, true> : gdn_prep_kernel<T, BT, false>;
-  static bool carveout_set[2] = {false, false};
-  if (!carveout_set[ws.P != nullptr]) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-    carveout_set[ws.P != nullptr] = true;
-  }
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
   const size_t bytes = ws.P ? PrepSmem<T, BT, true, true>::bytes(p.HV / p.H) : PrepSmem<T, BT, false>::bytes(p.HV / p.H);
   launch(kernel, grid, dim3(kThreads), bytes, stream, p, ws, ci, nts);
 }

@@ -51,14 +51,6 @@ struct KdaPrepSmem {
   float beta[BT], rq[BT], rk[BT];
 };
 
-// 2^x by one MUFU op (ex2.approx, as exp2f, but results below 2^-126 flush to 0 instead of taking
-// exp2f's denormal fix-up: three fewer instructions; every x here is <= 0, so only underflow differs).
-__device__ __forceinline__ float ex2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // acc (16x16) += A[16 rows a0.., k0..k0+16) * B[16 rows n0.., k0..k0+16)^T; both fp32 [row][k].
 __device__ __forceinline__ void mma16x16_nt_tf32(float (&acc)[2][4], const float (*A)[kLdG], int a0,
                                                  const float (*B)[kLdG], int n0, int k0, int lane) {

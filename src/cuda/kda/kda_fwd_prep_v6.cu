@@ -58,12 +58,6 @@ struct V6Smem {
   float sq[kBT], sk[kBT], uq[kBT], uk[kBT];    // staging normalisers 1 / ||x|| and accumulator scales r / s
 };
 
-__device__ __forceinline__ float ex2_ftz(float x) {  // every x here is <= 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Index of right token i among the 32 right tokens of level l.
 __device__ __forceinline__ int compact_right(int i, int l) { return ((i >> 1) & ~(l - 1)) | (i & (l - 1)); }
 
@@ -484,12 +478,7 @@ std::atomic<int64_t> g_launches{0};
 template <class T>
 void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
               cudaStream_t stream) {
-  static bool carveout_set = false;  // a hint (max shared memory split, for two CTAs per SM)
-  if (!carveout_set) {
-    cudaFuncSetAttribute(kda_prep_v6_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         cudaSharedmemCarveoutMaxShared);
-    carveout_set = true;
-  }
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kda_prep_v6_kernel<T>));  // two CTAs per SM
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + kBT - 1) / kBT);
   launch(kda_prep_v6_kernel<T>, dim3(static_cast<unsigned>(nt_cap), p.HV), dim3(kThreads),
          sizeof(V6Smem<T>), stream, p, ws, ci, nts);
