@@ -6,15 +6,25 @@
 // gates). Outputs are NaN-prefilled: unwritten elements fail; padding rows of o stay untouched.
 // Tier 3 twice gives the same bits (fixed launch order, no atomics). The state pass on both kernels
 // (LINATTN_CUDA_SEG_WGMMA=0: gdn_fused.cu, =1: the pipelined wgmma kernel's state-pass mode where
-// eligible, checked to run). LINATTN_SANITIZED=1: fewer cases (compute-sanitizer runs).
+// eligible, checked to run). The first-segment schedule (LINATTN_CUDA_TIER3_FIRST=1: one
+// sequence, the first segment's forward beside the state pass; CudaTier3First): single-sequence
+// layouts against the reference, tier 1 and the default schedule at segments 2, 3 and 9 (checked to
+// run), and one graph capture replayed on new sequence lengths bitwise equal to eager fixed calls.
+// LINATTN_SANITIZED=1: fewer cases (compute-sanitizer runs).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "cuda/common/cuda_graph.h"
 #include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/seg/tier3.h"
 #include "cuda_fwd_util.h"
+#include "linattn/ops.h"
 #include "meta/chunk_attn_desc.h"
 
 namespace linattn::test {
@@ -153,6 +163,214 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Fwd,
                            return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// Sets an environment variable for a scope; restores the previous value (or its absence).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// One sequence each (the schedule's condition): varlen with padding, dense B = 1, strong decays with
+// -1000 gates, a sequence shorter than the slots (empty trailing slots), 1 and 0 tokens, KDA.
+std::vector<FwdCase> first_cases(DType dt, int bt) {
+  std::vector<FwdCase> r;
+  {
+    ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kGdn);
+    s.seqlens = {1000};
+    s.pad_tokens = 5;
+    r.push_back({"one_seq_layer_options", s});
+  }
+  {
+    ChunkAttnSpec s = fwd_base_spec(dt, bt, ChunkOp::kGdn);
+    s.B = 1;
+    s.T = 700;
+    s.V = 64;
+    s.has_h0 = false;
+    s.opt.scale = 0.2;
+    r.push_back({"dense_b1_v64_no_h0", s});
+  }
+  {
+    ChunkAttnSpec s = varlen_strong_spec(dt, bt, ChunkOp::kGdn);
+    s.seqlens = {600};
+    s.pad_tokens = 3;
+    r.push_back({"one_seq_strong_extreme_gva3", s});
+  }
+  {
+    ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kGdn);
+    s.seqlens = {130};
+    s.cu_dtype = DType::kI64;
+    r.push_back({"short_one_seq_i64", s});
+  }
+  {
+    ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kGdn);
+    s.seqlens = {1};
+    s.pad_tokens = 2;
+    r.push_back({"one_token", s});
+  }
+  {
+    ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kGdn);
+    s.seqlens = {0};
+    s.pad_tokens = 4;
+    r.push_back({"zero_tokens_h0", s});
+  }
+  {
+    ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);
+    s.seqlens = {900};
+    s.pad_tokens = 1;
+    r.push_back({"kda_one_seq", s});
+  }
+  if (sanitized()) r.resize(1);
+  return r;
+}
+
+class CudaTier3First : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaTier3First, MatchesReferenceTier1AndDefaultSchedule) {
+  const auto [dt, bt] = GetParam();
+  const std::vector<int> segment_counts = sanitized() ? std::vector<int>{3} : std::vector<int>{2, 3, 9};
+  for (const FwdCase& c : first_cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    ChunkAttnSpec spec = c.spec;
+    spec.opt.segments = 1;
+    const ChunkAttnData d1 = make_chunk_attn(spec);
+    const ChunkAttnOutTensors tier1 = run_cuda_fwd(d1, api::CudaGdnPath::kChunked, 0);
+    const ChunkAttnOutTensors ref = ref_forward(d1);
+    for (int segments : segment_counts) {
+      SCOPED_TRACE("segments=" + std::to_string(segments));
+      ChunkAttnData d = d1;
+      d.spec.opt.segments = segments;
+      ChunkAttnOutTensors def, got, again;
+      {
+        ScopedEnv off("LINATTN_CUDA_TIER3_FIRST", "0");
+        const int64_t before = cuda::seg::tier3_first_runs();
+        def = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        EXPECT_EQ(cuda::seg::tier3_first_runs(), before) << "the first-segment schedule ran while switched off";
+      }
+      {
+        ScopedEnv on("LINATTN_CUDA_TIER3_FIRST", "1");
+        const int64_t before = cuda::seg::tier3_first_runs();
+        got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        again = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        EXPECT_EQ(cuda::seg::tier3_first_runs(), before + 2) << "the first-segment schedule did not run";
+      }
+      EXPECT_TRUE(fwd_close(d, ref, got, c.spec.dtype)) << "first-segment schedule vs the fp64 reference";
+      EXPECT_TRUE(fwd_close(d, tier1, got, c.spec.dtype)) << "first-segment schedule vs tier 1";
+      EXPECT_TRUE(fwd_close(d, def, got, c.spec.dtype)) << "first-segment schedule vs the default schedule";
+      EXPECT_TRUE(all_finite(d, got));
+      check_padding_untouched(d, got);
+      EXPECT_TRUE(same_bits(got.o, again.o) && same_bits(got.final_state, again.final_state))
+          << "the first-segment schedule is not deterministic";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3First,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// New inputs (and NaN outputs) into dev's buffers: every layout has the same shapes.
+void refill(DevChunkAttn& dev, const ChunkAttnData& d, cudaStream_t stream) {
+  const ChunkAttnOutTensors nan = alloc_outputs(d, d.spec.dtype, DType::kF32);
+  const std::pair<TensorView*, const Tensor*> pairs[] = {
+      {&dev.in.q, &d.q},           {&dev.in.k, &d.k},
+      {&dev.in.v, &d.v},           {&dev.in.g, &d.g},
+      {&dev.in.beta, &d.beta},     {&dev.in.A_log, &d.A_log},
+      {&dev.in.dt_bias, &d.dt_bias}, {&dev.in.initial_state, &d.initial_state},
+      {&dev.in.cu_seqlens, &d.cu_seqlens}, {&dev.out.o, &nan.o},
+      {&dev.out.final_state, &nan.final_state}};
+  for (auto [dst, src] : pairs)
+    if (dst->defined() && src->defined()) copy_tensor(*dst, src->view(), ExecContext{stream});
+  CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+// One sequence of capacity T_max (max_num_seqs 1): eager warm-up, one capture of the forward with
+// the schedule on, then replays on new lengths (T_max, shorter, 1, 0, ...) with NaN padding rows and
+// NaN outputs; each replay equals an eager fixed-capacity call bitwise and matches the reference.
+void run_first_graph(ChunkOp op, DType dt, int bt, int segments) {
+  SCOPED_TRACE(std::string(op == ChunkOp::kKda ? "kda " : "gdn ") + dtype_name(dt) + " bt=" + std::to_string(bt) +
+               " segments=" + std::to_string(segments));
+  ScopedEnv on("LINATTN_CUDA_TIER3_FIRST", "1");
+  constexpr int64_t kT = 1100;
+  std::vector<int64_t> lens = {1100, 700, 1, 0, 333, 64, 1100};
+  if (sanitized()) lens.resize(2);
+  ChunkAttnSpec spec = layer_options_spec(dt, bt, op);
+  spec.opt.use_graph = true;
+  spec.opt.max_num_seqs = 1;
+  spec.opt.segments = segments;
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    cuda::CudaGraph graph(stream);
+    std::unique_ptr<DevChunkAttn> st, eager;
+    TensorView ws_st, ws_eager;
+    for (size_t idx = 0; idx < lens.size(); ++idx) {
+      SCOPED_TRACE("layout " + std::to_string(idx) + " length " + std::to_string(lens[idx]));
+      spec.seqlens = {lens[idx]};
+      spec.pad_tokens = kT - lens[idx];
+      spec.seed = 50 + idx;
+      const ChunkAttnData d = make_chunk_attn(spec);
+      const ChunkAttnOutTensors ref = ref_forward(d);
+      if (idx == 0) {
+        st = to_device(d);
+        eager = to_device(d);
+        const size_t bytes = chunk_attn_fwd_workspace_bytes(st->in, d.opt());
+        ws_st = st->arena.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
+        ws_eager = eager->arena.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
+        chunk_attn_fwd(st->in, st->out, d.opt(), ExecContext{stream, ws_st.data, ws_st.nbytes()});  // warm-up
+        CUDA_OK(cudaStreamSynchronize(stream));
+        const int64_t before = cuda::seg::tier3_first_runs();
+        graph.begin();
+        chunk_attn_fwd(st->in, st->out, d.opt(), ExecContext{stream, ws_st.data, ws_st.nbytes()});
+        graph.end();
+        EXPECT_EQ(cuda::seg::tier3_first_runs(), before + 1) << "the captured forward did not take the schedule";
+      }
+      refill(*st, d, stream);
+      graph.replay();
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const ChunkAttnOutTensors got = outputs_to_host(*st);
+      refill(*eager, d, stream);
+      chunk_attn_fwd(eager->in, eager->out, d.opt(), ExecContext{stream, ws_eager.data, ws_eager.nbytes()});
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const ChunkAttnOutTensors want = outputs_to_host(*eager);
+      EXPECT_TRUE(same_bits(got.o, want.o)) << "graph replay o differs from eager fixed";
+      EXPECT_TRUE(same_bits(got.final_state, want.final_state)) << "graph replay final state differs from eager fixed";
+      EXPECT_TRUE(fwd_close(d, ref, got, dt));
+      EXPECT_TRUE(all_finite(d, got));
+      check_padding_untouched(d, got);
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+TEST(CudaTier3FirstGraph, ReplayNewLengthsEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  run_first_graph(ChunkOp::kGdn, DType::kBF16, 64, 9);
+  if (sanitized()) return;
+  run_first_graph(ChunkOp::kKda, DType::kF16, 32, 3);
+  run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 2);
+}
 
 // The planner picks tier 3 on its own for few heads and a long sequence (segments = 0), and the
 // result still matches the reference.

@@ -1,6 +1,7 @@
 // Device kernels of tier 3 (see seg_pass.h): the segment table (one thread per slot, fixed grid:
 // no scan is needed because every sequence owns exactly s slots), the forward / reverse combines
-// and the gather of per-sequence states.
+// and the gather of per-sequence states; for the first-segment schedule (one sequence) the seed of
+// slot 0's initial state with the two one-sided tables, and a combine started from slot 0's final state.
 // Combine: one CTA of 256 threads per (column block of 8, value head, sequence) walks the
 // sequence's slots in order (reverse for the gradient) with the 128 x 8 fp32 state block in
 // shared memory; each thread computes 4 outputs of one key row (fp32 FMAs, fixed order). M (fp32,
@@ -8,6 +9,8 @@
 // double-buffered in shared memory: step i+1's M is in flight by cp.async while step i computes
 // (M does not depend on the walk), so a step costs its FMAs, not an L2 round trip of 64 KB.
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
@@ -67,30 +70,42 @@ __device__ __forceinline__ void prefetch_m(float (*m)[kLdM], const float* Mg, in
 }
 
 // Shared body of both combines. REV: walk slots in reverse, multiply by M^T, skip first slots.
-template <bool REV>
+// FIRST (forward only, the first-segment schedule): h starts from init_seg's slot n s (fp32
+// K-major, slot 0's true final state), which is also slot 0's output; the walk starts at slot 1
+// (its M the first prefetched) and each step's flags are loaded one step ahead.
+template <bool REV, bool FIRST>
 __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, SegTable t, const void* init,
-                                                                ElemType init_type, const float* M,
-                                                                const float* add, float* out) {
+                                                                ElemType init_type, const float* init_seg,
+                                                                const float* M, const float* add, float* out) {
+  static_assert(!(REV && FIRST), "the first-segment start is forward only");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CombineSmem& s = *reinterpret_cast<CombineSmem*>(smem_raw);
   const int tid = threadIdx.x, c0 = blockIdx.x * kCB, j = blockIdx.y;
   const int64_t n = blockIdx.z;
   const int V = p.V;
+  const auto slot_of = [&](int it) { return n * t.segments + (REV ? t.segments - 1 - it : it); };
   for (int idx = tid; idx < kK * kCB; idx += kThreads) {
     const int row = idx / kCB, c = idx % kCB;
-    s.h[row][c] = init ? load_elem(init, init_type, state_index(p, n, j, row, c0 + c)) : 0.f;
+    if constexpr (FIRST) {
+      const float x = init_seg[((slot_of(0) * p.HV + j) * kK + row) * V + c0 + c];
+      s.h[row][c] = x;
+      out[((slot_of(0) * p.HV + j) * kK + row) * V + c0 + c] = x;
+    } else {
+      s.h[row][c] = init ? load_elem(init, init_type, state_index(p, n, j, row, c0 + c)) : 0.f;
+    }
   }
   __syncthreads();
   const int orow = tid / 2, oc = (tid % 2) * 4;  // this thread's 4 outputs
   const int32_t stop = REV ? kSegFirst : kSegLast;
-  const auto slot_of = [&](int it) { return n * t.segments + (REV ? t.segments - 1 - it : it); };
+  const int it0 = FIRST ? 1 : 0;
   // At most one step's M in flight: a thread waits for its copies of step it's M before issuing
   // step it + 1's (so two copies never target one address at once, even past a skipped slot),
   // and step it + 1's then lands during step it's FMAs. A slot's M is fetched even when the slot
   // is skipped (its buffer is allocated, the values unused): the prefetch never waits on the flags.
-  prefetch_m(s.m[0], M + (slot_of(0) * p.HV + j) * kK * kK, tid);
+  if (it0 < t.segments) prefetch_m(s.m[it0 & 1], M + (slot_of(it0) * p.HV + j) * kK * kK, tid);
   cp_async_commit();
-  for (int it = 0; it < t.segments; ++it) {
+  int32_t next_flags = FIRST && it0 < t.segments ? t.flags[slot_of(it0)] : 0;
+  for (int it = it0; it < t.segments; ++it) {
     const int64_t slot = slot_of(it);
     const int64_t head = slot * p.HV + j;
     for (int idx = tid; idx < kK * kCB; idx += kThreads) {
@@ -101,7 +116,14 @@ __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, S
     // Buffer (it + 1) % 2 was last read in an earlier step, before its closing barriers.
     if (it + 1 < t.segments) prefetch_m(s.m[(it + 1) & 1], M + (slot_of(it + 1) * p.HV + j) * kK * kK, tid);
     cp_async_commit();
-    if (t.flags[slot] & (kSegEmpty | stop)) continue;  // uniform over the CTA
+    int32_t flags;
+    if constexpr (FIRST) {
+      flags = next_flags;
+      if (it + 1 < t.segments) next_flags = t.flags[slot_of(it + 1)];
+    } else {
+      flags = t.flags[slot];
+    }
+    if (flags & (kSegEmpty | stop)) continue;  // uniform over the CTA
     const float4 a = *reinterpret_cast<const float4*>(add + (head * kK + orow) * V + c0 + oc);
     __syncthreads();  // every thread's copies of this step's M are visible
     const float(*m)[kLdM] = s.m[it & 1];
@@ -147,6 +169,25 @@ __global__ void seg_gather_kernel(GdnFwdParams p, SegTable t, const float* src, 
   }
 }
 
+// First-segment schedule, one sequence (N == 1): the seed of slot 0's initial state and the two
+// one-sided tables (seg_pass.h build_first_split); grid-stride over max(s + 1, HV K V) indices.
+__global__ void seg_first_split_kernel(GdnFwdParams p, SegTable t, float* h0_seg, int32_t* cu_first,
+                                       int32_t* cu_rest) {
+  const int64_t KV = int64_t(p.K) * p.V, total = max(int64_t(p.HV) * KV, t.num + 1);
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    if (idx <= t.num) {
+      cu_first[idx] = idx == 0 ? t.cu[0] : t.cu[1];     // slot 0, then empty slots at its end
+      cu_rest[idx] = idx == 0 ? t.cu[1] : t.cu[idx];    // slot 0 empty at its end, then the others
+    }
+    if (idx < int64_t(p.HV) * KV) {
+      const int j = static_cast<int>(idx / KV), row = static_cast<int>((idx % KV) / p.V),
+                col = static_cast<int>(idx % p.V);
+      h0_seg[idx] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, 0, j, row, col)) : 0.f;
+    }
+  }
+}
+
 void check_shape(const GdnFwdParams& p, const SegTable& t) {
   LINATTN_CHECK(p.K == kK, "tier 3: K must be ", kK, ", got ", p.K);
   LINATTN_CHECK(p.V % kCB == 0, "tier 3: V must be a multiple of ", kCB, ", got ", p.V);
@@ -167,15 +208,37 @@ void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable&
 void combine_forward(const GdnFwdParams& p, const SegTable& t, const float* M, const float* S_loc, float* h0_seg,
                      void* stream) {
   check_shape(p, t);
-  launch(seg_combine_kernel<false>, dim3(p.V / kCB, p.HV, static_cast<unsigned>(t.N)), dim3(kThreads),
-         sizeof(CombineSmem), static_cast<cudaStream_t>(stream), p, t, p.h0, p.h0_type, M, S_loc, h0_seg);
+  launch(seg_combine_kernel<false, false>, dim3(p.V / kCB, p.HV, static_cast<unsigned>(t.N)), dim3(kThreads),
+         sizeof(CombineSmem), static_cast<cudaStream_t>(stream), p, t, p.h0, p.h0_type,
+         static_cast<const float*>(nullptr), M, S_loc, h0_seg);
 }
 
 void combine_reverse(const GdnFwdParams& p, const void* dht, ElemType dht_type, const SegTable& t, const float* M,
                      const float* dS_loc, float* dht_seg, void* stream) {
   check_shape(p, t);
-  launch(seg_combine_kernel<true>, dim3(p.V / kCB, p.HV, static_cast<unsigned>(t.N)), dim3(kThreads),
-         sizeof(CombineSmem), static_cast<cudaStream_t>(stream), p, t, dht, dht_type, M, dS_loc, dht_seg);
+  launch(seg_combine_kernel<true, false>, dim3(p.V / kCB, p.HV, static_cast<unsigned>(t.N)), dim3(kThreads),
+         sizeof(CombineSmem), static_cast<cudaStream_t>(stream), p, t, dht, dht_type,
+         static_cast<const float*>(nullptr), M, dS_loc, dht_seg);
+}
+
+void build_first_split(const GdnFwdParams& p, const SegTable& t, float* h0_seg, int32_t* cu_first, int32_t* cu_rest,
+                       void* stream) {
+  check_shape(p, t);
+  LINATTN_CHECK(t.N == 1 && t.segments >= 2, "tier 3 first-segment tables: one sequence and >= 2 slots, got ", t.N,
+                " x ", t.segments);
+  const int64_t total = std::max<int64_t>(int64_t(p.HV) * p.K * p.V, t.num + 1);
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1024);
+  launch(seg_first_split_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, static_cast<cudaStream_t>(stream),
+         p, t, h0_seg, cu_first, cu_rest);
+}
+
+void combine_forward_from_first(const GdnFwdParams& p, const SegTable& t, const float* M, const float* S_loc,
+                                const float* ht_seg, float* h0_seg, void* stream) {
+  check_shape(p, t);
+  LINATTN_CHECK(ht_seg != nullptr, "tier 3 first-segment combine: ht_seg is required");
+  launch(seg_combine_kernel<false, true>, dim3(p.V / kCB, p.HV, static_cast<unsigned>(t.N)), dim3(kThreads),
+         sizeof(CombineSmem), static_cast<cudaStream_t>(stream), p, t, static_cast<const void*>(nullptr), p.h0_type,
+         ht_seg, M, S_loc, h0_seg);
 }
 
 void gather_states(const GdnFwdParams& p, const SegTable& t, const float* src, bool use_last, void* out,

@@ -61,19 +61,12 @@ size_t state_pass_workspace_bytes(const GdnFwdParams& v, int sm_count) {
   return gdn_fwd_workspace_bytes(v, state_plan(v, sm_count), false);
 }
 
-void state_pass(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float* S_loc, float* M, int sm_count,
-                void* workspace, size_t workspace_bytes, void* stream) {
-  LINATTN_CHECK(S_loc && M, "tier 3 state pass: S_loc and M are required");
+namespace {
+
+// The state pass's plan: (V + K) / VS CTAs per head, the widest slice that still gives >= 0.7 CTAs
+// per SM. Its prep and its fused launch use this plan (one carve of the workspace).
+GdnFwdPlan state_pass_plan(const GdnFwdParams& v, int sm_count) {
   GdnFwdPlan plan = state_plan(v, sm_count);
-  GdnFwdParams sp = v;
-  sp.h0 = nullptr;
-  sp.ht = nullptr;
-  sp.o = nullptr;
-  sp.seg_S = S_loc;
-  sp.seg_M = M;
-  sp.seg_flags = flags;
-  sp.seg_skip = skip;
-  // (V + K) / VS CTAs per head: the widest slice that still gives >= 0.7 CTAs per SM.
   const int64_t heads = int64_t(v.N) * v.HV;
   plan.vs = 32;
   for (int vs : {128, 64}) {
@@ -83,8 +76,35 @@ void state_pass(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float
       break;
     }
   }
-  gdn_fwd(v, plan, nullptr, nullptr, workspace, workspace_bytes, stream, GdnFwdStage::kPrep);
-  gdn_fwd(sp, plan, nullptr, nullptr, workspace, workspace_bytes, stream, GdnFwdStage::kFused);
+  return plan;
+}
+
+}  // namespace
+
+void state_pass_prep(const GdnFwdParams& v, int sm_count, void* workspace, size_t workspace_bytes, void* stream) {
+  gdn_fwd(v, state_pass_plan(v, sm_count), nullptr, nullptr, workspace, workspace_bytes, stream, GdnFwdStage::kPrep);
+}
+
+void state_pass_fused(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float* S_loc, float* M,
+                      int sm_count, void* workspace, size_t workspace_bytes, void* stream) {
+  LINATTN_CHECK(S_loc && M, "tier 3 state pass: S_loc and M are required");
+  GdnFwdParams sp = v;
+  sp.h0 = nullptr;
+  sp.ht = nullptr;
+  sp.o = nullptr;
+  sp.seg_S = S_loc;
+  sp.seg_M = M;
+  sp.seg_flags = flags;
+  sp.seg_skip = skip;
+  gdn_fwd(sp, state_pass_plan(v, sm_count), nullptr, nullptr, workspace, workspace_bytes, stream,
+          GdnFwdStage::kFused);
+}
+
+void state_pass(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float* S_loc, float* M, int sm_count,
+                void* workspace, size_t workspace_bytes, void* stream) {
+  LINATTN_CHECK(S_loc && M, "tier 3 state pass: S_loc and M are required");
+  state_pass_prep(v, sm_count, workspace, workspace_bytes, stream);
+  state_pass_fused(v, flags, skip, S_loc, M, sm_count, workspace, workspace_bytes, stream);
 }
 
 }  // namespace linattn::cuda::seg

@@ -61,6 +61,13 @@ void state_pass(const GdnFwdParams& v, const int32_t* flags, int32_t skip,
                 float* M,      // [v.N, HV, K, K] out
                 int sm_count, void* workspace, size_t workspace_bytes, void* stream);
 
+// state_pass in two halves, for callers that launch between them (tier 3's first-segment
+// schedule runs the state pass beside another kernel): the prep over every segment of v, then the
+// fused kernel in state-pass mode. state_pass = state_pass_prep + state_pass_fused.
+void state_pass_prep(const GdnFwdParams& v, int sm_count, void* workspace, size_t workspace_bytes, void* stream);
+void state_pass_fused(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float* S_loc, float* M,
+                      int sm_count, void* workspace, size_t workspace_bytes, void* stream);
+
 // Forward combine, per (sequence n, value head, column block), in slot order: h = the initial
 // state of n (p.h0 in p's layout and type, or zero); for every slot i of n: h0_seg[i] = h, then,
 // unless i is empty or n's last slot, h = M_i h + S_loc_i (fp32).
@@ -74,6 +81,22 @@ void combine_forward(const GdnFwdParams& p, const SegTable& t, const float* M, c
 void combine_reverse(const GdnFwdParams& p, const void* dht, ElemType dht_type, const SegTable& t, const float* M,
                      const float* dS_loc, float* dht_seg,  // [t.num, HV, K, V] out
                      void* stream);
+
+// First-segment schedule (tier3.cc, LINATTN_CUDA_TIER3_FIRST; one sequence: p.N == 1, s >= 2).
+// build_first_split: h0_seg[slot 0] = p.h0 (p's layout / type) or zero, and two more virtual
+// cu_seqlens over the same s slots: cu_first keeps slot 0's rows and empties every other slot (at
+// slot 0's end), cu_rest empties slot 0 (at its end) and keeps the others, so a forward over the
+// segments with either table runs only those slots (the empty ones copy h0_seg to ht_seg).
+void build_first_split(const GdnFwdParams& p, const SegTable& t, float* h0_seg,  // [t.num, HV, K, V] out (slot 0)
+                       int32_t* cu_first, int32_t* cu_rest,                     // [t.num + 1] out each
+                       void* stream);
+// combine_forward_from_first: h = ht_seg[slot n s] (fp32 K-major: slot 0's true final state, from
+// its forward); h0_seg[n s] = h; for the slots i > 0 of n in order: h0_seg[i] = h, then, unless i is
+// empty or n's last slot, h = M_i h + S_loc_i.
+void combine_forward_from_first(const GdnFwdParams& p, const SegTable& t, const float* M, const float* S_loc,
+                                const float* ht_seg,  // [t.num, HV, K, V]
+                                float* h0_seg,        // [t.num, HV, K, V] out
+                                void* stream);
 
 // out[n, j] (p's state layout: state_v_first, type out_type) = src[slot(n), j] for every
 // sequence, slot(n) = t.last[n] (use_last) or n s (the first slot).

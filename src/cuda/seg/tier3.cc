@@ -3,12 +3,15 @@
 #include "cuda/seg/tier3.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/carver.h"
 #include "core/check.h"
+#include "core/util.h"
 #include "cuda/gdn/gdn_bwd.h"
 #include "cuda/gdn/gdn_fwd.h"
 #include "cuda/seg/seg_pass.h"
+#include "cuda/seg/side_stream.h"
 
 namespace linattn::cuda::seg {
 namespace {
@@ -36,6 +39,10 @@ struct FwdBufs {
   float *S_loc, *M, *h0, *ht;
   void* inner;
   size_t inner_bytes;
+  // First-segment schedule (carved after the rest, so the default's layout is unchanged): the
+  // segments' final states also when p.ht is null (slot 0's feeds the combine), the two tables.
+  float* ht_all;
+  int32_t *cu_first, *cu_rest;
 };
 
 FwdBufs carve_fwd(const GdnFwdParams& p, const Tier3Config& c, Carver& cv) {
@@ -52,7 +59,40 @@ FwdBufs carve_fwd(const GdnFwdParams& p, const Tier3Config& c, Carver& cv) {
   v.cu_seqlens = reinterpret_cast<const void*>(uintptr_t(1));  // sizing: varlen tables
   b.inner_bytes = gdn_fwd_workspace_bytes(v, inner_fwd_plan(v, c), false);
   b.inner = cv.take<char>(b.inner_bytes);
+  b.ht_all = p.ht ? b.ht : cv.take<float>(num * HV * K * V);
+  b.cu_first = cv.take<int32_t>(num + 1);
+  b.cu_rest = cv.take<int32_t>(num + 1);
   return b;
+}
+
+// Off by default until an H200 A/B (scripts/ab.d/70-tier3.sh) shows it faster.
+constexpr bool kFirstDefault = false;
+std::atomic<int64_t> g_first_runs{0};
+
+// The first-segment schedule (tier3.h); the table is built. Slot 0 runs the ordinary forward from
+// the sequence's h0 on the side stream (cu_first: the other slots empty) while the state pass takes
+// the middle slots (skip first, last, empty); after the join the combine starts from slot 0's final
+// state (ht_all[0]) and writes every slot's initial state, h0_seg[0] included (= that final state, so
+// the forward over cu_rest, where slot 0 is empty, rewrites ht_all[0] with the same bits).
+void tier3_fwd_first(const GdnFwdParams& p, const Tier3Config& c, const FwdBufs& b, void* stream) {
+  build_first_split(p, b.t, b.h0, b.cu_first, b.cu_rest, stream);
+  const GdnFwdParams v = virtual_params(p, b.t, b.h0, b.ht_all);
+  const GdnFwdPlan plan = inner_fwd_plan(v, c);
+  state_pass_prep(v, c.sm_count, b.inner, b.inner_bytes, stream);
+  GdnFwdParams first = v;
+  first.cu_seqlens = b.cu_first;
+  void* side = side_fork(stream);
+  gdn_fwd(first, plan, nullptr, nullptr, b.inner, b.inner_bytes, side, GdnFwdStage::kFused);
+  state_pass_fused(v, b.t.flags, kSegEmpty | kSegLast | kSegFirst, b.S_loc, b.M, c.sm_count, b.inner,
+                   b.inner_bytes, stream);
+  side_join(stream);
+  combine_forward_from_first(p, b.t, b.M, b.S_loc, b.ht_all, b.h0, stream);
+  GdnFwdParams rest = v;
+  rest.cu_seqlens = b.cu_rest;
+  rest.ht = p.ht ? b.ht_all : nullptr;
+  gdn_fwd(rest, plan, nullptr, nullptr, b.inner, b.inner_bytes, stream, GdnFwdStage::kFused);
+  if (p.ht) gather_states(p, b.t, b.ht_all, true, p.ht, ElemType::kF32, stream);
+  g_first_runs.fetch_add(1);
 }
 
 }  // namespace
@@ -65,6 +105,13 @@ bool tier3_supported(const GdnFwdParams& p, bool aligned16, const char** why) {
   if (why) *why = r;
   return r == nullptr;
 }
+
+bool tier3_first_enabled() {
+  const std::string v = env_or("LINATTN_CUDA_TIER3_FIRST", "");
+  return v == "1" || (v != "0" && kFirstDefault);
+}
+
+int64_t tier3_first_runs() { return g_first_runs.load(); }
 
 size_t tier3_fwd_workspace_bytes(const GdnFwdParams& p, const Tier3Config& c) {
   Carver cv{nullptr};
@@ -80,6 +127,10 @@ void tier3_fwd(const GdnFwdParams& p, const Tier3Config& c, void* workspace, siz
   Carver cv{static_cast<char*>(workspace)};
   const FwdBufs b = carve_fwd(p, c, cv);
   build_seg_table(p, c.min_segment, b.t, stream);
+  if (p.N == 1 && c.segments >= 2 && tier3_first_enabled()) {
+    tier3_fwd_first(p, c, b, stream);
+    return;
+  }
   const GdnFwdParams v = virtual_params(p, b.t, b.h0, b.ht);
   const GdnFwdPlan plan = inner_fwd_plan(v, c);
   // (1) local states and transitions of every segment but each sequence's last (prep included).
