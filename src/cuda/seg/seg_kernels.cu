@@ -227,7 +227,7 @@ void build_first_split(const GdnFwdParams& p, const SegTable& t, float* h0_seg, 
   LINATTN_CHECK(t.N == 1 && t.segments >= 2, "tier 3 first-segment tables: one sequence and >= 2 slots, got ", t.N,
                 " x ", t.segments);
   const int64_t total = std::max<int64_t>(int64_t(p.HV) * p.K * p.V, t.num + 1);
-  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1024);
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 64);  // small: it runs beside the prep
   launch(seg_first_split_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, static_cast<cudaStream_t>(stream),
          p, t, h0_seg, cu_first, cu_rest);
 }

@@ -74,14 +74,17 @@ std::atomic<int64_t> g_first_runs{0};
 // the middle slots (skip first, last, empty); after the join the combine starts from slot 0's final
 // state (ht_all[0]) and writes every slot's initial state, h0_seg[0] included (= that final state, so
 // the forward over cu_rest, where slot 0 is empty, rewrites ht_all[0] with the same bits).
+// The seed / tables kernel runs on the side stream beside the prep (only the side's forward and,
+// after the join, the main stream read what it writes).
 void tier3_fwd_first(const GdnFwdParams& p, const Tier3Config& c, const FwdBufs& b, void* stream) {
-  build_first_split(p, b.t, b.h0, b.cu_first, b.cu_rest, stream);
   const GdnFwdParams v = virtual_params(p, b.t, b.h0, b.ht_all);
   const GdnFwdPlan plan = inner_fwd_plan(v, c);
+  void* side = side_fork(stream);  // after the table
+  build_first_split(p, b.t, b.h0, b.cu_first, b.cu_rest, side);
   state_pass_prep(v, c.sm_count, b.inner, b.inner_bytes, stream);
   GdnFwdParams first = v;
   first.cu_seqlens = b.cu_first;
-  void* side = side_fork(stream);
+  side_fork(stream);  // after the prep too
   gdn_fwd(first, plan, nullptr, nullptr, b.inner, b.inner_bytes, side, GdnFwdStage::kFused);
   state_pass_fused(v, b.t.flags, kSegEmpty | kSegLast | kSegFirst, b.S_loc, b.M, c.sm_count, b.inner,
                    b.inner_bytes, stream);
