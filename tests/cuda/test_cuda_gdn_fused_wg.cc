@@ -8,7 +8,8 @@
 // same inputs (two fp32-accumulating orders of the same products: close, not bitwise).
 // "1p": the pipelined kernel with P formed in its output warpgroup (LINATTN_CUDA_GDN_P=fused; the prep
 // skips P): the same reference and mma.sync comparisons, and against the pipelined kernel reading the
-// prep's P; the workspace loses exactly P's bytes and the choice follows the switch.
+// prep's P; the workspace loses exactly P's bytes and the choice follows the switch. Every case sets
+// LINATTN_CUDA_GDN_P explicitly (fused / prep), so the tests hold whichever one is the default.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -60,8 +61,7 @@ class CudaGdnFusedWg : public ::testing::TestWithParam<Param> {
   std::string sw() const { return pfused() ? "1" : std::get<1>(GetParam()); }
   void set_switches() const {
     setenv("LINATTN_CUDA_WGMMA", sw().c_str(), 1);
-    if (pfused()) setenv("LINATTN_CUDA_GDN_P", "fused", 1);
-    else unsetenv("LINATTN_CUDA_GDN_P");
+    setenv("LINATTN_CUDA_GDN_P", pfused() ? "fused" : "prep", 1);  // explicit: either may be the default
   }
   void TearDown() override {
     unsetenv("LINATTN_CUDA_WGMMA");
@@ -136,7 +136,7 @@ TEST_P(CudaGdnPFused, CloseToPrepP) {
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
     const ChunkAttnOutTensors pf = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
-    unsetenv("LINATTN_CUDA_GDN_P");
+    setenv("LINATTN_CUDA_GDN_P", "prep", 1);
     const int64_t pf_before = cuda::gdn_fused_wgp_pf_launches();
     const ChunkAttnOutTensors prep = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
     EXPECT_EQ(cuda::gdn_fused_wgp_pf_launches(), pf_before) << "the prep's P path ran the P-forming kernel";
@@ -175,7 +175,10 @@ TEST(CudaGdnPFusedHost, ChoiceAndWorkspace) {
   const cuda::GdnFwdPlan plan = cuda::plan_gdn_fwd(p, 132, true);
   ASSERT_TRUE(plan.chunked) << plan.str();
   unsetenv("LINATTN_CUDA_WGMMA");
-  unsetenv("LINATTN_CUDA_GDN_P");
+  unsetenv("LINATTN_CUDA_GDN_P");  // the default (kGdnPFusedDefault in gdn_fwd.cc)
+  EXPECT_EQ(cuda::gdn_p_in_fused(p, plan.vs), cuda::gdn_p_fused_env());
+  setenv("LINATTN_CUDA_GDN_P", "prep", 1);
+  EXPECT_FALSE(cuda::gdn_p_fused_env());
   EXPECT_FALSE(cuda::gdn_p_in_fused(p, plan.vs));
   const size_t with_p = cuda::gdn_fwd_workspace_bytes(p, plan, false);
   setenv("LINATTN_CUDA_GDN_P", "fused", 1);

@@ -56,7 +56,13 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
 
 }  // namespace
 
-bool gdn_p_fused_env() { return env_or("LINATTN_CUDA_GDN_P", "") == "fused"; }
+// Where P is formed when LINATTN_CUDA_GDN_P is neither "fused" nor "prep" (gdn_p_fused.h).
+constexpr bool kGdnPFusedDefault = false;
+
+bool gdn_p_fused_env() {
+  const std::string v = env_or("LINATTN_CUDA_GDN_P", "");
+  return v == "fused" || (v != "prep" && kGdnPFusedDefault);
+}
 
 bool gdn_p_in_fused(const GdnFwdParams& p, int vs) {
   if (p.kda || p.BT != 64 || !gdn_p_fused_env() || !gdn_fused_wg_pipelined() || !gdn_fused_wgp_seg_enabled())
