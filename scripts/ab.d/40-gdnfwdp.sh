@@ -9,8 +9,9 @@
 # 2. memcheck of the bf16 P-fused reference case, then racecheck of it if time allows (v1: 25 reports
 #    on the hand-off buffer);
 # 3. benches default vs variant interleaved (--check 1: rel RMS vs the token kernel, graph vs eager):
-#    16/64 1x32768, 4096x8, 1x2048, then 1x32768 again with the variant first.
-# Rows into bench.jsonl with env_switch; about 40-60 s of device time.
+#    16/64 1x32768, 4096x8, 1x2048, then 1x32768 again with the variant first; then the other shapes a
+#    default flip would move: 16/32 1x4096 and 2/8 1x32768 (tier 3, planner's choice).
+# Rows into bench.jsonl with env_switch; about 45-60 s of device time.
 SW=LINATTN_CUDA_GDN_P=fused
 if [ "$(left)" -gt 60 ]; then
   ab_test $SW test_cuda_gdn_fused_wg '*pfused*:*PFused*'
@@ -32,7 +33,8 @@ if [ "$(left)" -gt 60 ]; then
     [ $tool = memcheck ] && [ $rc -ne 0 ] && status=1
     say "gdnfwdp $tool: exit $rc ($(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/ab-tests.txt" | tail -n 1))"
   done
-  for cfg in "16 64 1x32768 none $SW" "16 64 4096x8 none $SW" "16 64 1x2048 none $SW" "16 64 1x32768 $SW none"; do
+  for cfg in "16 64 1x32768 none $SW" "16 64 4096x8 none $SW" "16 64 1x2048 none $SW" "16 64 1x32768 $SW none" \
+             "16 32 1x4096 none $SW" "2 8 1x32768 none $SW"; do
     set -- $cfg
     for sw in "$4" "$5"; do
       bench 12 "$sw" bench-cuda --hqk "$1" --hv "$2" --lengths "$3" --iters 20 --check 1 --commit "$COMMIT"
