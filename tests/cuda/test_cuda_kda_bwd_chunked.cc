@@ -12,11 +12,14 @@
 // =chunked3 (+ tensor-core off-diagonal intra blocks) and =chunked4 (+ overlapped first tile loads,
 // batched gate loads, decay tables), kda/kda_bwd_chunk2.cu: against the fp64 reference and against the
 // first chunked kernel (same bars), padding, finiteness, determinism, extreme gates, the public op and
-// the graph sequence (under LINATTN_SANITIZED: every variant on the first case, chunked, chunked3 and
-// chunked4 in the other tests).
+// the graph sequence (under LINATTN_SANITIZED: every variant but chunked5 on the first case, chunked,
+// chunked3, chunked4 and chunked5 in the other tests). =chunked5 (chunked4's arithmetic in less code,
+// kda/kda_bwd_chunk5.cu) is also held to chunked4's values (the bf16 bars) and says whether it is bitwise
+// equal to it.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -31,14 +34,15 @@ namespace {
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
 
 // The chunk-kernel variants every case runs ("chunked" = the first kernel, the cross-check; "chunked4" =
-// the default since kdabwd3).
-const char* const kVariants[] = {"chunked", "chunked2", "chunked3", "chunked4"};
+// the default since kdabwd3; "chunked5" = opt-in, kdabwd7).
+const char* const kVariants[] = {"chunked", "chunked2", "chunked3", "chunked4", "chunked5"};
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
-// Under compute-sanitizer: chunked, chunked3 (whose code contains chunked2's) and chunked4, to bound the time.
+// Under compute-sanitizer: chunked, chunked3 (whose code contains chunked2's), chunked4 and chunked5, to
+// bound the time.
 std::vector<const char*> variants() {
-  if (sanitized()) return {kVariants[0], kVariants[2], kVariants[3]};
+  if (sanitized()) return {kVariants[0], kVariants[2], kVariants[3], kVariants[4]};
   return {std::begin(kVariants), std::end(kVariants)};
 }
 
@@ -51,6 +55,16 @@ struct KdaBwdMode {
 };
 
 using Case = BwdCase;
+
+// chunked5 keeps chunked4's operations in the same order, so it should be bitwise equal; held to the
+// bf16 bars (a compiler may contract differently), and the log says which.
+void check_chunked5_vs_chunked4(const ChunkAttnData& d, const ChunkAttnGradTensors& c4,
+                                const ChunkAttnGradTensors& c5, const std::string& name) {
+  EXPECT_TRUE(bwd_close(d, c4, c5, DType::kBF16)) << "chunked5 vs chunked4";
+  const ::testing::AssertionResult same = grads_bitwise(c4, c5);
+  std::cout << "[kdabwd7] " << name << ": chunked5 " << (same ? "==" : "!=") << " chunked4 bitwise "
+            << same.message() << "\n";
+}
 
 ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt, ChunkOp::kKda); }
 
@@ -88,7 +102,11 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
   if (!with_variants) return;
-  for (const char* v : {kVariants[1], kVariants[2], kVariants[3]}) {
+  // Under compute-sanitizer without chunked5 (scripts/ab.d/60-kdabwd.sh checks it on its own).
+  std::vector<const char*> vs = {kVariants[1], kVariants[2], kVariants[3]};
+  if (!sanitized()) vs.push_back(kVariants[4]);
+  std::vector<ChunkAttnGradTensors> vars;
+  for (const char* v : vs) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     const ChunkAttnGradTensors var = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
@@ -97,7 +115,9 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     EXPECT_TRUE(grads_padding_zero(d, var));
     EXPECT_TRUE(grads_finite(var));
     check_zero_length_dh0(d, cot, var);
+    vars.push_back(var);
   }
+  if (vars.size() == 4) check_chunked5_vs_chunked4(d, vars[2], vars[3], c.name);
 }
 
 class CudaKdaBwdChunked : public ::testing::TestWithParam<std::tuple<DType, int>> {

@@ -1,0 +1,376 @@
+// The chunk-gradient kernel of the chunk2 family (LINATTN_CUDA_KDA_BWD=chunked2 / chunked3 / chunked4,
+// instantiated in kda_bwd_chunk2.cu; chunked5, instantiated in kda_bwd_chunk5.cu), moved here unchanged
+// from kda_bwd_chunk2.cu but for the MODE 5 branches. Grid (chunk row, q/k head), KTiling<BT, V>::NT
+// threads, KdaChunk2Smem; one CTA walks the G value heads of its q/k head (dq / dk group sums in
+// registers), see kda_bwd_chunk2.cu for the math of each mode and kda_bwd_chunk5_parts.cuh for MODE 5.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "cuda/common/launch.h"
+#include "cuda/kda/kda_bwd_chunk5_parts.cuh"
+
+namespace linattn::cuda {
+namespace {
+
+using namespace kda_bwd;
+
+// The decay tables (chunked4) live in shared memory that is dead during the intra-chunk phase: pre in
+// dS' (dead after dk_inter), suf across the adjacent y and dO tiles (dead after pm / lm). Both fit only
+// for V = 128; V = 64 walks the decays per fragment as chunked3 does.
+template <class T, int BT, int V>
+constexpr bool tables_fit() {
+  using S0 = KdaChunkSmem<T, BT, V>;
+  constexpr size_t tab = sizeof(float) * BT * kLdT, ds = sizeof(T) * kK * S0::kLdV, y = sizeof(T) * BT * S0::kLdV;
+  return V == 128 && ds >= tab && 2 * y >= tab && offsetof(S0, dO) == offsetof(S0, y) + y;
+}
+
+// MODE 2 = chunked2, 3 = chunked3 (+ split-TF32 off-diagonal intra blocks), 4 = chunked4 (chunked3 +
+// the next head's tiles issued with q / k so the row scales overlap them, batched gate loads, decay
+// tables for the off-diagonal blocks at V = 128), 5 = chunked5 (chunked4's arithmetic with less code:
+// kda_bwd_chunk5_parts.cuh).
+template <class T, int BT, int V, int MODE>
+__global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
+  using Sm = KdaChunk2Smem<T, BT, V>;
+  using Tl = KTiling<BT, V>;
+  static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
+  constexpr int NTK = Tl::NTK;
+  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE == 5, TAB = V4 && tables_fit<T, BT, V>();
+  static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Sm& s = *reinterpret_cast<Sm*>(smem_raw);
+  const GdnFwdParams& f = p.f;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int64_t r = blockIdx.x;
+  const int h = blockIdx.y, G = f.HV / f.H;
+  int64_t t0;
+  int len;
+  if (!chunk_span(f, w.chunk_indices, w.nts, r, BT, t0, len)) return;  // sentinel row / empty chunk
+  const int wm = warp % Tl::WM, wn = warp / Tl::WM, r0 = 16 * wm + g;
+  const int ck = wn * Tl::CK, cv = wn * Tl::CV, cb = wn * Tl::CB;
+
+  const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
+  if constexpr (R5) {
+    load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
+    load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+  } else {
+    load_rows_async<T, BT, kK, kLdK, Tl::NT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
+    load_rows_async<T, BT, kK, kLdK, Tl::NT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
+  }
+  cp_async_commit();
+  [[maybe_unused]] const auto row_scales = [&] {  // the forward prep's formula
+    for (int i = warp; i < 2 * BT; i += Tl::NW) {
+      const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
+      const float ss = row_sumsq_warp<T, kK>(row, lane);
+      if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = f.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+    }
+  };
+  [[maybe_unused]] const auto row_scales_r = [&] {  // the same, one row per step (R5)
+#pragma unroll 1
+    for (int i = warp; i < 2 * BT; i += Tl::NW) {
+      const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
+      const float ss = row_sumsq_warp<T, kK>(row, lane);
+      if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = f.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+    }
+  };
+  if constexpr (!R5) {
+    if constexpr (V4) {  // the first head's tiles stream while the row scales run
+      load_head<T, BT, V>(s, p, w, r, t0, len, h * G, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    row_scales();
+  }
+
+  float dqA[NTK][4] = {}, dkA[NTK][4] = {};
+  for (int jj = 0; jj < G; ++jj) {
+    const int j = h * G + jj;
+    if constexpr (R5) {  // one copy of the tile loads; the first head's stream while the row scales run
+      load_head_r<T, BT, V>(s, p, w, r, t0, len, j, tid);
+      cp_async_commit();
+      if (jj == 0) {
+        cp_async_wait<1>();
+        __syncthreads();
+        row_scales_r();
+      }
+    } else if (!V4 || jj > 0) {
+      load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
+      cp_async_commit();
+    }
+    if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
+    if constexpr (R5)
+      stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);
+    else
+      stage_decays<BT, Tl::NT, V4>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    cp_async_wait<0>();
+    __syncthreads();
+
+    float dgam[NTK][4], dbp[2] = {0.f, 0.f}, xh[NTK][4], eg[NTK][4];
+    {  // Y = Ai^T dV^ (registers until every warp has read dV^); Y.v
+      float Y[Tl::NTV][4] = {};
+      mma_tile<T, Tl::NTV, BT, true, false>(Y, &s.ai[0][0], Sm::kLdA, 16 * wm, &s.y[0][0], Sm::kLdV, cv, lane);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int rr = r0 + 8 * hf;
+        if (rr >= len) continue;
+        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rr) * f.HV + j) * int64_t(V);
+#pragma unroll
+        for (int nt = 0; nt < Tl::NTV; ++nt) {
+          const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+          dbp[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
+        }
+      }
+      {  // blk[b][c]: decay product of row block b (rows < len), thread (c, b)
+        static_assert(Tl::NT / kK == BT / 16, "one thread per (channel, row block)");
+        const int cc = tid % kK, b = tid / kK;
+        float pr = 1.f;
+#pragma unroll
+        for (int u = 0; u < 16; ++u) pr *= 16 * b + u < len ? s.a[16 * b + u][cc] : 1.f;
+        s.blk[b][cc] = pr;
+      }
+      {  // <S_d, dS'_d> per key row on every thread: NT / K adjacent lanes per row, interleaved column
+         // pairs (conflict-free: row stride 68 words), then a lane-group sum
+        constexpr int TPR = Tl::NT / kK;
+        const int d = tid / TPR, qq = tid % TPR;
+        float acc = 0.f;
+#pragma unroll 4
+        for (int cc = 2 * qq; cc < V; cc += 2 * TPR) {
+          const float2 a = ld_pair(&s.u.st.S[d][cc]), b = ld_pair(&s.u.st.dS[d][cc]);
+          acc += a.x * b.x + a.y * b.y;
+        }
+#pragma unroll
+        for (int o = 1; o < TPR; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (qq == 0) s.sd[d] = acc;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int nt = 0; nt < Tl::NTV; ++nt)
+          st_pair(&s.y[r0 + 8 * hf][cv + nt * 8 + 2 * tq], Y[nt][2 * hf], Y[nt][2 * hf + 1]);
+    }
+    if constexpr (R5)
+      frag_eg_blk_r<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
+    else
+      frag_eg_blk<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
+    {  // dq_inter = eg (.) scale (dO S^T)
+      float t[NTK][4] = {};
+      mma_tile<T, NTK, V, false, true>(t, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
+      frag_rows<T, NTK>(xh, s.q, s.rq, r0, ck, tq);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float v = f.scale * eg[nt][e] * t[nt][e];
+          dqA[nt][e] += v;
+          dgam[nt][e] = xh[nt][e] * v;
+        }
+    }
+    frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // k^ from here on
+    {  // dk_inter = egl (.) (V^ dS'^T); its column sums of k^ (.) dk_inter feed the last row
+      float t[NTK][4] = {}, egl[NTK][4];
+      mma_tile<T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
+      if constexpr (R5)
+        frag_egl_blk_r<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
+      else
+        frag_egl_blk<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        float z[2] = {0.f, 0.f};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float v = egl[nt][e] * t[nt][e];
+          dkA[nt][e] += v;
+          dgam[nt][e] -= xh[nt][e] * v;
+          z[e & 1] += xh[nt][e] * v;
+        }
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          float v = z[x];
+          v += __shfl_xor_sync(0xffffffffu, v, 4);
+          v += __shfl_xor_sync(0xffffffffu, v, 8);
+          v += __shfl_xor_sync(0xffffffffu, v, 16);
+          if (g == 0) s.zsum[wm][ck + nt * 8 + 2 * tq + x] = v;
+        }
+      }
+    }
+    __syncthreads();  // Y visible to every warp
+
+    {  // xn = Y S^T: dk^ -= beta eg xn; dgam -= beta eg k^ xn; dbeta -= eg k^ . xn
+      float t[NTK][4] = {};
+      mma_tile<T, NTK, V, false, true>(t, &s.y[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float bi = s.beta[r0 + 8 * (e >> 1)];
+          const float kex = eg[nt][e] * t[nt][e];
+          dkA[nt][e] -= bi * kex;
+          dgam[nt][e] -= bi * xh[nt][e] * kex;
+          dbp[e >> 1] -= xh[nt][e] * kex;
+        }
+    }
+    float pm[Tl::NTB][4] = {}, lm[Tl::NTB][4] = {};
+    mma_tile<T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
+    mma_tile<T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
+    __syncthreads();  // S, dS' dead: the union takes daqk / dL
+    [[maybe_unused]] const DecayTab tab{reinterpret_cast<float(*)[kLdT]>(&s.u.st.dS[0][0]),
+                                        reinterpret_cast<float(*)[kLdT]>(&s.y[0][0])};
+    if constexpr (TAB) build_decay_tab<BT, Tl::NT>(tab, s.a, tid);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int i = r0 + 8 * hf;
+#pragma unroll
+      for (int nt = 0; nt < Tl::NTB; ++nt)
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const int jc = cb + nt * 8 + 2 * tq + x;
+          s.u.in.daqk[i][jc] = (i < len && jc <= i) ? f.scale * pm[nt][2 * hf + x] : 0.f;
+          s.u.in.dL[i][jc] = (i < len && jc < i) ? -lm[nt][2 * hf + x] : 0.f;
+        }
+    }
+    __syncthreads();
+
+    {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
+      float dq2[NTK][4], rp[NTK][4];
+      if constexpr (TC) offdiag_rows<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);  // blocks left of the diagonal
+      intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, TC ? 16 * wm : 0, !TC);
+      float qh[NTK][4];
+      frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float bi = s.beta[r0 + 8 * (e >> 1)];
+          dqA[nt][e] += dq2[nt][e];
+          dkA[nt][e] += bi * rp[nt][e];
+          dgam[nt][e] += qh[nt][e] * dq2[nt][e] + xh[nt][e] * bi * rp[nt][e];
+          dbp[e >> 1] += xh[nt][e] * rp[nt][e];
+        }
+    }
+    {  // column side: dk^ += dka; dgam -= k^ (.) dka
+      float ca[NTK][4];
+      if constexpr (TC) offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);  // blocks below the diagonal
+      intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, TC ? min(len, 16 * wm + 16) : len, !TC);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          dkA[nt][e] += ca[nt][e];
+          dgam[nt][e] -= xh[nt][e] * ca[nt][e];
+        }
+    }
+    __syncthreads();  // every read of a / daqk / dL done: a takes dgam
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int i = r0 + 8 * hf;
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        const int col = ck + nt * 8 + 2 * tq;
+        s.a[i][col] = i < len ? dgam[nt][2 * hf] : 0.f;
+        s.a[i][col + 1] = i < len ? dgam[nt][2 * hf + 1] : 0.f;
+      }
+    }
+    flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
+    __syncthreads();
+
+    if constexpr (R5)
+      gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
+    else
+      gate_chain<T, BT, V, Tl::NT, V4>(s, p, w, r, t0, len, j, tid);
+    __syncthreads();
+  }
+
+  // L2-norm backward of the group sums: dx = r dy - r^3 (dy . x) x (x raw, y = r x); store.
+  float pq2[2] = {}, pk2[2] = {};
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int nt = 0; nt < NTK; ++nt) {
+      const int rr = r0 + 8 * hf, col = ck + nt * 8 + 2 * tq;
+      const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
+      pq2[hf] += dqA[nt][2 * hf] * qv.x + dqA[nt][2 * hf + 1] * qv.y;
+      pk2[hf] += dkA[nt][2 * hf] * kv.x + dkA[nt][2 * hf + 1] * kv.y;
+    }
+  flush_rowdot<BT>(s.red, 1, pq2, r0, wn, tq);
+  flush_rowdot<BT>(s.red, 2, pk2, r0, wn, tq);
+  __syncthreads();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int rr = r0 + 8 * hf;
+    if (rr >= len) continue;
+    float fq = 1.f, cq = 0.f, fk = 1.f, cpk = 0.f;
+    if (f.l2norm) {
+      const float sq = ((s.red[1][rr][0] + s.red[1][rr][1]) + s.red[1][rr][2]) + s.red[1][rr][3];
+      const float sk = ((s.red[2][rr][0] + s.red[2][rr][1]) + s.red[2][rr][2]) + s.red[2][rr][3];
+      fq = s.rq[rr];
+      fk = s.rk[rr];
+      cq = fq * fq * fq * sq;
+      cpk = fk * fk * fk * sk;
+    }
+    if constexpr (R5) {  // the finished values through shared memory (a, u: dead), stored below
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        const int col = ck + nt * 8 + 2 * tq;
+        const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
+        float* oq = &s.a[rr][col];
+        float* ok = stage_dk(s) + rr * kLdF + col;
+        oq[0] = fq * dqA[nt][2 * hf] - cq * qv.x;
+        oq[1] = fq * dqA[nt][2 * hf + 1] - cq * qv.y;
+        ok[0] = fk * dkA[nt][2 * hf] - cpk * kv.x;
+        ok[1] = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
+      }
+      continue;
+    }
+    const int64_t base = ((t0 + rr) * f.H + h) * int64_t(kK);
+#pragma unroll
+    for (int nt = 0; nt < NTK; ++nt) {
+      const int col = ck + nt * 8 + 2 * tq;
+      const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
+      if (p.dq.p) {
+        store_out(p.dq.p, p.dq.t, base + col, fq * dqA[nt][2 * hf] - cq * qv.x);
+        store_out(p.dq.p, p.dq.t, base + col + 1, fq * dqA[nt][2 * hf + 1] - cq * qv.y);
+      }
+      if (p.dk.p) {
+        store_out(p.dk.p, p.dk.t, base + col, fk * dkA[nt][2 * hf] - cpk * kv.x);
+        store_out(p.dk.p, p.dk.t, base + col + 1, fk * dkA[nt][2 * hf + 1] - cpk * kv.y);
+      }
+    }
+  }
+  if constexpr (R5) store_dqdk_r<T, BT, V, Tl::NT>(s, p, t0, len, h, tid);
+}
+
+
+// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5).
+template <class T, int BT, int V, int MODE>
+void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  launch(kda_bwd_chunk2_kernel<T, BT, V, MODE>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+         dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
+}
+
+template <class T, int BT, int MODE>
+void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  if (p.f.V == 128) return launch_t<T, BT, 128, MODE>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, MODE>(p, w, stream);
+  LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
+}
+
+template <int MODE>
+void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  const bool bf = p.f.io == ElemType::kBF16;
+  LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
+  if (p.f.BT == 64) {
+    bf ? launch_bt<__nv_bfloat16, 64, MODE>(p, w, stream) : launch_bt<__half, 64, MODE>(p, w, stream);
+  } else if (p.f.BT == 32) {
+    bf ? launch_bt<__nv_bfloat16, 32, MODE>(p, w, stream) : launch_bt<__half, 32, MODE>(p, w, stream);
+  } else {
+    LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
+  }
+}
+
+}  // namespace
+}  // namespace linattn::cuda
