@@ -12,10 +12,11 @@
 // =chunked3 (+ tensor-core off-diagonal intra blocks) and =chunked4 (+ overlapped first tile loads,
 // batched gate loads, decay tables), kda/kda_bwd_chunk2.cu: against the fp64 reference and against the
 // first chunked kernel (same bars), padding, finiteness, determinism, extreme gates, the public op and
-// the graph sequence (under LINATTN_SANITIZED: every variant but chunked5 on the first case, chunked,
-// chunked3, chunked4 and chunked5 in the other tests). =chunked5 (chunked4's arithmetic in less code,
+// the graph sequence (under LINATTN_SANITIZED: chunked2 .. chunked4 on the first case, chunked, chunked3,
+// chunked4 and chunked5 in the other tests). =chunked5 (chunked4's arithmetic in less code,
 // kda/kda_bwd_chunk5.cu) is also held to chunked4's values (the bf16 bars) and says whether it is bitwise
-// equal to it.
+// equal to it; =chunked6 (chunked5 with the split-TF32 operands by truncation) runs like chunked2 .. 4
+// (its memory accesses are chunked5's, so the sanitized runs leave it out).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -34,8 +35,8 @@ namespace {
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
 
 // The chunk-kernel variants every case runs ("chunked" = the first kernel, the cross-check; "chunked4" =
-// the default since kdabwd3; "chunked5" = opt-in, kdabwd7).
-const char* const kVariants[] = {"chunked", "chunked2", "chunked3", "chunked4", "chunked5"};
+// the default since kdabwd3; "chunked5" / "chunked6" = opt-in, kdabwd7).
+const char* const kVariants[] = {"chunked", "chunked2", "chunked3", "chunked4", "chunked5", "chunked6"};
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
@@ -102,9 +103,9 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
   if (!with_variants) return;
-  // Under compute-sanitizer without chunked5 (scripts/ab.d/60-kdabwd.sh checks it on its own).
+  // Under compute-sanitizer without chunked5 / 6 (scripts/ab.d/60-kdabwd.sh checks chunked5 on its own).
   std::vector<const char*> vs = {kVariants[1], kVariants[2], kVariants[3]};
-  if (!sanitized()) vs.push_back(kVariants[4]);
+  if (!sanitized()) vs.insert(vs.end(), {kVariants[4], kVariants[5]});
   std::vector<ChunkAttnGradTensors> vars;
   for (const char* v : vs) {
     SCOPED_TRACE(v);
@@ -117,7 +118,7 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     check_zero_length_dh0(d, cot, var);
     vars.push_back(var);
   }
-  if (vars.size() == 4) check_chunked5_vs_chunked4(d, vars[2], vars[3], c.name);
+  if (vars.size() == 5) check_chunked5_vs_chunked4(d, vars[2], vars[3], c.name);
 }
 
 class CudaKdaBwdChunked : public ::testing::TestWithParam<std::tuple<DType, int>> {

@@ -5,7 +5,7 @@
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
 // LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk2.cu
 // as chunked4 (default), chunked3 (=chunked3), without the split-TF32 tensor-core blocks (=chunked2),
-// or the first kernel kda/kda_bwd_chunk.cu (=chunked)).
+// the first kernel kda/kda_bwd_chunk.cu (=chunked), or opt-in kda/kda_bwd_chunk5.cu (=chunked5 / =chunked6)).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -101,13 +101,13 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
-// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | chunked3 | chunked4 | chunked5, read on every call (plan and
-// workspace query agree; chunked2 / chunked3 pick the opt-in chunk-gradient kernel variants, same workspace).
+// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | ... | chunked6, read on every call (plan and workspace
+// query agree; chunked2 / chunked3 pick the opt-in chunk-gradient kernel variants, same workspace).
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
   if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
   if (mode == "chunked" || mode == "chunked2" || mode == "chunked3" || mode == "chunked4" || mode == "chunked5" ||
-      kKdaChunkedDefault)
+      mode == "chunked6" || kKdaChunkedDefault)
     return nullptr;
   return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
 }
@@ -212,7 +212,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
     if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
     else if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
-    else if (mode == "chunked5") launch_kda_bwd_chunk5(p, w, st);
+    else if (mode == "chunked5" || mode == "chunked6") launch_kda_bwd_chunk5(p, w, mode == "chunked6", st);
     else launch_kda_bwd_chunk4(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

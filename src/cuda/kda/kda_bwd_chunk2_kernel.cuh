@@ -29,14 +29,15 @@ constexpr bool tables_fit() {
 // MODE 2 = chunked2, 3 = chunked3 (+ split-TF32 off-diagonal intra blocks), 4 = chunked4 (chunked3 +
 // the next head's tiles issued with q / k so the row scales overlap them, batched gate loads, decay
 // tables for the off-diagonal blocks at V = 128), 5 = chunked5 (chunked4's arithmetic with less code:
-// kda_bwd_chunk5_parts.cuh).
+// kda_bwd_chunk5_parts.cuh), 6 = chunked6 (chunked5 with the split-TF32 operands by truncation).
 template <class T, int BT, int V, int MODE>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
-  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE == 5, TAB = V4 && tables_fit<T, BT, V>();
+  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE >= 5, TRUNC = MODE == 6;
+  constexpr bool TAB = V4 && tables_fit<T, BT, V>();
   static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
@@ -237,7 +238,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
-      if constexpr (TC) offdiag_rows<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);  // blocks left of the diagonal
+      // blocks left of the diagonal
+      if constexpr (TC) offdiag_rows<T, BT, V, NTK, TAB, TRUNC>(s, dq2, rp, wm, ck, g, tq, tab);
       intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, TC ? 16 * wm : 0, !TC);
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
@@ -254,7 +256,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     }
     {  // column side: dk^ += dka; dgam -= k^ (.) dka
       float ca[NTK][4];
-      if constexpr (TC) offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);  // blocks below the diagonal
+      // blocks below the diagonal
+      if constexpr (TC) offdiag_cols<T, BT, V, NTK, TAB, TRUNC>(s, ca, wm, ck, g, tq, tab);
       intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, TC ? min(len, 16 * wm + 16) : len, !TC);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
