@@ -11,9 +11,12 @@
 // kernel (LINATTN_CUDA_KDA_WGMMA=0, every V-slice). Prep v6 (the BT 64 default, forced with
 // LINATTN_KDA_PREP=v6) runs every case against the reference and against prep v3 (LINATTN_KDA_PREP=v3,
 // fp32 per-element sums: an independent formulation) on the same inputs (BT 32 keeps v3), and
-// through every mma.sync V-slice.
+// through every mma.sync V-slice; prep v7 (opt-in, LINATTN_KDA_PREP=v7) the same, also against v6,
+// and its three CTAs per SM.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -21,6 +24,7 @@
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/kda/kda_fwd_prep_v6.cuh"
+#include "cuda/kda/kda_fwd_prep_v7.cuh"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -260,6 +264,70 @@ TEST_P(CudaKdaFwd, PrepV6EveryVSlice) {
   const std::vector<FwdCase> cs = cases(dt, bt);
   for (int ci : {1, 2})
     for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+}
+
+// Prep v7 (opt-in, LINATTN_KDA_PREP=v7: v6's code with q / k read from global memory, three CTAs per
+// SM) forced on every case: against the fp64 reference, and at BT 64 against v6 and v3 on the same
+// inputs. v7 forms the same products in the same order as v6 (the same kernel body): expected equal to
+// v6 up to compiler contraction differences, so it is held to v6 at a 10x tighter bar than to v3; the
+// output says whether o was bitwise equal. A row, channel or masking slip in the global q / k reads
+// shows as O(1) errors.
+TEST_P(CudaKdaFwd, PrepV7MatchesReferenceAndV6AndV3) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    ChunkAttnOutTensors v7, v6, v3;
+    {
+      EnvScope on("LINATTN_KDA_PREP", "v7");
+      const int64_t before = cuda::kda_prep_v7_launches();
+      run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+      v7 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+      if (bt == 64) EXPECT_GT(cuda::kda_prep_v7_launches(), before) << "prep v7 did not run";
+      else EXPECT_EQ(cuda::kda_prep_v7_launches(), before) << "BT 32 must keep prep v3";
+    }
+    if (bt != 64) continue;
+    {
+      EnvScope on("LINATTN_KDA_PREP", "v6");
+      v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+    }
+    {
+      EnvScope off("LINATTN_KDA_PREP", "v3");
+      v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+    }
+    const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in all: valid rows only
+    auto valid = [&](const Tensor& o) { return var ? narrow(o.view(), 1, 0, d.valid_tokens) : o.view(); };
+    EXPECT_TRUE(tensors_close("o v3 / v7", valid(v3.o), valid(v7.o), Tolerance{1e-2, 0.0}));
+    EXPECT_TRUE(tensors_close("o v6 / v7", valid(v6.o), valid(v7.o), Tolerance{1e-3, 0.0}));
+    if (v3.final_state.defined()) {
+      EXPECT_TRUE(tensors_close("final_state v3 / v7", v3.final_state, v7.final_state, Tolerance{1e-2, 0.0}));
+      EXPECT_TRUE(tensors_close("final_state v6 / v7", v6.final_state, v7.final_state, Tolerance{1e-3, 0.0}));
+    }
+    bool same = v6.o.numel() == v7.o.numel();  // padding rows are NaN in both
+    for (int64_t e = 0; same && e < v6.o.numel(); ++e) {
+      const double x = v6.o.get(e), y = v7.o.get(e);
+      same = x == y || (std::isnan(x) && std::isnan(y));
+    }
+    std::printf("[ v7 ] %s %s: o %s v6\n", dtype_name(dt), c.name.c_str(), same ? "bitwise equal to" : "differs from");
+  }
+}
+
+// v7 through the mma.sync fused kernel's V-slices, on the varlen edge lengths and the strong-decay /
+// -1000-gate GVA case.
+TEST_P(CudaKdaFwd, PrepV7EveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  EnvScope on("LINATTN_KDA_PREP", "v7");
+  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  const std::vector<FwdCase> cs = cases(dt, bt);
+  for (int ci : {1, 2})
+    for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+}
+
+// v7's design point: three resident CTAs per SM (<= 80 registers, 75,264 B of shared memory each).
+TEST(CudaKdaFwdPrepV7, ThreeCtasPerSm) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  EXPECT_EQ(cuda::kda_prep_v7_ctas_per_sm(true), 3) << "bf16";
+  EXPECT_EQ(cuda::kda_prep_v7_ctas_per_sm(false), 3) << "fp16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,

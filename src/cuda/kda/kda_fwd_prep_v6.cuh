@@ -1,6 +1,7 @@
 // Prep v6 of the chunked KDA forward (kda_fwd_prep_v6.cu): same outputs and workspace layout as
 // launch_kda_prep (kda_fwd_prep.cu), which dispatches here at BT = 64 unless LINATTN_KDA_PREP=v3
-// (the default since the H200 A/B at 73035b5). v5 with coalesced fused-operand stores and half2 staging.
+// (the default since the H200 A/B at 73035b5; =v7 selects prep v7, kda_fwd_prep_v7.cuh). v5 with coalesced
+// fused-operand stores and half2 staging.
 #pragma once
 #include <cuda_runtime.h>
 
