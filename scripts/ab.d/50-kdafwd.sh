@@ -6,10 +6,10 @@
 #    every mma.sync V-slice, three CTAs per SM), the KDA graph tests (replay == eager bitwise over six
 #    layouts with NaN padding), the chunked KDA backward's BT-64 reference case (it reruns the prep);
 # 3. compute-sanitizer memcheck of one small v7 case;
-# 4. bench round 2 (--check 0);
-# 5. if time is left: ncu of the v6 and v7 preps at 1x32768 (issue rate, occupancy, stall split).
-# Own share: 60 s of device time (kf7_left); each step is skipped when it would not fit (the tests
-# before the second bench round).
+# 4. ncu of the v6 and v7 preps at 1x32768 (issue rate, occupancy, warp-state stall split);
+# 5. bench round 2 (--check 0).
+# Own share: 60 s of device time (kf7_left); each step is skipped when it would not fit (tests and
+# ncu before the second bench round).
 kf7_t0=$(date +%s)
 kf7_left() { echo $(( 60 - ($(date +%s) - kf7_t0) )); }
 kf7_bench() {  # kf7_bench CHECK: one round, v6 (none) then v7 per shape
@@ -36,7 +36,6 @@ if [ "$(kf7_left)" -gt 17 ] && command -v compute-sanitizer >/dev/null 2>&1; the
   [ $rc -eq 0 ] || status=1
   say "kdafwd7: memcheck v7 exit $rc ($(grep 'ERROR SUMMARY' "$OUT/ab-tests.txt" | tail -n 1))"
 fi
-kf7_bench 0
 if [ "$(kf7_left)" -gt 20 ] && command -v ncu >/dev/null 2>&1; then
   for sw in none LINATTN_KDA_PREP=v7; do
     [ "$(kf7_left)" -gt 10 ] || break
@@ -47,4 +46,5 @@ if [ "$(kf7_left)" -gt 20 ] && command -v ncu >/dev/null 2>&1; then
       >>"$OUT/ab-tests.txt" 2>&1 || say "kdafwd7: ncu $sw incomplete"
   done
 fi
+kf7_bench 0
 true
