@@ -13,7 +13,10 @@
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
 // order and bf16 rounding points differ); determinism and the graph sequence. With the switch
-// exported as another wg value ("wglate") these tests take that variant instead.
+// exported as another wg value ("wglate", "wg2") these tests take that variant instead.
+// The sweep variant wg2 (WG1 streams role 1's inputs, mbarrier hand-offs; forced here) runs every
+// case and a long GVA varlen case again: fp64 reference, padding, zero-length dh0, and bitwise equal
+// to wg (the same products on the same operands); determinism and the graph sequence.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -206,6 +209,42 @@ void run_case_sweep_wg(const Case& c) {
   EXPECT_TRUE(grads_agree(d, base_run, got, c.spec.dtype)) << "wgmma sweeps vs mma.sync sweeps";
 }
 
+// wg2 against the reference and bitwise against wg; at BT 64 the wg2 kernel must have run.
+void run_case_sweep_wg2(const Case& c) {
+  SCOPED_TRACE(c.name + " sweep wg2");
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(c.spec.seed * 31 + 7);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+  ChunkAttnGradTensors base_run, got;
+  {
+    ScopedEnv e(kSweepEnv, "wg");
+    base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  const int64_t before = cuda::gdn_bwd_sweep_wg2_launches();
+  {
+    ScopedEnv e(kSweepEnv, "wg2");
+    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  EXPECT_EQ(cuda::gdn_bwd_sweep_wg2_launches() > before, c.spec.opt.chunk_size == 64) << "wg2 runs at BT 64 only";
+  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
+  EXPECT_TRUE(grads_padding_zero(d, got));
+  EXPECT_TRUE(grads_finite(got));
+  check_zero_length_dh0(d, cot, got);
+  EXPECT_TRUE(grads_bitwise(got, base_run)) << "wg2 differs from wg";
+}
+
+// Long sequences (many turns of the 2-stage input ring and of the hand-off buffer's mbarrier
+// phases), GVA 2, in-kernel options, bf16 gradients and cotangents.
+Case long_case(DType dt, int bt) {
+  ChunkAttnSpec s = base(dt, bt);
+  s.seqlens = {1500, 0, 700};
+  s.pad_tokens = 5;
+  s.opt.use_qk_l2norm_in_kernel = true;
+  s.opt.use_gate_in_kernel = true;
+  s.opt.use_beta_sigmoid_in_kernel = true;
+  return {"long_varlen_gva2", s, dt, dt};
+}
+
 class CudaGdnBwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:
   void SetUp() override {
@@ -287,6 +326,31 @@ TEST_P(CudaGdnBwd, SweepWgIsDeterministic) {
   const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   EXPECT_TRUE(grads_bitwise(a, b));
+}
+
+TEST_P(CudaGdnBwd, SweepWg2MatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  const auto all = cases(dt, bt);
+  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case (up to 3 chunks)
+    run_case_sweep_wg2(all[1]);
+    return;
+  }
+  for (const Case& c : all) run_case_sweep_wg2(c);
+  run_case_sweep_wg2(long_case(dt, bt));
+}
+
+TEST_P(CudaGdnBwd, SweepWg2IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv e(kSweepEnv, "wg2");
+  for (const Case& c : {cases(dt, bt)[2], long_case(dt, bt)}) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(17);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_bitwise(a, b));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
@@ -396,6 +460,18 @@ TEST(CudaGdnBwdSweepWg, GraphSequence) {
                                 {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+
+// The graph sequence (graph replay == eager bitwise, seven layouts) with the sweep variant wg2.
+TEST(CudaGdnBwdSweepWg, Wg2GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv e(kSweepEnv, "wg2");
+  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
+                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  const int64_t before = cuda::gdn_bwd_sweep_wg2_launches();
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+  EXPECT_GT(cuda::gdn_bwd_sweep_wg2_launches(), before);
 }
 
 // The public op and its workspace query on CUDA tensors (see check_public_op_workspace).
