@@ -237,7 +237,7 @@ void run_case_sweep_wg2(const Case& c) {
 // phases), GVA 2, in-kernel options, bf16 gradients and cotangents.
 Case long_case(DType dt, int bt) {
   ChunkAttnSpec s = base(dt, bt);
-  s.seqlens = {1500, 0, 700};
+  s.seqlens = {900, 0, 300};
   s.pad_tokens = 5;
   s.opt.use_qk_l2norm_in_kernel = true;
   s.opt.use_gate_in_kernel = true;
