@@ -5,7 +5,7 @@
 // inputs and garbage padding, replay == eager fixed-capacity call bitwise, padding untouched.
 // Aligned layouts run the default kernels (conv_stream.cuh: kStreamFwd / kStreamBwd);
 // scripts/gpu-conv reruns the binary with LINATTN_CONV_CUDA_PATH=stream and =tiles so both
-// designs are covered whichever is the default; the v7 forward variants are swept in-process.
+// designs are covered whichever is the default; the v7-v10 forward variants are swept in-process.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -312,6 +312,22 @@ TEST(ConvCuda, ForwardTmaKnobsMatchReferenceAndV6) {
                      {DType::kBF16, DType::kF16, DType::kF32}, 1000);
 }
 
+// v10 (convfwd9, conv_fwd_v10.cu): a block's reads and writes batched in phases of P rows (y computed in place
+// over the x rows in shared memory, then the whole phase stored): every phase size class (8 = one tile, 16-64,
+// partial phases at group ends), 1-3 phase buffers, bulk / 16-byte / .cs stores; blocks= / waves= give groups
+// of many phases with sequences crossing phases and groups. Under LINATTN_SANITIZED bf16, three variants.
+TEST(ConvCuda, ForwardPhaseMatchesReferenceAndV6) {
+  if (sanitized()) {
+    check_fwd_variants({"phase=32,blocks=3", "phase=16,pbuf=1,pst=cs,blocks=5", "phase=64,pbuf=1,pst=st16,blocks=3"},
+                       {DType::kBF16}, 1100, true);
+    return;
+  }
+  check_fwd_variants({"phase=32", "phase=16,pbuf=1,pst=st16", "phase=64,pbuf=1,blocks=5",
+                      "phase=8,pbuf=3,pst=cs,blocks=3", "phase=24,waves=1", "phase=48,pbuf=1,pst=cs,blocks=7", "phase=40,pst=st16,blocks=2",
+                      "phase=16,pbuf=3,blocks=9"},
+                     {DType::kBF16, DType::kF16, DType::kF32}, 1100);
+}
+
 TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
   ConvCase c;
   c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
@@ -324,7 +340,9 @@ TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
                           "tma,ring=16x4", "order=diagonal", "ystage=5", "ring=8x3", "tma,ring=8x3,ystage=3",
                           "x=cp,ring=8x3", "tma,ystage=3", "x=cp,ring=16x3,ystage=3", "x=cp,ring=8x3,ystage=4",
                           "x=cp,y=st16,ystage=3", "x=cp,ring=8x6,y=st16", "y=tile", "x=cp,y=tile,ystage=3",
-                          "x=cp,y=tile,ring=8x6"}) {
+                          "x=cp,y=tile,ring=8x6", "phase=7", "phase=72", "phase=0", "phase=032", "pbuf=2",
+                          "pst=st16", "phase=32,pbuf=4", "phase=32,pst=wide", "phase=32,x=cp", "phase=32,ring=8x6",
+                          "phase=32,ld=first", "tma,phase=16", "phase=16,order=spread"}) {
     EnvGuard e(bad);
     EXPECT_THROW(conv_fwd(g.in, gr.out, d.options()), Error) << bad;
   }

@@ -224,6 +224,7 @@ namespace {
 FwdVariant parse_variant(const std::string& s) {
   FwdVariant v;
   v.on = true;
+  bool v10_knob = false;
   size_t pos = 0;
   while (pos <= s.size()) {
     size_t end = s.find(',', pos);
@@ -271,15 +272,32 @@ FwdVariant parse_variant(const std::string& s) {
                     val);
       v.ystage = val[0] - '0';
       v.tma = true;
+    } else if (key == "phase") {  // v10 (conv_fwd_v10.cu)
+      const int r = std::atoi(val.c_str());
+      LINATTN_CHECK(r >= 8 && r <= 64 && r % 8 == 0 && val == std::to_string(r),
+                    "LINATTN_CONV_CUDA_FWD: phase expected 8 / 16 / 24 / 32 / 40 / 48 / 56 / 64, got ", val);
+      v.phase = r;
+    } else if (key == "pbuf") {
+      LINATTN_CHECK(val == "1" || val == "2" || val == "3", "LINATTN_CONV_CUDA_FWD: pbuf expected 1 / 2 / 3, got ", val);
+      v.pbuf = val[0] - '0';
+      v10_knob = true;
+    } else if (key == "pst") {
+      LINATTN_CHECK(val == "bulk" || val == "st16" || val == "cs",
+                    "LINATTN_CONV_CUDA_FWD: pst expected bulk / st16 / cs, got ", val);
+      v.pst = val == "bulk" ? 0 : (val == "st16" ? 1 : 2);
+      v10_knob = true;
     } else if (key == "blocks" || key == "waves") {
       const long long n = std::atoll(val.c_str());
       LINATTN_CHECK(n > 0 && n <= (1 << 22), "LINATTN_CONV_CUDA_FWD: ", key, " expected 1 .. 2^22, got ", val);
       (key == "blocks" ? v.blocks : v.waves) = n;
     } else {
       LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key,
-                    " (ring, ld, st, pf, blocks, waves, x, y, order, ystage)");
+                    " (ring, ld, st, pf, blocks, waves, x, y, order, ystage, phase, pbuf, pst)");
     }
   }
+  LINATTN_CHECK(!v10_knob || v.phase > 0, "LINATTN_CONV_CUDA_FWD: pbuf= / pst= need phase=");
+  LINATTN_CHECK(v.phase == 0 || (!v.tma && !v.hint), "LINATTN_CONV_CUDA_FWD: phase= (v10) takes only pbuf, pst, "
+                "blocks, waves (no tma or ring / ld / st / pf keys)");
   LINATTN_CHECK(v.ring != 5 || v.tma, "LINATTN_CONV_CUDA_FWD: ring=8x3 is a tma ring (x=cp,ystage=3)");
   if (v.tma) {
     LINATTN_CHECK(v.ring <= 2 || v.ring == 5,
@@ -319,7 +337,9 @@ FwdVariant fwd_variant() {
 
 template <class E>
 void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
-  if (v.tma && current_device_info().cc_major == 9) {  // bulk copies + mbarriers: the sm_90a binary
+  if (v.phase > 0) {  // v10 (conv_fwd_v10.cu)
+    fwd_phase<E>(p, stream, v);
+  } else if (v.tma && current_device_info().cc_major == 9) {  // bulk copies + mbarriers: the sm_90a binary
     fwd_tma<E>(p, stream, v);
   } else if (p.W == 4 && v.hint && !v.tma) {
     if (v.ring == 1) launch_variant<E, 4, 8, 6, true>(p, stream, v);

@@ -191,6 +191,9 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
 // ring 8x4, or 3 with ring=8x3); ring=8x3 (x=cp, ystage=3 only), x=cp with ring=8x6 / 16x3 (y=bulk):
 // y=tile (x=cp, ring 8x4, ystage 2: one 2-D tensor-map store per full tile); those rings / ystage / tile
 // are 16-bit W = 4 instances (conv_fwd_tma_knobs2.cu). order= / ystage= imply tma.
+// v10 (conv_fwd_v10.cu; convfwd9): phase=8..64, a multiple of 8 (rows per phase: a block's reads and writes batched
+// in phases), pbuf=1|2|3 (phase buffers: 1 = strict read / compute / write phases), pst=bulk|st16|cs (y
+// stores); every dtype and W 2-4; with blocks= / waves= only (no tma or v7 keys).
 struct FwdVariant {
   bool on = false;
   int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3, 5: 8 x 3 (tma only)
@@ -204,6 +207,9 @@ struct FwdVariant {
   int tma_y = 0;         // 0: bulk row stores, 1: 16-byte st.global from shared, 2: direct 4-byte, 3: tile
   int order = 0;         // tma: 0 span-fastest (v6), 1 group-fastest, 2 spread (groups strided)
   int ystage = 2;        // tma: y staging tiles
+  int phase = 0;         // v10 (conv_fwd_v10.cu): rows per phase (0: not v10); phase= / pbuf= / pst=
+  int pbuf = 2;          // v10: phase buffers 1..3
+  int pst = 0;           // v10: y stores 0 bulk, 1 st16, 2 st16 .cs
 };
 FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values), cached per value
 
@@ -218,6 +224,8 @@ template <class E>
 void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);
 template <class E>
 void fwd_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_tma.cu (sm_90)
+template <class E>
+void fwd_phase(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_v10.cu (v10)
 template <class E>
 void bwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64_t groups);
 
