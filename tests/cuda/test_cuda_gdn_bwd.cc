@@ -9,6 +9,8 @@
 // The chunk-kernel variant wg3 (the default at V = 128; forced here) runs every case again: fp64
 // reference, padding, zero-length dh0, bitwise equal to wg2 (same math, only the
 // stores / prefetches / live ranges differ), determinism and the graph sequence (cuda_graph_seq.h).
+// The opt-in wg4 (=wg3 with two independent products in flight at a time) and wg5 (three: Y too)
+// the same, bitwise vs wg3.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -125,26 +127,27 @@ class ScopedEnv {
 
 constexpr const char* kChunkEnv = "LINATTN_CUDA_GDN_BWD_CHUNK";
 
-// wg3 against the reference and bitwise against wg2 (its base version).
-void run_case_wg3(const Case& c) {
-  SCOPED_TRACE(c.name + " wg3");
+// A chunk-kernel variant against the reference and bitwise against its base version (wg3 vs
+// wg2, wg4 vs wg3: same products and per-element operation order).
+void run_case_chunk_variant(const Case& c, const char* variant, const char* base_variant) {
+  SCOPED_TRACE(c.name + " " + variant);
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(c.spec.seed * 31 + 7);
   const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
   ChunkAttnGradTensors base_run, got;
   {
-    ScopedEnv e(kChunkEnv, "wg2");
+    ScopedEnv e(kChunkEnv, base_variant);
     base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   }
   {
-    ScopedEnv e(kChunkEnv, "wg3");
+    ScopedEnv e(kChunkEnv, variant);
     got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   }
   EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
   EXPECT_TRUE(grads_padding_zero(d, got));
   EXPECT_TRUE(grads_finite(got));
   check_zero_length_dh0(d, cot, got);
-  EXPECT_TRUE(grads_bitwise(got, base_run)) << "wg3 differs from wg2";
+  EXPECT_TRUE(grads_bitwise(got, base_run)) << variant << " differs from " << base_variant;
 }
 
 constexpr const char* kSweepEnv = "LINATTN_CUDA_GDN_BWD_SWEEP";
@@ -285,15 +288,65 @@ TEST_P(CudaGdnBwd, Wg3MatchesReferenceAndWg2) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
   if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case with io-type dq / dk
-    run_case_wg3(all[1]);
+    run_case_chunk_variant(all[1], "wg3", "wg2");
     return;
   }
-  for (const Case& c : all) run_case_wg3(c);
+  for (const Case& c : all) run_case_chunk_variant(c, "wg3", "wg2");
 }
 
 TEST_P(CudaGdnBwd, Wg3IsDeterministic) {
   const auto [dt, bt] = GetParam();
   ScopedEnv e(kChunkEnv, "wg3");
+  for (const Case& c : cases(dt, bt)) {  // fp32 and io-type (staged) dq / dk
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(9);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_bitwise(a, b));
+  }
+}
+
+// wg4 (two products in flight at a time; V = 128, V = 64 cases take V2 as under wg3).
+TEST_P(CudaGdnBwd, Wg4MatchesReferenceAndWg3) {
+  const auto [dt, bt] = GetParam();
+  const auto all = cases(dt, bt);
+  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case with io-type dq / dk
+    run_case_chunk_variant(all[1], "wg4", "wg3");
+    return;
+  }
+  for (const Case& c : all) run_case_chunk_variant(c, "wg4", "wg3");
+}
+
+TEST_P(CudaGdnBwd, Wg4IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv e(kChunkEnv, "wg4");
+  for (const Case& c : cases(dt, bt)) {  // fp32 and io-type (staged) dq / dk
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(9);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_bitwise(a, b));
+  }
+}
+
+// wg5 (wg4 with Y issued ahead: three products in flight), bitwise vs wg3 as well.
+TEST_P(CudaGdnBwd, Wg5MatchesReferenceAndWg3) {
+  const auto [dt, bt] = GetParam();
+  const auto all = cases(dt, bt);
+  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case with io-type dq / dk
+    run_case_chunk_variant(all[1], "wg5", "wg3");
+    return;
+  }
+  for (const Case& c : all) run_case_chunk_variant(c, "wg5", "wg3");
+}
+
+TEST_P(CudaGdnBwd, Wg5IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv e(kChunkEnv, "wg5");
   for (const Case& c : cases(dt, bt)) {  // fp32 and io-type (staged) dq / dk
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
@@ -416,6 +469,28 @@ TEST(CudaGdnBwdFallback, ChunkedPathRejectsUnsupportedShapes) {
 TEST(CudaGdnBwdWg3, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ScopedEnv e(kChunkEnv, "wg3");
+  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
+                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+
+// The GRAPH_CONTRACT.md section 8 sequence (forward + backward in one graph, seven layouts) with
+// the wg4 chunk kernel: io-type gradients (dq / dk staged through shared memory) and fp32 ones.
+TEST(CudaGdnBwdWg4, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv e(kChunkEnv, "wg4");
+  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
+                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+
+// The GRAPH_CONTRACT.md section 8 sequence (forward + backward in one graph, seven layouts) with
+// the wg5 chunk kernel: io-type gradients (dq / dk staged through shared memory) and fp32 ones.
+TEST(CudaGdnBwdWg5, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv e(kChunkEnv, "wg5");
   std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
                                 {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);

@@ -13,6 +13,10 @@
 // value, the v row pointers not hoisted: fewer spill reloads per head), the next head's v rows and
 // gam row prefetched into L2, <S, dS'> computed while the xn product is in flight, and dq / dk in
 // the io type stored as 16-byte row pieces through the q / k tiles. Same values as V2 bit for bit.
+// V4 ("wg4", opt-in LINATTN_CUDA_GDN_BWD_CHUNK=wg4, V = 128): V3 with two pairs of independent products
+// in flight together (dq_inter / dk_inter; R K^ / Pd K^), each finished in the same order as V3's.
+// V5 ("wg5", opt-in =wg5): V4 with Y = Ai^T dV^ issued ahead of the first pair (three in flight; its
+// store and Y.v row dot run under them). Both: same values as V3 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -118,9 +122,10 @@ __device__ __forceinline__ void scale_rows(float (&t)[NTW][4], const float (&f)[
     for (int e = 0; e < 4; ++e) t[nt][e] *= f[e >> 1];
 }
 
-template <class T, int V, bool V2, bool V3>
+template <class T, int V, bool V2, bool V3, int V4 = 0>
 __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   static_assert(!V3 || V2, "wg3 extends wg2");
+  static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -207,7 +212,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     // Row dots, flushed to s.red[q]: 0 Y.v, 1 q.dq_inter, 2 k.dk_inter, 3 rowsum(M), 4 k.(R K^),
     // 5 k.xn (q, k raw; the row scales are applied in finish_rows).
 
-    {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
+    if constexpr (V4 < 2) {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
       float Y[NTV][4] = {};
       wg_tile_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
 #pragma unroll
@@ -235,9 +240,36 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       }
       flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
     }
-    {  // dq_inter = scale e^gam (dO S^T)
-      float t[NTK][4] = {};
-      wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.dO, s.S, ck);
+    // wg5: the Y block below as a lambda, run when Y lands (Y issued with dq_inter / dk_inter)
+    auto y_finish = [&](float (&Y)[NTV][4]) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int nt = 0; nt < NTV; ++nt)
+          st_pair(V2 ? reinterpret_cast<T*>(s.y + frag_off(fbv, hf, nt))
+                     : sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq),
+                  Y[nt][2 * hf], Y[nt][2 * hf + 1]);
+      float yv[2] = {};
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int rr = r0 + 8 * hf;
+        if (rr >= len) continue;
+        // wg3: the row from an opaque copy of rr, so the row pointers are not hoisted out of the
+        // head loop into spilled registers (their reloads sat in front of these loads)
+        int rv = rr;
+        if constexpr (V3) asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rr));
+        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
+#pragma unroll
+        for (int nt = 0; nt < NTV; ++nt) {
+          const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+          yv[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
+        }
+      }
+      flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
+    };
+    // wg4: dq_inter = scale e^gam (dO S^T), dk_inter = e^(gL - gam) (V^ dS'^T) finished as the
+    // else branch below does (same operations, same order)
+    auto inter_q = [&](float (&t)[NTK][4]) {
       const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
       scale_rows(t, sc);
       float pq1[2] = {};
@@ -245,16 +277,62 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
       const float one[2] = {1.f, 1.f};
       add_scaled(dqA, t, one);
-    }
-    {  // dk_inter = e^(gL - gam) (V^ dS'^T)
-      float t[NTK][4] = {};
-      wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.vh, s.dS, ck);
+    };
+    auto inter_k = [&](float (&t)[NTK][4]) {
       scale_rows(t, egl);
       float pk1[2] = {};
       rowdot_v<V2, T, NTK>(pk1, t, s.k, r0, ck, tq, fbk);
       flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
       const float one[2] = {1.f, 1.f};
       add_scaled(dkA, t, one);
+    };
+    if constexpr (V4 > 0) {  // wg4: dq_inter and dk_inter issued back to back, each finished as it lands
+      float Y[NTV][4] = {}, tq_[NTK][4] = {}, tk_[NTK][4] = {};  // Y: wg5 only
+      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
+      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
+      if constexpr (V4 == 2) wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
+      wgmma_fence();
+      if constexpr (V4 == 2) {  // wg5: Y first, finished (its Y.v row dot's loads) under the two products
+        wg_issue_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+        wgmma_commit();
+      }
+      wg_issue_v<V2, T, 32, V, false, false, kK>(tq_, s.dO, s.S, ck);
+      wgmma_commit();
+      wg_issue_v<V2, T, 32, V, false, false, kK>(tk_, s.vh, s.dS, ck);
+      wgmma_commit();
+      if constexpr (V4 == 2) {
+        wgmma_wait<2>();
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
+        y_finish(Y);
+      }
+      wgmma_wait<1>();
+      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
+      inter_q(tq_);
+      wgmma_wait<0>();
+      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
+      inter_k(tk_);
+    } else {
+      {  // dq_inter = scale e^gam (dO S^T)
+        float t[NTK][4] = {};
+        wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.dO, s.S, ck);
+        const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
+        scale_rows(t, sc);
+        float pq1[2] = {};
+        rowdot_v<V2, T, NTK>(pq1, t, s.q, r0, ck, tq, fbk);
+        flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
+        const float one[2] = {1.f, 1.f};
+        add_scaled(dqA, t, one);
+      }
+      {  // dk_inter = e^(gL - gam) (V^ dS'^T)
+        float t[NTK][4] = {};
+        wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.vh, s.dS, ck);
+        scale_rows(t, egl);
+        float pk1[2] = {};
+        rowdot_v<V2, T, NTK>(pk1, t, s.k, r0, ck, tq, fbk);
+        flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
+        const float one[2] = {1.f, 1.f};
+        add_scaled(dkA, t, one);
+      }
     }
     // <S, dS'> (same layout: 16-byte pieces in address order; block partials in a fixed order)
     auto s_dot_ds = [&] {
@@ -351,12 +429,24 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     if (jj + 1 < G) load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
     cp_async_commit();
 
-    {  // dq^ += Pd K^ (accumulated in place: the product adds onto the running group sum)
+    if constexpr (V4 == 0) {  // dq^ += Pd K^ (accumulated in place: the product adds onto the running group sum)
       wg_tile_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
     }
     {  // dk^ += beta (R K^)
       float t[NTK][4] = {};
-      wg_tile_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+      if constexpr (V4 > 0) {  // wg4: R K^ first, then dq^ += Pd K^ left in flight until dk^'s wait below
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dqA));
+        wgmma_fence();
+        wg_issue_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+        wgmma_commit();
+        wg_issue_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
+        wgmma_commit();
+        wgmma_wait<1>();
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+      } else {
+        wg_tile_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+      }
       float pk[2] = {};
       rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
       flush_rowdot<kBT>(s.red, 4, pk, r0, wn, tq);
@@ -368,6 +458,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.pq, s.q, ck);
       wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.rb, s.k, ck);
       wg_sync(dkA);
+      if constexpr (V4 > 0) wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dqA));  // Pd K^ landed too
     }
     __syncthreads();
     if constexpr (V2) {
@@ -461,6 +552,13 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   // wg3 (the default unless "wg2" is asked for): V = 128 only (at V = 64 ptxas spills more with
   // it: 184 B of reloads vs V2's 96) and T_total < 2^31 (it keeps t0 in 32 bits)
   if constexpr (V == 128) {
+    if ((mode == "wg4" || mode == "wg5") && p.f.T_total < (int64_t(1) << 31) - kBT) {  // opt-in; V = 128 only
+      if (mode == "wg4")
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+      else
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+      return;
+    }
     if (mode != "wg2" && p.f.T_total < (int64_t(1) << 31) - kBT) {
       launch(gdn_bwd_chunk_wg_kernel<T, V, true, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
       return;
@@ -473,7 +571,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 
 // LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg" = this kernel's
 // first version (V1); "wg2" = V2 (the instruction diet and the off-critical-path finish; the
-// default from 7c12eef); unset / anything else = V3 at V = 128 (V2 at V = 64) where eligible: the
+// default from 7c12eef); "wg4" / "wg5" = V4 / V5 at V = 128 (opt-in, V2 at V = 64); unset / anything else = V3 at V = 128 (V2 at V = 64) where eligible: the
 // default since the H200 A/B at 0253e2d (test_cuda_gdn_bwd 28/28 with it, memcheck / racecheck
 // clean, values equal to V2 bit for bit, backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192).
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
