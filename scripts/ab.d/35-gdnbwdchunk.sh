@@ -17,7 +17,11 @@ if [ "$(left)" -gt 40 ]; then
   env $SWC=wg5 timeout "$(cap 25)" stdbuf -oL -eL "$BIN/test_cuda_gdn_bwd" --gtest_brief=1 --gtest_filter="$F" \
     >>"$OUT/ab-tests.txt" 2>&1
   rc=$?
-  if [ $rc -eq 0 ]; then chunkok=1; say "PASS test_cuda_gdn_bwd wg4 / wg5 ($SWC=wg5)"; else status=1; say "FAIL test_cuda_gdn_bwd wg4 / wg5 (exit $rc): no bench of them"; fi
+  if [ $rc -eq 0 ]; then
+    chunkok=1; say "PASS test_cuda_gdn_bwd wg4 / wg5 ($SWC=wg5)"
+  else
+    status=1; say "FAIL test_cuda_gdn_bwd wg4 / wg5 (exit $rc; 124 = the 25 s cap): no bench of them"
+  fi
 else
   say "gdnbwdchunk wg4 / wg5 tests skipped (no time)"
 fi

@@ -572,8 +572,9 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg" = this kernel's
 // first version (V1); "wg2" = V2 (the instruction diet and the off-critical-path finish; the
 // default from 7c12eef); "wg4" / "wg5" = V4 / V5 at V = 128 (opt-in, V2 at V = 64); unset /
-// anything else = V3 at V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 0253e2d (test_cuda_gdn_bwd 28/28 with it, memcheck / racecheck
-// clean, values equal to V2 bit for bit, backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192).
+// anything else = V3 at V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at
+// 0253e2d (test_cuda_gdn_bwd 28/28 with it, memcheck / racecheck clean, values equal to V2 bit for
+// bit, backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192).
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
