@@ -16,13 +16,16 @@
 // chunked4 and chunked5 in the other tests). =chunked5 (chunked4's arithmetic in less code,
 // kda/kda_bwd_chunk5.cu) is also held to chunked4's values (the bf16 bars) and says whether it is bitwise
 // equal to it; =chunked6 (chunked5 with the split-TF32 operands by truncation) runs like chunked2 .. 4
-// (its memory accesses are chunked5's, so the sanitized runs leave it out).
+// (its memory accesses are chunked5's, so the sanitized runs leave it out); =chunked7 (chunked5 with
+// rolled mma k-steps) runs in every test too, held to chunked5's values (the bf16 bars) with a log line
+// saying whether it is bitwise equal to chunked5.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_bwd_util.h"
@@ -35,15 +38,16 @@ namespace {
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
 
 // The chunk-kernel variants every case runs ("chunked" = the first kernel, the cross-check; "chunked4" =
-// the default since kdabwd3; "chunked5" / "chunked6" = opt-in, kdabwd7).
-const char* const kVariants[] = {"chunked", "chunked2", "chunked3", "chunked4", "chunked5", "chunked6"};
+// the previous default; "chunked5" = the default since d75c503; "chunked6" / "chunked7" = opt-in).
+const char* const kVariants[] = {"chunked",  "chunked2", "chunked3", "chunked4",
+                                 "chunked5", "chunked6", "chunked7"};
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
-// Under compute-sanitizer: chunked, chunked3 (whose code contains chunked2's), chunked4 and chunked5, to
-// bound the time.
+// Under compute-sanitizer: chunked, chunked3 (whose code contains chunked2's), chunked4, chunked5 and
+// chunked7 (chunked5's accesses in a rolled loop), to bound the time.
 std::vector<const char*> variants() {
-  if (sanitized()) return {kVariants[0], kVariants[2], kVariants[3], kVariants[4]};
+  if (sanitized()) return {kVariants[0], kVariants[2], kVariants[3], kVariants[4], kVariants[6]};
   return {std::begin(kVariants), std::end(kVariants)};
 }
 
@@ -57,15 +61,35 @@ struct KdaBwdMode {
 
 using Case = BwdCase;
 
-// chunked5 keeps chunked4's operations in the same order, so it should be bitwise equal; held to the
-// bf16 bars (a compiler may contract differently), and the log says which.
-void check_chunked5_vs_chunked4(const ChunkAttnData& d, const ChunkAttnGradTensors& c4,
-                                const ChunkAttnGradTensors& c5, const std::string& name) {
-  EXPECT_TRUE(bwd_close(d, c4, c5, DType::kBF16)) << "chunked5 vs chunked4";
-  const ::testing::AssertionResult same = grads_bitwise(c4, c5);
-  std::cout << "[kdabwd7] " << name << ": chunked5 " << (same ? "==" : "!=") << " chunked4 bitwise "
-            << same.message() << "\n";
+// chunked5 keeps chunked4's operations in the same order (chunked7 chunked5's), so it should be bitwise
+// equal; held to the bf16 bars (a compiler may contract differently), and the log (tag) says which.
+void check_same_arithmetic(const ChunkAttnData& d, const ChunkAttnGradTensors& old_g, const ChunkAttnGradTensors& new_g,
+                           const std::string& name, const char* tag, const char* old_v, const char* new_v) {
+  EXPECT_TRUE(bwd_close(d, old_g, new_g, DType::kBF16)) << new_v << " vs " << old_v;
+  const ::testing::AssertionResult same = grads_bitwise(old_g, new_g);
+  std::cout << "[" << tag << "] " << name << ": " << new_v << " " << (same ? "==" : "!=") << " " << old_v
+            << " bitwise " << same.message() << "\n";
 }
+void check_same_arithmetic(const ChunkAttnData& d, const ChunkAttnGradTensors& old_g, const ChunkAttnGradTensors& new_g,
+                           const std::string& name) {
+  check_same_arithmetic(d, old_g, new_g, name, "kdabwd8", "chunked5", "chunked7");
+}
+
+// Each variant's gradients of one case by name; chunked7 against chunked5 once both ran.
+struct ByVariant {
+  std::vector<std::pair<std::string, ChunkAttnGradTensors>> got;
+  void add(const char* v, const ChunkAttnGradTensors& g) { got.emplace_back(v, g); }
+  const ChunkAttnGradTensors* find(const std::string& v) const {
+    for (const auto& e : got)
+      if (e.first == v) return &e.second;
+    return nullptr;
+  }
+  void check_chunked7(const ChunkAttnData& d, const std::string& name) const {
+    const ChunkAttnGradTensors *c5 = find("chunked5"), *c7 = find("chunked7");
+    ASSERT_TRUE(c5 != nullptr && c7 != nullptr) << "chunked5 and chunked7 both run";
+    check_same_arithmetic(d, *c5, *c7, name);
+  }
+};
 
 ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt, ChunkOp::kKda); }
 
@@ -103,9 +127,9 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
   if (!with_variants) return;
-  // Under compute-sanitizer without chunked5 / 6 (scripts/ab.d/60-kdabwd.sh checks chunked5 on its own).
+  // Under compute-sanitizer without chunked5 .. 7 (the other tests run chunked5 and chunked7 sanitized).
   std::vector<const char*> vs = {kVariants[1], kVariants[2], kVariants[3]};
-  if (!sanitized()) vs.insert(vs.end(), {kVariants[4], kVariants[5]});
+  if (!sanitized()) vs.insert(vs.end(), {kVariants[4], kVariants[5], kVariants[6]});
   std::vector<ChunkAttnGradTensors> vars;
   for (const char* v : vs) {
     SCOPED_TRACE(v);
@@ -118,7 +142,10 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     check_zero_length_dh0(d, cot, var);
     vars.push_back(var);
   }
-  if (vars.size() == 5) check_chunked5_vs_chunked4(d, vars[2], vars[3], c.name);
+  if (vars.size() == 6) {
+    check_same_arithmetic(d, vars[2], vars[3], c.name, "kdabwd7", "chunked4", "chunked5");
+    check_same_arithmetic(d, vars[3], vars[5], c.name);
+  }
 }
 
 class CudaKdaBwdChunked : public ::testing::TestWithParam<std::tuple<DType, int>> {
@@ -142,13 +169,16 @@ TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(5);
   const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+  ByVariant by;
   for (const char* v : variants()) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
     const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
     EXPECT_TRUE(grads_bitwise(a, b));
+    by.add(v, a);
   }
+  by.check_chunked7(d, "deterministic_" + c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,
@@ -173,6 +203,7 @@ TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
       Rng rng(21);
       const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
       const ChunkAttnGradTensors ref = ref_backward(d, cot);
+      ByVariant by;
       for (const char* v : variants()) {
         SCOPED_TRACE(v);
         KdaBwdMode mode(v);
@@ -180,7 +211,9 @@ TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
         EXPECT_TRUE(grads_finite(got));
         EXPECT_TRUE(grads_padding_zero(d, got));
         EXPECT_TRUE(bwd_close(d, ref, got, DType::kBF16));
+        by.add(v, got);
       }
+      by.check_chunked7(d, "extreme_gate_" + std::to_string(x) + "_bt" + std::to_string(bt));
     }
 }
 

@@ -214,7 +214,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
     else if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
     else if (mode == "chunked4") launch_kda_bwd_chunk4(p, w, st);
-    else launch_kda_bwd_chunk5(p, w, mode == "chunked6", st);
+    else launch_kda_bwd_chunk5(p, w, mode == "chunked7" ? 7 : mode == "chunked6" ? 6 : 5, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -46,9 +46,9 @@ void launch_kda_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t
 void launch_kda_bwd_chunk2(const GdnBwdParams& p, const GdnBwdWs& w, bool tensor_core_intra, cudaStream_t stream);
 // The default KDA chunk kernel (chunked4): chunked3 + overlapped first tile loads, batched gate loads, decay tables.
 void launch_kda_bwd_chunk4(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// Opt-in chunked5 (kda/kda_bwd_chunk5.cu): chunked4's arithmetic in less code; trunc_split (chunked6):
-// its split-TF32 operands by truncation.
-void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, bool trunc_split, cudaStream_t stream);
+// chunked5 (kda/kda_bwd_chunk5.cu): chunked4's arithmetic in less code; variant 5 = chunked5, 6 = chunked6
+// (split-TF32 operands by truncation), 7 = chunked7 (chunked5 with rolled mma k-steps, same bits).
+void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, int variant, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
 

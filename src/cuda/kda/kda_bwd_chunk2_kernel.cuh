@@ -29,14 +29,15 @@ constexpr bool tables_fit() {
 // MODE 2 = chunked2, 3 = chunked3 (+ split-TF32 off-diagonal intra blocks), 4 = chunked4 (chunked3 +
 // the next head's tiles issued with q / k so the row scales overlap them, batched gate loads, decay
 // tables for the off-diagonal blocks at V = 128), 5 = chunked5 (chunked4's arithmetic with less code:
-// kda_bwd_chunk5_parts.cuh), 6 = chunked6 (chunked5 with the split-TF32 operands by truncation).
+// kda_bwd_chunk5_parts.cuh), 6 = chunked6 (chunked5 with the split-TF32 operands by truncation), 7 = chunked7
+// (chunked5 with the k-steps of the six mma_tile products rolled: mma_tile_r, same bits).
 template <class T, int BT, int V, int MODE>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
-  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE >= 5, TRUNC = MODE == 6;
+  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE >= 5, TRUNC = MODE == 6, RM = MODE == 7;
   constexpr bool TAB = V4 && tables_fit<T, BT, V>();
   static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     float dgam[NTK][4], dbp[2] = {0.f, 0.f}, xh[NTK][4], eg[NTK][4];
     {  // Y = Ai^T dV^ (registers until every warp has read dV^); Y.v
       float Y[Tl::NTV][4] = {};
-      mma_tile<T, Tl::NTV, BT, true, false>(Y, &s.ai[0][0], Sm::kLdA, 16 * wm, &s.y[0][0], Sm::kLdV, cv, lane);
+      mma_tile_x<RM, T, Tl::NTV, BT, true, false>(Y, &s.ai[0][0], Sm::kLdA, 16 * wm, &s.y[0][0], Sm::kLdV, cv, lane);
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int rr = r0 + 8 * hf;
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       frag_eg_blk<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
     {  // dq_inter = eg (.) scale (dO S^T)
       float t[NTK][4] = {};
-      mma_tile<T, NTK, V, false, true>(t, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
+      mma_tile_x<RM, T, NTK, V, false, true>(t, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
       frag_rows<T, NTK>(xh, s.q, s.rq, r0, ck, tq);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // k^ from here on
     {  // dk_inter = egl (.) (V^ dS'^T); its column sums of k^ (.) dk_inter feed the last row
       float t[NTK][4] = {}, egl[NTK][4];
-      mma_tile<T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
+      mma_tile_x<RM, T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
       if constexpr (R5)
         frag_egl_blk_r<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
       else
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 
     {  // xn = Y S^T: dk^ -= beta eg xn; dgam -= beta eg k^ xn; dbeta -= eg k^ . xn
       float t[NTK][4] = {};
-      mma_tile<T, NTK, V, false, true>(t, &s.y[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
+      mma_tile_x<RM, T, NTK, V, false, true>(t, &s.y[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
@@ -216,8 +217,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         }
     }
     float pm[Tl::NTB][4] = {}, lm[Tl::NTB][4] = {};
-    mma_tile<T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
-    mma_tile<T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
+    mma_tile_x<RM, T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
+    mma_tile_x<RM, T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
     __syncthreads();  // S, dS' dead: the union takes daqk / dL
     [[maybe_unused]] const DecayTab tab{reinterpret_cast<float(*)[kLdT]>(&s.u.st.dS[0][0]),
                                         reinterpret_cast<float(*)[kLdT]>(&s.y[0][0])};
@@ -348,7 +349,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 
-// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5).
+// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5, 6, 7).
 template <class T, int BT, int V, int MODE>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   launch(kda_bwd_chunk2_kernel<T, BT, V, MODE>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),

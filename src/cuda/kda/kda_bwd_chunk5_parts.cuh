@@ -1,5 +1,6 @@
 // chunked5 (LINATTN_CUDA_KDA_BWD=chunked5, MODE 5 of kda_bwd_chunk2_kernel.cuh): chunked4's arithmetic
-// with less code. chunked4 is instruction-fetch bound (ncu at 4988c89: "no instruction" the first stall
+// with less code (chunked7, MODE 7: chunked5 with the six tile products' k-steps rolled, mma_tile_r).
+// chunked4 is instruction-fetch bound (ncu at 4988c89: "no instruction" the first stall
 // reason, 26.8% of samples): ~13 K SASS instructions run once per (chunk, head), straight-line, so every
 // CTA streams its ~200 KB of code. The pieces here keep every value and its order of operations and roll
 // what chunked4 unrolls only for address math or inlines once per element:
@@ -29,6 +30,39 @@ __device__ __forceinline__ void load_rows_async_r(T (*dst)[LD], const T* src, in
     const bool valid = row < len;
     cp_async16(&dst[row][ch * 8], src + (valid ? row * stride + ch * 8 : 0), valid);
   }
+}
+
+// mma_tile (gdn_bwd_common.cuh) with the k-steps rolled (chunked7): the same fragments and mma.sync calls
+// in the same order per accumulator, so the same bits, in one k-step of code. ROLL = false: mma_tile.
+template <class T, int NTW, int KD, bool A_T, bool B_NK>
+__device__ __forceinline__ void mma_tile_r(float (&acc)[NTW][4], const T* a, int lda, int m0, const T* b, int ldb,
+                                           int n0, int lane) {
+#pragma unroll 1
+  for (int kt = 0; kt < KD / 16; ++kt) {
+    uint32_t fa[4];
+    if constexpr (A_T) ldsm_x4_t(fa, a_addr_colmajor(a, lda, m0, 16 * kt, lane));
+    else ldsm_x4(fa, a_addr_rowmajor(a, lda, m0, 16 * kt, lane));
+#pragma unroll
+    for (int np = 0; np < NTW / 2; ++np) {
+      uint32_t fb[4];
+      if constexpr (B_NK) ldsm_x4(fb, b_addr_nk(b, ldb, 16 * kt, n0 + 16 * np, lane));
+      else ldsm_x4_t(fb, b_addr_kn(b, ldb, 16 * kt, n0 + 16 * np, lane));
+      mma16816<T>(acc[2 * np], fa, fb[0], fb[1]);
+      mma16816<T>(acc[2 * np + 1], fa, fb[2], fb[3]);
+    }
+    if constexpr (NTW % 2 == 1) {
+      uint32_t fb[2];
+      if constexpr (B_NK) ldsm_x2(fb, b_addr_nk(b, ldb, 16 * kt, n0 + 16 * (NTW / 2), lane));
+      else ldsm_x2_t(fb, b_addr_kn(b, ldb, 16 * kt, n0 + 16 * (NTW / 2), lane));
+      mma16816<T>(acc[NTW - 1], fa, fb[0], fb[1]);
+    }
+  }
+}
+template <bool ROLL, class T, int NTW, int KD, bool A_T, bool B_NK>
+__device__ __forceinline__ void mma_tile_x(float (&acc)[NTW][4], const T* a, int lda, int m0, const T* b, int ldb,
+                                           int n0, int lane) {
+  if constexpr (ROLL) mma_tile_r<T, NTW, KD, A_T, B_NK>(acc, a, lda, m0, b, ldb, n0, lane);
+  else mma_tile<T, NTW, KD, A_T, B_NK>(acc, a, lda, m0, b, ldb, n0, lane);
 }
 
 // load_gate_raw<N, STEP> with one copy of the loads for both 16-bit gate types (the bits, then the
