@@ -10,7 +10,7 @@
 # Rows into bench.jsonl with env_switch. The piece keeps to its own 60 s (mine: seconds of it left).
 SWC=LINATTN_CUDA_GDN_BWD_CHUNK
 chunkok=0
-piece_end=$(( $(date +%s) + 60 ))
+piece_end=$(( $(date +%s) + 100 ))
 mine() { local m=$(( piece_end - $(date +%s) )) l; l=$(left); echo $(( m < l ? m : l )); }
 if [ "$(left)" -gt 40 ]; then
   F='Dtypes/CudaGdnBwd.Wg5*/*_bt64:Dtypes/CudaGdnBwd.Wg4MatchesReferenceAndWg3/bf16_bt64'

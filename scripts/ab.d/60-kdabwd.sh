@@ -11,7 +11,7 @@
 # -> gdn_bwd.cc: `mode == "chunked7" ? 7 : mode == "chunked6" ? 6 : 5` -> `... : 7` (the last 5).
 KB=LINATTN_CUDA_KDA_BWD
 kb_t0=$(date +%s)
-kb_left() { local a=$(( 60 - ($(date +%s) - kb_t0) )) b=$(left); [ "$a" -lt "$b" ] && echo "$a" || echo "$b"; }
+kb_left() { local a=$(( 110 - ($(date +%s) - kb_t0) )) b=$(left); [ "$a" -lt "$b" ] && echo "$a" || echo "$b"; }
 if [ "$(kb_left)" -gt 30 ]; then
   echo "### test_cuda_kda_bwd_chunked with $KB=chunked7 (filter *MatchesReferenceAndTokenPath/bf16_bt64)" \
     >>"$OUT/ab-tests.txt"
