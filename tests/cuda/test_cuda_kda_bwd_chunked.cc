@@ -37,8 +37,8 @@ namespace {
 
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
 
-// The chunk-kernel variants every case runs ("chunked" = the first kernel, the cross-check; "chunked4" =
-// the previous default; "chunked5" = the default since d75c503; "chunked6" / "chunked7" = opt-in).
+// The chunk-kernel variants every case runs ("chunked" = the first kernel, the cross-check; "chunked4" /
+// "chunked5" = the previous defaults; "chunked7" = the default since 95f8975; "chunked6" = opt-in).
 const char* const kVariants[] = {"chunked",  "chunked2", "chunked3", "chunked4",
                                  "chunked5", "chunked6", "chunked7"};
 

@@ -4,7 +4,7 @@
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
 // LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is
-// kda/kda_bwd_chunk5.cu (default; =chunked6 its truncating split), chunked4 (=chunked4), chunked3 (=chunked3),
+// kda/kda_bwd_chunk5.cu (default: its mode 7; =chunked5 / =chunked6 its other modes), chunked4 (=chunked4), chunked3 (=chunked3),
 // without the split-TF32 tensor-core blocks (=chunked2), the first kernel kda/kda_bwd_chunk.cu (=chunked)).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
@@ -206,15 +206,17 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
-    // Default: chunked5 (chunked4's arithmetic in 42% of its code, bitwise equal to it; H200 at d75c503:
-    // backward 16.0 -> 11.9 ms at 32/32 1x32768); "chunked6" = chunked5 with a truncating TF32 split
-    // (2% faster, not bitwise), "chunked4" / "chunked3" = the previous defaults (4988c89 / c050891),
+    // Default: chunked7 (chunked5 with its six products' k-steps rolled, half the spills, bitwise equal
+    // to chunked5; H200 A/B at 95f8975: backward 11.86 -> 11.12 ms at 32/32 1x32768). chunked5 =
+    // chunked4's arithmetic in 42% of its code (bitwise equal; d75c503: 16.0 -> 11.9 ms); "chunked6" =
+    // chunked5 with a truncating TF32 split (not bitwise), "chunked5" / "chunked4" / "chunked3" = the
+    // previous defaults (d75c503 / 4988c89 / c050891),
     // "chunked2" = without the split-TF32 tensor-core blocks, "chunked" = the first chunk kernel.
     const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
     if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
     else if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
     else if (mode == "chunked4") launch_kda_bwd_chunk4(p, w, st);
-    else launch_kda_bwd_chunk5(p, w, mode == "chunked7" ? 7 : mode == "chunked6" ? 6 : 5, st);
+    else launch_kda_bwd_chunk5(p, w, mode == "chunked5" ? 5 : mode == "chunked6" ? 6 : 7, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -9,11 +9,11 @@
 // V2 ("wg2", LINATTN_CUDA_GDN_BWD_CHUNK=wg2): the same products and reduction order with fewer
 // instructions (descriptors built once per product, per-thread swizzle offsets, hoisted cp.async
 // offsets) and warp 0's finish taken off the head-to-head chain (WgRows below).
-// V3 ("wg3", the default at V = 128; LINATTN_CUDA_GDN_BWD_CHUNK=wg2 keeps V2): V2 plus shorter live ranges (t0 as a 32-bit
+// V3 ("wg3", LINATTN_CUDA_GDN_BWD_CHUNK=wg3; wg2 keeps V2): V2 plus shorter live ranges (t0 as a 32-bit
 // value, the v row pointers not hoisted: fewer spill reloads per head), the next head's v rows and
 // gam row prefetched into L2, <S, dS'> computed while the xn product is in flight, and dq / dk in
 // the io type stored as 16-byte row pieces through the q / k tiles. Same values as V2 bit for bit.
-// V4 ("wg4", opt-in LINATTN_CUDA_GDN_BWD_CHUNK=wg4, V = 128): V3 with two pairs of independent products
+// V4 ("wg4", the default at V = 128 since 95f8975's A/B): V3 with two pairs of independent products
 // in flight together (dq_inter / dk_inter; R K^ / Pd K^), each finished in the same order as V3's.
 // V5 ("wg5", opt-in =wg5): V4 with Y = Ai^T dV^ issued ahead of the first pair (three in flight; its
 // store and Y.v row dot run under them). Both: same values as V3 bit for bit.
@@ -549,17 +549,17 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
     launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
     return;
   }
-  // wg3 (the default unless "wg2" is asked for): V = 128 only (at V = 64 ptxas spills more with
-  // it: 184 B of reloads vs V2's 96) and T_total < 2^31 (it keeps t0 in 32 bits)
+  // wg4 (the default unless "wg2" / "wg3" / "wg5" is asked for) and wg3 / wg5: V = 128 only (at V = 64
+  // ptxas spills more with them: 184 B of reloads vs V2's 96) and T_total < 2^31 (t0 in 32 bits)
   if constexpr (V == 128) {
-    if ((mode == "wg4" || mode == "wg5") && p.f.T_total < (int64_t(1) << 31) - kBT) {  // opt-in; V = 128 only
-      if (mode == "wg4")
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
-      else
+    if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
+      if (mode == "wg5")
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+      else
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
       return;
     }
-    if (mode != "wg2" && p.f.T_total < (int64_t(1) << 31) - kBT) {
+    if (mode == "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
       launch(gdn_bwd_chunk_wg_kernel<T, V, true, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
       return;
     }
@@ -571,10 +571,11 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 
 // LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg" = this kernel's
 // first version (V1); "wg2" = V2 (the instruction diet and the off-critical-path finish; the
-// default from 7c12eef); "wg4" / "wg5" = V4 / V5 at V = 128 (opt-in, V2 at V = 64); unset /
-// anything else = V3 at V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at
-// 0253e2d (test_cuda_gdn_bwd 28/28 with it, memcheck / racecheck clean, values equal to V2 bit for
-// bit, backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192).
+// default from 7c12eef); "wg3" = V3 (the default from 0253e2d: values equal to V2 bit for bit,
+// backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192); "wg5" = V5; unset / anything else = V4 at
+// V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
+// 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
+// at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176).
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
