@@ -248,6 +248,41 @@ Case long_case(DType dt, int bt) {
   return {"long_varlen_gva2", s, dt, dt};
 }
 
+// A chunk-kernel variant against the fp64 reference and bitwise against `ref` on every case (under
+// compute-sanitizer: the varlen case with io-type dq / dk).
+void variant_matches(DType dt, int bt, const char* variant, const char* ref) {
+  const auto all = cases(dt, bt);
+  if (std::getenv("LINATTN_SANITIZED")) {
+    run_case_chunk_variant(all[1], variant, ref);
+    return;
+  }
+  for (const Case& c : all) run_case_chunk_variant(c, variant, ref);
+}
+
+// Two runs of a chunk-kernel variant are bitwise equal on every case (fp32 and io-type (staged) dq / dk).
+void variant_deterministic(DType dt, int bt, const char* variant) {
+  ScopedEnv e(kChunkEnv, variant);
+  for (const Case& c : cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(9);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_bitwise(a, b));
+  }
+}
+
+// The GRAPH_CONTRACT.md section 8 sequence (forward + backward in one graph, seven layouts) with a
+// chunk-kernel variant: io-type gradients (dq / dk staged through shared memory) and fp32 ones.
+void variant_graph_sequence(const char* variant) {
+  ScopedEnv e(kChunkEnv, variant);
+  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
+                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+
 class CudaGdnBwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:
   void SetUp() override {
@@ -286,76 +321,34 @@ TEST_P(CudaGdnBwd, ChunkedIsDeterministic) {
 
 TEST_P(CudaGdnBwd, Wg3MatchesReferenceAndWg2) {
   const auto [dt, bt] = GetParam();
-  const auto all = cases(dt, bt);
-  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case with io-type dq / dk
-    run_case_chunk_variant(all[1], "wg3", "wg2");
-    return;
-  }
-  for (const Case& c : all) run_case_chunk_variant(c, "wg3", "wg2");
+  variant_matches(dt, bt, "wg3", "wg2");
 }
 
 TEST_P(CudaGdnBwd, Wg3IsDeterministic) {
   const auto [dt, bt] = GetParam();
-  ScopedEnv e(kChunkEnv, "wg3");
-  for (const Case& c : cases(dt, bt)) {  // fp32 and io-type (staged) dq / dk
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(9);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(a, b));
-  }
+  variant_deterministic(dt, bt, "wg3");
 }
 
 // wg4 (two products in flight at a time; V = 128, V = 64 cases take V2 as under wg3).
 TEST_P(CudaGdnBwd, Wg4MatchesReferenceAndWg3) {
   const auto [dt, bt] = GetParam();
-  const auto all = cases(dt, bt);
-  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case with io-type dq / dk
-    run_case_chunk_variant(all[1], "wg4", "wg3");
-    return;
-  }
-  for (const Case& c : all) run_case_chunk_variant(c, "wg4", "wg3");
+  variant_matches(dt, bt, "wg4", "wg3");
 }
 
 TEST_P(CudaGdnBwd, Wg4IsDeterministic) {
   const auto [dt, bt] = GetParam();
-  ScopedEnv e(kChunkEnv, "wg4");
-  for (const Case& c : cases(dt, bt)) {  // fp32 and io-type (staged) dq / dk
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(9);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(a, b));
-  }
+  variant_deterministic(dt, bt, "wg4");
 }
 
 // wg5 (wg4 with Y issued ahead: three products in flight), bitwise vs wg3 as well.
 TEST_P(CudaGdnBwd, Wg5MatchesReferenceAndWg3) {
   const auto [dt, bt] = GetParam();
-  const auto all = cases(dt, bt);
-  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case with io-type dq / dk
-    run_case_chunk_variant(all[1], "wg5", "wg3");
-    return;
-  }
-  for (const Case& c : all) run_case_chunk_variant(c, "wg5", "wg3");
+  variant_matches(dt, bt, "wg5", "wg3");
 }
 
 TEST_P(CudaGdnBwd, Wg5IsDeterministic) {
   const auto [dt, bt] = GetParam();
-  ScopedEnv e(kChunkEnv, "wg5");
-  for (const Case& c : cases(dt, bt)) {  // fp32 and io-type (staged) dq / dk
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(9);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(a, b));
-  }
+  variant_deterministic(dt, bt, "wg5");
 }
 
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
@@ -464,37 +457,19 @@ TEST(CudaGdnBwdFallback, ChunkedPathRejectsUnsupportedShapes) {
   expect_chunked_refused(s);
 }
 
-// The GRAPH_CONTRACT.md section 8 sequence (forward + backward in one graph, seven layouts) with
-// the wg3 chunk kernel: io-type gradients (dq / dk staged through shared memory) and fp32 ones.
 TEST(CudaGdnBwdWg3, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e(kChunkEnv, "wg3");
-  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
-                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
-  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
-  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+  variant_graph_sequence("wg3");
 }
 
-// The GRAPH_CONTRACT.md section 8 sequence (forward + backward in one graph, seven layouts) with
-// the wg4 chunk kernel: io-type gradients (dq / dk staged through shared memory) and fp32 ones.
 TEST(CudaGdnBwdWg4, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e(kChunkEnv, "wg4");
-  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
-                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
-  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
-  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+  variant_graph_sequence("wg4");
 }
 
-// The GRAPH_CONTRACT.md section 8 sequence (forward + backward in one graph, seven layouts) with
-// the wg5 chunk kernel: io-type gradients (dq / dk staged through shared memory) and fp32 ones.
 TEST(CudaGdnBwdWg5, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e(kChunkEnv, "wg5");
-  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
-                                {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
-  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
-  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+  variant_graph_sequence("wg5");
 }
 
 // The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).

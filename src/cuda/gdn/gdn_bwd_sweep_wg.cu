@@ -176,8 +176,9 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
 
 namespace {
 std::atomic<int64_t> g_wg_sweep_launches{0};
-// Whether the switch unset takes wg2 (gdn_bwd_sweep_wg2.cu) where the wgmma sweeps run: false until an
-// H200 A/B (scripts/ab.d/30-gdnbwdsweep.sh) shows it faster; "wg" keeps wg either way.
+// Whether the switch unset takes wg2 (gdn_bwd_sweep_wg2.cu) where the wgmma sweeps run: false (the H200
+// A/B at 6da9684 measured wg2 5% slower, perf-notes "Sweeps: the chain warpgroup left only the chain");
+// "wg" keeps wg either way.
 constexpr bool kWg2Default = false;
 }  // namespace
 

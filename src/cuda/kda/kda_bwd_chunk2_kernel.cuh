@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
     if constexpr (R5) {  // one copy of the tile loads; the first head's stream while the row scales run
-      load_head_r<T, BT, V>(s, p, w, r, t0, len, j, tid);
+      load_head<T, BT, V, true>(s, p, w, r, t0, len, j, tid);
       cp_async_commit();
       if (jj == 0) {
         cp_async_wait<1>();

@@ -19,19 +19,6 @@
 namespace linattn::cuda {
 namespace kda_bwd {
 
-// dst[row][0..COLS) <- src[row * stride + 0..COLS) for row < len, zeros for len <= row < ROWS: the
-// pieces of load_rows_async in the same order, in a rolled loop.
-template <class T, int ROWS, int COLS, int LD, int NT>
-__device__ __forceinline__ void load_rows_async_r(T (*dst)[LD], const T* src, int64_t stride, int len, int tid) {
-  constexpr int P = COLS / 8;
-#pragma unroll 1
-  for (int idx = tid; idx < ROWS * P; idx += NT) {
-    const int row = idx / P, ch = idx % P;
-    const bool valid = row < len;
-    cp_async16(&dst[row][ch * 8], src + (valid ? row * stride + ch * 8 : 0), valid);
-  }
-}
-
 // mma_tile (gdn_bwd_common.cuh) with the k-steps rolled (chunked7): the same fragments and mma.sync calls
 // in the same order per accumulator, so the same bits, in one k-step of code. ROLL = false: mma_tile.
 template <class T, int NTW, int KD, bool A_T, bool B_NK>
@@ -161,30 +148,6 @@ __device__ __forceinline__ void frag_egl_blk_r(float (&egl)[NTK][4], const float
         egl[nt][3] *= av.y;
       }
     }
-  }
-}
-
-// load_head with the rolled loops (d_o through the converting loader when it is not loadable directly).
-template <class T, int BT, int V>
-__device__ __forceinline__ void load_head_r(KdaChunkSmem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
-                                            int64_t r, int64_t t0, int len, int j, int tid) {
-  using Sm = KdaChunkSmem<T, BT, V>;
-  constexpr int NT = KTiling<BT, V>::NT;
-  const GdnFwdParams& f = p.f;
-  const int64_t soff = (r * f.HV + j) * int64_t(kK) * V;
-  load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-  load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
-  const int64_t toff = (j * w.c.T_cap + t0) * V;
-  load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
-  load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.y, static_cast<const T*>(w.dvh) + toff, V, len, tid);
-  load_rows_async_r<T, BT, BT, Sm::kLdA, NT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * BT, BT,
-                                            len, tid);
-  if (w.do_direct) {
-    const int64_t base = (t0 * f.HV + j) * int64_t(V);
-    load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.dO, static_cast<const T*>(p.d_o) + base, int64_t(f.HV) * V, len,
-                                              tid);
-  } else {
-    load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, false, t0, len, j, 0, tid);
   }
 }
 

@@ -50,21 +50,53 @@ struct KdaChunkSmem {
   float red[3][BT][kWN];
 };
 
-template <class T, int BT, int V>
+// dst[row][0..COLS) <- src[row * stride + 0..COLS) for row < len, zeros for len <= row < ROWS: the
+// pieces of load_rows_async in the same order, in a rolled loop.
+template <class T, int ROWS, int COLS, int LD, int NT>
+__device__ __forceinline__ void load_rows_async_r(T (*dst)[LD], const T* src, int64_t stride, int len, int tid) {
+  constexpr int P = COLS / 8;
+#pragma unroll 1
+  for (int idx = tid; idx < ROWS * P; idx += NT) {
+    const int row = idx / P, ch = idx % P;
+    const bool valid = row < len;
+    cp_async16(&dst[row][ch * 8], src + (valid ? row * stride + ch * 8 : 0), valid);
+  }
+}
+
+// load_rows_async, or its rolled form (ROLL: chunked5 / 7).
+template <bool ROLL, class T, int ROWS, int COLS, int LD, int NT>
+__device__ __forceinline__ void load_rows_x(T (*dst)[LD], const T* src, int64_t stride, int len, int tid) {
+  if constexpr (ROLL) load_rows_async_r<T, ROWS, COLS, LD, NT>(dst, src, stride, len, tid);
+  else load_rows_async<T, ROWS, COLS, LD, NT>(dst, src, stride, len, tid);
+}
+
+// A head's tiles: S, dS (K x V), vh, dvh, dO (BT x V), Ai (BT x BT). ROLL (chunked5 / 7): the rolled
+// loops, d_o through the converting loader only when it is not loadable directly.
+template <class T, int BT, int V, bool ROLL = false>
 __device__ __forceinline__ void load_head(KdaChunkSmem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
                                           int64_t r, int64_t t0, int len, int j, int tid) {
   using Sm = KdaChunkSmem<T, BT, V>;
   constexpr int NT = KTiling<BT, V>::NT;
   const GdnFwdParams& f = p.f;
   const int64_t soff = (r * f.HV + j) * int64_t(kK) * V;
-  load_rows_async<T, kK, V, Sm::kLdV, NT>(s.u.st.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-  load_rows_async<T, kK, V, Sm::kLdV, NT>(s.u.st.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+  load_rows_x<ROLL, T, kK, V, Sm::kLdV, NT>(s.u.st.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+  load_rows_x<ROLL, T, kK, V, Sm::kLdV, NT>(s.u.st.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
   const int64_t toff = (j * w.c.T_cap + t0) * V;
-  load_rows_async<T, BT, V, Sm::kLdV, NT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
-  load_rows_async<T, BT, V, Sm::kLdV, NT>(s.y, static_cast<const T*>(w.dvh) + toff, V, len, tid);
-  load_rows_async<T, BT, BT, Sm::kLdA, NT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * BT, BT,
-                                          len, tid);
-  load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, w.do_direct, t0, len, j, 0, tid);
+  load_rows_x<ROLL, T, BT, V, Sm::kLdV, NT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
+  load_rows_x<ROLL, T, BT, V, Sm::kLdV, NT>(s.y, static_cast<const T*>(w.dvh) + toff, V, len, tid);
+  load_rows_x<ROLL, T, BT, BT, Sm::kLdA, NT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * BT, BT,
+                                             len, tid);
+  if constexpr (ROLL) {
+    if (w.do_direct) {
+      const int64_t base = (t0 * f.HV + j) * int64_t(V);
+      load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.dO, static_cast<const T*>(p.d_o) + base, int64_t(f.HV) * V, len,
+                                                tid);
+    } else {
+      load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, false, t0, len, j, 0, tid);
+    }
+  } else {
+    load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, w.do_direct, t0, len, j, 0, tid);
+  }
 }
 
 __device__ __forceinline__ float quad_sum(float v) {

@@ -303,8 +303,8 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
 // v6 (kda_fwd_prep_v6.cu: fp16 Gram operands of normalised rows through reference rows, coalesced
 // gated stores, half2 staging, ldmatrix fragments; H200 A/B in docs/perf-notes.md, "Prep v6") at BT 64;
 // LINATTN_KDA_PREP=v3 selects this file's kernel, =v7 prep v7 (kda_fwd_prep_v7.cu: v6 with q / k read from
-// global memory, three CTAs per SM; opt-in until an H200 A/B) (read per call, as the fused kernel's
-// switch, so a test can change it in a process).
+// global memory, three CTAs per SM; opt-in: 12% slower than v6 in the H200 A/B at d75c503) (read per
+// call, as the fused kernel's switch, so a test can change it in a process).
 int prep_version() {
   const std::string v = env_or("LINATTN_KDA_PREP", "");
   return v == "v3" ? 3 : v == "v7" ? 7 : 6;

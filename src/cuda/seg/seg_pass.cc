@@ -79,15 +79,13 @@ GdnFwdPlan state_pass_plan(const GdnFwdParams& v, int sm_count) {
   return plan;
 }
 
-}  // namespace
-
-void state_pass_prep(const GdnFwdParams& v, int sm_count, void* workspace, size_t workspace_bytes, void* stream) {
-  gdn_fwd(v, state_pass_plan(v, sm_count), nullptr, nullptr, workspace, workspace_bytes, stream, GdnFwdStage::kPrep);
+// The two halves on a plan computed once by the caller (the callers check S_loc / M).
+void prep_with(const GdnFwdParams& v, const GdnFwdPlan& plan, void* workspace, size_t workspace_bytes, void* stream) {
+  gdn_fwd(v, plan, nullptr, nullptr, workspace, workspace_bytes, stream, GdnFwdStage::kPrep);
 }
 
-void state_pass_fused(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float* S_loc, float* M,
-                      int sm_count, void* workspace, size_t workspace_bytes, void* stream) {
-  LINATTN_CHECK(S_loc && M, "tier 3 state pass: S_loc and M are required");
+void fused_with(const GdnFwdParams& v, const GdnFwdPlan& plan, const int32_t* flags, int32_t skip, float* S_loc,
+                float* M, void* workspace, size_t workspace_bytes, void* stream) {
   GdnFwdParams sp = v;
   sp.h0 = nullptr;
   sp.ht = nullptr;
@@ -96,15 +94,27 @@ void state_pass_fused(const GdnFwdParams& v, const int32_t* flags, int32_t skip,
   sp.seg_M = M;
   sp.seg_flags = flags;
   sp.seg_skip = skip;
-  gdn_fwd(sp, state_pass_plan(v, sm_count), nullptr, nullptr, workspace, workspace_bytes, stream,
-          GdnFwdStage::kFused);
+  gdn_fwd(sp, plan, nullptr, nullptr, workspace, workspace_bytes, stream, GdnFwdStage::kFused);
+}
+
+}  // namespace
+
+void state_pass_prep(const GdnFwdParams& v, int sm_count, void* workspace, size_t workspace_bytes, void* stream) {
+  prep_with(v, state_pass_plan(v, sm_count), workspace, workspace_bytes, stream);
+}
+
+void state_pass_fused(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float* S_loc, float* M,
+                      int sm_count, void* workspace, size_t workspace_bytes, void* stream) {
+  LINATTN_CHECK(S_loc && M, "tier 3 state pass: S_loc and M are required");
+  fused_with(v, state_pass_plan(v, sm_count), flags, skip, S_loc, M, workspace, workspace_bytes, stream);
 }
 
 void state_pass(const GdnFwdParams& v, const int32_t* flags, int32_t skip, float* S_loc, float* M, int sm_count,
                 void* workspace, size_t workspace_bytes, void* stream) {
-  LINATTN_CHECK(S_loc && M, "tier 3 state pass: S_loc and M are required");
-  state_pass_prep(v, sm_count, workspace, workspace_bytes, stream);
-  state_pass_fused(v, flags, skip, S_loc, M, sm_count, workspace, workspace_bytes, stream);
+  LINATTN_CHECK(S_loc && M, "tier 3 state pass: S_loc and M are required");  // before anything is queued
+  const GdnFwdPlan plan = state_pass_plan(v, sm_count);
+  prep_with(v, plan, workspace, workspace_bytes, stream);
+  fused_with(v, plan, flags, skip, S_loc, M, workspace, workspace_bytes, stream);
 }
 
 }  // namespace linattn::cuda::seg

@@ -65,7 +65,8 @@ FwdBufs carve_fwd(const GdnFwdParams& p, const Tier3Config& c, Carver& cv) {
   return b;
 }
 
-// Off by default until an H200 A/B (scripts/ab.d/70-tier3.sh) shows it faster.
+// Off by default: the H200 A/B at d75c503 measured it slower (2/8 1x32768: 0.388 vs 0.377 ms graph;
+// perf-notes "Where the 0.379 ms goes").
 constexpr bool kFirstDefault = false;
 std::atomic<int64_t> g_first_runs{0};
 
