@@ -10,6 +10,7 @@
 
 #include "cuda/common/launch.h"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
+#include "cuda/kda/kda_bwd_chunk8_parts.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -30,16 +31,19 @@ constexpr bool tables_fit() {
 // the next head's tiles issued with q / k so the row scales overlap them, batched gate loads, decay
 // tables for the off-diagonal blocks at V = 128), 5 = chunked5 (chunked4's arithmetic with less code:
 // kda_bwd_chunk5_parts.cuh), 6 = chunked6 (chunked5 with the split-TF32 operands by truncation), 7 = chunked7
-// (chunked5 with the k-steps of the six mma_tile products rolled: mma_tile_r, same bits).
+// (chunked5 with the k-steps of the six mma_tile products rolled: mma_tile_r, same bits), 8 = chunked8 (chunked7
+// with the diagonal intra blocks' lower-left 8 x 8 quadrants on the split-TF32 path where the decay tables
+// exist: kda_bwd_chunk8_parts.cuh; V = 64 runs chunked7's code).
 template <class T, int BT, int V, int MODE>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
-  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE >= 5, TRUNC = MODE == 6, RM = MODE == 7;
+  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE >= 5, TRUNC = MODE == 6, RM = MODE >= 7;
   constexpr bool TAB = V4 && tables_fit<T, BT, V>();
   static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
+  constexpr bool Q8 = MODE == 8 && TAB;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
   const GdnFwdParams& f = p.f;
@@ -240,8 +244,13 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
-      if constexpr (TC) offdiag_rows<T, BT, V, NTK, TAB, TRUNC>(s, dq2, rp, wm, ck, g, tq, tab);
-      intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, TC ? 16 * wm : 0, !TC);
+      if constexpr (Q8) {  // + the diagonal block's lower-left quadrant; the per-element walk on its 8 x 8 halves
+        offdiag_rows_q<T, BT, V, NTK>(s, dq2, rp, wm, ck, g, tq, tab);
+        intra_rows_q<T, BT, V, NTK>(s, dq2, rp, r0, g, ck, tq);
+      } else {
+        if constexpr (TC) offdiag_rows<T, BT, V, NTK, TAB, TRUNC>(s, dq2, rp, wm, ck, g, tq, tab);
+        intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, TC ? 16 * wm : 0, !TC);
+      }
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
 #pragma unroll
@@ -258,8 +267,13 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // column side: dk^ += dka; dgam -= k^ (.) dka
       float ca[NTK][4];
       // blocks below the diagonal
-      if constexpr (TC) offdiag_cols<T, BT, V, NTK, TAB, TRUNC>(s, ca, wm, ck, g, tq, tab);
-      intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, TC ? min(len, 16 * wm + 16) : len, !TC);
+      if constexpr (Q8) {
+        offdiag_cols_q<T, BT, V, NTK>(s, ca, wm, ck, g, tq, tab);
+        intra_cols_q<T, BT, V, NTK>(s, ca, r0, g, ck, tq, len);
+      } else {
+        if constexpr (TC) offdiag_cols<T, BT, V, NTK, TAB, TRUNC>(s, ca, wm, ck, g, tq, tab);
+        intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, TC ? min(len, 16 * wm + 16) : len, !TC);
+      }
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
@@ -349,7 +363,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 
-// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5, 6, 7).
+// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5 .. 8).
 template <class T, int BT, int V, int MODE>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   launch(kda_bwd_chunk2_kernel<T, BT, V, MODE>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
