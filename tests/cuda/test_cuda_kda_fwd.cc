@@ -12,7 +12,8 @@
 // LINATTN_KDA_PREP=v6) runs every case against the reference and against prep v3 (LINATTN_KDA_PREP=v3,
 // fp32 per-element sums: an independent formulation) on the same inputs (BT 32 keeps v3), and
 // through every mma.sync V-slice; prep v7 (opt-in, LINATTN_KDA_PREP=v7) the same, also against v6,
-// and its three CTAs per SM.
+// and its three CTAs per SM; prep v8 / v8p (opt-in, LINATTN_KDA_PREP=v8 / v8p) the same, also against
+// v6, a long varlen case that reaches v8p's prefetch, and its two CTAs per SM.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/kda/kda_fwd_prep_v6.cuh"
 #include "cuda/kda/kda_fwd_prep_v7.cuh"
+#include "cuda/kda/kda_fwd_prep_v8.cuh"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -328,6 +330,94 @@ TEST(CudaKdaFwdPrepV7, ThreeCtasPerSm) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   EXPECT_EQ(cuda::kda_prep_v7_ctas_per_sm(true), 3) << "bf16";
   EXPECT_EQ(cuda::kda_prep_v7_ctas_per_sm(false), 3) << "fp16";
+}
+
+// Prep v8 / v8p forced (opt-in, LINATTN_KDA_PREP=v8 / v8p: v6's products with fewer shared-memory
+// passes per element; v8p adds an L2 prefetch of a later chunk's inputs) against the fp64 reference
+// on the inputs `d`, and at BT 64 against v6 (the same products in the same order: held to a 10x
+// tighter bar than to v3; the output says whether o was bitwise equal) and v3. An item, row or
+// segment slip in the restructured staging / L, P / Ab passes shows as O(1) errors.
+void check_prep_v8(const ChunkAttnData& d, const std::string& name, DType dt, int bt) {
+  const ChunkAttnOutTensors ref = ref_forward(d);
+  ChunkAttnOutTensors v6, v3;
+  if (bt == 64) {
+    EnvScope on("LINATTN_KDA_PREP", "v6");
+    v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+    EnvScope off("LINATTN_KDA_PREP", "v3");
+    v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+  }
+  const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in all: valid rows only
+  auto valid = [&](const Tensor& o) { return var ? narrow(o.view(), 1, 0, d.valid_tokens) : o.view(); };
+  for (const char* variant : {"v8", "v8p"}) {
+    SCOPED_TRACE(variant);
+    ChunkAttnOutTensors v8;
+    {
+      EnvScope on("LINATTN_KDA_PREP", variant);
+      const int64_t before = cuda::kda_prep_v8_launches();
+      v8 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+      if (bt == 64) EXPECT_GT(cuda::kda_prep_v8_launches(), before) << "prep " << variant << " did not run";
+      else EXPECT_EQ(cuda::kda_prep_v8_launches(), before) << "BT 32 must keep prep v3";
+    }
+    EXPECT_TRUE(fwd_close(d, ref, v8, dt));
+    EXPECT_TRUE(all_finite(d, v8));
+    check_padding_untouched(d, v8);
+    if (bt != 64) continue;
+    EXPECT_TRUE(tensors_close("o v3 / v8", valid(v3.o), valid(v8.o), Tolerance{1e-2, 0.0}));
+    EXPECT_TRUE(tensors_close("o v6 / v8", valid(v6.o), valid(v8.o), Tolerance{1e-3, 0.0}));
+    if (v3.final_state.defined()) {
+      EXPECT_TRUE(tensors_close("final_state v3 / v8", v3.final_state, v8.final_state, Tolerance{1e-2, 0.0}));
+      EXPECT_TRUE(tensors_close("final_state v6 / v8", v6.final_state, v8.final_state, Tolerance{1e-3, 0.0}));
+    }
+    bool same = v6.o.numel() == v8.o.numel();  // padding rows are NaN in both
+    for (int64_t e = 0; same && e < v6.o.numel(); ++e) {
+      const double x = v6.o.get(e), y = v8.o.get(e);
+      same = x == y || (std::isnan(x) && std::isnan(y));
+    }
+    std::printf("[ %s ] %s %s: o %s v6\n", variant, dtype_name(dt), name.c_str(),
+                same ? "bitwise equal to" : "differs from");
+  }
+}
+
+// Every case: -1000 gates, lower_bound -5, GVA, varlen with zero / short lengths, every gate form.
+TEST_P(CudaKdaFwd, PrepV8MatchesReferenceAndV6AndV3) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    check_prep_v8(make_chunk_attn(c.spec), c.name, dt, bt);
+  }
+}
+
+// More chunk-table rows than the SM count, so v8p's prefetch of the row one SM count ahead runs
+// (varlen: through the chunk table and cu_seqlens; rows past the table and sentinel rows are skipped).
+TEST_P(CudaKdaFwd, PrepV8LongVarlenReachesThePrefetch) {
+  const auto [dt, bt] = GetParam();
+  ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);
+  s.H = 1;
+  s.HV = 2;
+  s.seqlens = {150 * bt + 17, 3, 0, 40 * bt};
+  s.pad_tokens = 9;
+  s.extreme_gate_frac = 0.02;
+  check_prep_v8(make_chunk_attn(s), "long_varlen_prefetch", dt, bt);
+}
+
+// v8 / v8p through the mma.sync fused kernel's V-slices, on the varlen edge lengths and the
+// strong-decay / -1000-gate GVA case.
+TEST_P(CudaKdaFwd, PrepV8EveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  const std::vector<FwdCase> cs = cases(dt, bt);
+  for (const char* variant : {"v8", "v8p"}) {
+    EnvScope on("LINATTN_KDA_PREP", variant);
+    for (int ci : {1, 2})
+      for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+  }
+}
+
+// v8's design point: two resident CTAs per SM (<= 128 registers, v6's 109,056 B of shared memory).
+TEST(CudaKdaFwdPrepV8, TwoCtasPerSm) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  EXPECT_EQ(cuda::kda_prep_v8_ctas_per_sm(true), 2) << "bf16";
+  EXPECT_EQ(cuda::kda_prep_v8_ctas_per_sm(false), 2) << "fp16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,

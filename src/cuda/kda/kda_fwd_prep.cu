@@ -14,8 +14,8 @@
 // NaN at any gate value (-1000, lower_bound = -5, ...); safe_gate needs no other path.
 // 512 threads = 16 warps; K = 128; ~206 KB shared memory at BT 64 (one CTA per SM). This is prep v3:
 // the default at BT = 32 and with LINATTN_KDA_PREP=v3; at BT = 64 kda_fwd_prep_v6.cu runs otherwise
-// (LINATTN_KDA_PREP=v7: kda_fwd_prep_v7.cu) (preps v4 / v5 were removed when v6 became the default:
-// git history at 239ab91; perf-notes "Prep v4" / "Prep v5").
+// (LINATTN_KDA_PREP=v7: kda_fwd_prep_v7.cu, =v8: kda_fwd_prep_v8.cu) (preps v4 / v5 were removed when
+// v6 became the default: git history at 239ab91; perf-notes "Prep v4" / "Prep v5").
 #include <cuda_runtime.h>
 
 #include <string>
@@ -28,6 +28,7 @@
 #include "cuda/gdn/gdn_prep_common.cuh"
 #include "cuda/kda/kda_fwd_prep_v6.cuh"
 #include "cuda/kda/kda_fwd_prep_v7.cuh"
+#include "cuda/kda/kda_fwd_prep_v8.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -303,11 +304,13 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
 // v6 (kda_fwd_prep_v6.cu: fp16 Gram operands of normalised rows through reference rows, coalesced
 // gated stores, half2 staging, ldmatrix fragments; H200 A/B in docs/perf-notes.md, "Prep v6") at BT 64;
 // LINATTN_KDA_PREP=v3 selects this file's kernel, =v7 prep v7 (kda_fwd_prep_v7.cu: v6 with q / k read from
-// global memory, three CTAs per SM; opt-in: 12% slower than v6 in the H200 A/B at d75c503) (read per
+// global memory, three CTAs per SM; opt-in: 12% slower than v6 in the H200 A/B at d75c503), =v8 prep v8
+// (kda_fwd_prep_v8.cu: v6 with fewer shared-memory passes per element; opt-in until its H200 A/B), =v8p
+// v8 with an L2 prefetch of a later chunk's inputs (read per
 // call, as the fused kernel's switch, so a test can change it in a process).
 int prep_version() {
   const std::string v = env_or("LINATTN_KDA_PREP", "");
-  return v == "v3" ? 3 : v == "v7" ? 7 : 6;
+  return v == "v3" ? 3 : v == "v7" ? 7 : v == "v8" ? 8 : v == "v8p" ? 9 : 6;
 }
 
 }  // namespace
@@ -324,6 +327,8 @@ void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
     launch_kda_prep_v6(p, ws, chunk_indices, nt_cap, stream);
   } else if (version == 7) {
     launch_kda_prep_v7(p, ws, chunk_indices, nt_cap, stream);
+  } else if (version == 8 || version == 9) {  // 9: v8p
+    launch_kda_prep_v8(p, ws, chunk_indices, nt_cap, version == 9, stream);
   } else if (p.BT == 64) {
     bf ? launch_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
        : launch_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);
