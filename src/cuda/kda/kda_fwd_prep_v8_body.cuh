@@ -11,6 +11,8 @@
 // - L / P and Ab / Ai passes: float4 shared accesses, thread (row, 16-column segment) mapped so a
 //   quarter-warp covers 4 rows x 2 segments = 8 distinct bank quads (v6: scalar accesses, 2-way
 //   conflicts: 1.5k of v6's 3.1k excess wavefronts per CTA).
+// - Staging rows permuted (kda_fwd_prep_v8_parts.cuh) so no ldmatrix matrix has a bank conflict
+//   (v6: 0.5k excess wavefronts per CTA at the small levels).
 // - Accumulators to qk / kk: float2 column pairs, and no multiplies by the unit row scales with l2norm.
 // - Gate cumsum: the row quarters keep their raw running sums in registers over the barrier and store
 //   gam once (v6 stored them raw, then reloaded and rewrote three quarters).
@@ -21,7 +23,7 @@
 // Every product is formed from the same operands in the same order as v6: the outputs are expected to
 // be bitwise equal to v6's (the tests print it).
 #pragma once
-#include "cuda/kda/kda_fwd_prep_v6_parts.cuh"
+#include "cuda/kda/kda_fwd_prep_v8_parts.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -187,11 +189,11 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
   const int cg = lane >> 3, si = 8 * warp + (lane & 7);
   const int g = lane >> 2, t = lane & 3;
   uint32_t offa[kTilesPerWarp], offb[kTilesPerWarp];  // ldmatrix byte addresses in shared memory
-  slot_ldsm<0>(warp, lane, offa[0], offb[0]);
-  slot_ldsm<1>(warp, lane, offa[1], offb[1]);
-  slot_ldsm<2>(warp, lane, offa[2], offb[2]);
-  slot_ldsm<3>(warp, lane, offa[3], offb[3]);
-  slot_ldsm<4>(warp, lane, offa[4], offb[4]);
+  slot_ldsm_v8<0>(warp, lane, offa[0], offb[0]);
+  slot_ldsm_v8<1>(warp, lane, offa[1], offb[1]);
+  slot_ldsm_v8<2>(warp, lane, offa[2], offb[2]);
+  slot_ldsm_v8<3>(warp, lane, offa[3], offb[3]);
+  slot_ldsm_v8<4>(warp, lane, offa[4], offb[4]);
   {
     const uint32_t stb = smem_u32(&s.w.st[0][0]);
 #pragma unroll
@@ -232,8 +234,8 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
       hq[e] = __floats2half2_rn(xq[2 * e] * sqi, xq[2 * e + 1] * sqi);
       hk[e] = __floats2half2_rn(xk[2 * e] * ski, xk[2 * e + 1] * ski);
     }
-    stage_levels<0>(s.w.st, s.r.in.gam, si, c0, 4 * cg, gi, hq, hk);
-    stage_levels<3>(s.w.st, s.r.in.gam, si, c0, 4 * cg, gi, hq, hk);
+    stage_levels_v8<0>(s.w.st, s.r.in.gam, si, c0, 4 * cg, gi, hq, hk);
+    stage_levels_v8<3>(s.w.st, s.r.in.gam, si, c0, 4 * cg, gi, hq, hk);
     __syncthreads();
 #pragma unroll
     for (int u = 0; u < kTilesPerWarp; ++u) {  // 3 ldmatrix.x4 per tile
