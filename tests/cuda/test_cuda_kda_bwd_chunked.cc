@@ -19,7 +19,8 @@
 // (its memory accesses are chunked5's, so the sanitized runs leave it out); =chunked7 (chunked5 with
 // rolled mma k-steps) runs in every test too, held to chunked5's values (the bf16 bars) with a log line
 // saying whether it is bitwise equal to chunked5; =chunked8 (chunked7 with the diagonal blocks' lower-left
-// quadrants on split-TF32 at V = 128) likewise against chunked7 (not expected bitwise), sanitized too.
+// quadrants on split-TF32 at V = 128) likewise against chunked7 (not expected bitwise), sanitized too;
+// =chunked9 (chunked8 with the fp32 raw gates as one cp.async tile) against chunked8 (expected bitwise).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -39,16 +40,18 @@ namespace {
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
 
 // The chunk-kernel variants every case runs ("chunked" = the first kernel, the cross-check; "chunked4" /
-// "chunked5" = the previous defaults; "chunked7" = the default since 95f8975; "chunked6" / "chunked8" = opt-in).
-const char* const kVariants[] = {"chunked",  "chunked2", "chunked3", "chunked4",
-                                 "chunked5", "chunked6", "chunked7", "chunked8"};
+// "chunked5" = the previous defaults; "chunked7" = the default since 95f8975; "chunked6" / 8 / 9 = opt-in).
+const char* const kVariants[] = {"chunked",  "chunked2", "chunked3", "chunked4", "chunked5",
+                                 "chunked6", "chunked7", "chunked8", "chunked9"};
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
 // Under compute-sanitizer: chunked, chunked3 (whose code contains chunked2's), chunked4, chunked5,
-// chunked7 (chunked5's accesses in a rolled loop) and chunked8 (new diagonal-block accesses), to bound the time.
+// chunked7 (chunked5's accesses in a rolled loop), chunked8 (new diagonal-block accesses) and chunked9 (the
+// gate tile), to bound the time.
 std::vector<const char*> variants() {
-  if (sanitized()) return {kVariants[0], kVariants[2], kVariants[3], kVariants[4], kVariants[6], kVariants[7]};
+  if (sanitized())
+    return {kVariants[0], kVariants[2], kVariants[3], kVariants[4], kVariants[6], kVariants[7], kVariants[8]};
   return {std::begin(kVariants), std::end(kVariants)};
 }
 
@@ -76,7 +79,7 @@ void check_same_arithmetic(const ChunkAttnData& d, const ChunkAttnGradTensors& o
   check_same_arithmetic(d, old_g, new_g, name, "kdabwd8", "chunked5", "chunked7");
 }
 
-// Each variant's gradients of one case by name; chunked7 against chunked5, chunked8 against chunked7.
+// Each variant's gradients of one case by name; chunked7 against chunked5, chunked8 against 7, 9 against 8.
 struct ByVariant {
   std::vector<std::pair<std::string, ChunkAttnGradTensors>> got;
   void add(const char* v, const ChunkAttnGradTensors& g) { got.emplace_back(v, g); }
@@ -86,10 +89,12 @@ struct ByVariant {
     return nullptr;
   }
   void check_chunked7(const ChunkAttnData& d, const std::string& name) const {
-    const ChunkAttnGradTensors *c5 = find("chunked5"), *c7 = find("chunked7"), *c8 = find("chunked8");
-    ASSERT_TRUE(c5 != nullptr && c7 != nullptr && c8 != nullptr) << "chunked5, chunked7 and chunked8 all run";
+    const ChunkAttnGradTensors *c5 = find("chunked5"), *c7 = find("chunked7"), *c8 = find("chunked8"),
+                               *c9 = find("chunked9");
+    ASSERT_TRUE(c5 != nullptr && c7 != nullptr && c8 != nullptr && c9 != nullptr) << "chunked5, 7, 8 and 9 all run";
     check_same_arithmetic(d, *c5, *c7, name);
     check_same_arithmetic(d, *c7, *c8, name, "kdabwd9", "chunked7", "chunked8");
+    check_same_arithmetic(d, *c8, *c9, name, "kdabwd9", "chunked8", "chunked9");
   }
 };
 
@@ -129,9 +134,9 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
   if (!with_variants) return;
-  // Under compute-sanitizer without chunked5 .. 8 (the other tests run chunked5, 7 and 8 sanitized).
+  // Under compute-sanitizer without chunked5 .. 9 (the other tests run chunked5, 7, 8 and 9 sanitized).
   std::vector<const char*> vs = {kVariants[1], kVariants[2], kVariants[3]};
-  if (!sanitized()) vs.insert(vs.end(), {kVariants[4], kVariants[5], kVariants[6], kVariants[7]});
+  if (!sanitized()) vs.insert(vs.end(), {kVariants[4], kVariants[5], kVariants[6], kVariants[7], kVariants[8]});
   std::vector<ChunkAttnGradTensors> vars;
   for (const char* v : vs) {
     SCOPED_TRACE(v);
@@ -144,10 +149,11 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     check_zero_length_dh0(d, cot, var);
     vars.push_back(var);
   }
-  if (vars.size() == 7) {
+  if (vars.size() == 8) {
     check_same_arithmetic(d, vars[2], vars[3], c.name, "kdabwd7", "chunked4", "chunked5");
     check_same_arithmetic(d, vars[3], vars[5], c.name);
     check_same_arithmetic(d, vars[5], vars[6], c.name, "kdabwd9", "chunked7", "chunked8");
+    check_same_arithmetic(d, vars[6], vars[7], c.name, "kdabwd9", "chunked8", "chunked9");
   }
 }
 

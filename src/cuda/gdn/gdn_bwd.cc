@@ -101,7 +101,7 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
-// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | ... | chunked8, read on every call (plan and workspace
+// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | ... | chunked9, read on every call (plan and workspace
 // query agree; chunked2 / chunked3 pick the opt-in chunk-gradient kernel variants, same workspace).
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
@@ -212,12 +212,15 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     // chunked5 with a truncating TF32 split (not bitwise), "chunked5" / "chunked4" / "chunked3" = the
     // previous defaults (d75c503 / 4988c89 / c050891),
     // "chunked2" = without the split-TF32 tensor-core blocks, "chunked" = the first chunk kernel; "chunked8" (opt-in)
-    // = chunked7 with the diagonal blocks' lower-left quadrants on split-TF32 (not bitwise, V = 128 only).
+    // = chunked7 with the diagonal blocks' lower-left quadrants on split-TF32 (not bitwise, V = 128 only);
+    // "chunked9" (opt-in) = chunked8 with the fp32 raw gates as one cp.async tile (same bits as chunked8).
     const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
     if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
     else if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
     else if (mode == "chunked4") launch_kda_bwd_chunk4(p, w, st);
-    else launch_kda_bwd_chunk5(p, w, mode == "chunked5" ? 5 : mode == "chunked6" ? 6 : mode == "chunked8" ? 8 : 7, st);
+    else
+      launch_kda_bwd_chunk5(
+          p, w, mode == "chunked5" ? 5 : mode == "chunked6" ? 6 : mode == "chunked8" ? 8 : mode == "chunked9" ? 9 : 7, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -33,7 +33,8 @@ constexpr bool tables_fit() {
 // kda_bwd_chunk5_parts.cuh), 6 = chunked6 (chunked5 with the split-TF32 operands by truncation), 7 = chunked7
 // (chunked5 with the k-steps of the six mma_tile products rolled: mma_tile_r, same bits), 8 = chunked8 (chunked7
 // with the diagonal intra blocks' lower-left 8 x 8 quadrants on the split-TF32 path where the decay tables
-// exist: kda_bwd_chunk8_parts.cuh; V = 64 runs chunked7's code).
+// exist: kda_bwd_chunk8_parts.cuh; V = 64 runs chunked7's code), 9 = chunked9 (chunked8 with fp32 raw gates as
+// one cp.async tile into a, issued before the head's tiles: same bits as chunked8).
 template <class T, int BT, int V, int MODE>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
@@ -43,7 +44,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE >= 5, TRUNC = MODE == 6, RM = MODE >= 7;
   constexpr bool TAB = V4 && tables_fit<T, BT, V>();
   static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
-  constexpr bool Q8 = MODE == 8 && TAB;
+  constexpr bool Q8 = MODE >= 8 && TAB, G9 = MODE == 9;
+  [[maybe_unused]] const bool gtile = G9 && gate_tile_ok(p.f);  // uniform
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
   const GdnFwdParams& f = p.f;
@@ -96,19 +98,28 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
     if constexpr (R5) {  // one copy of the tile loads; the first head's stream while the row scales run
+      if (gtile) {  // chunked9: the raw gates first, into a (free: the last head's gate chain is done)
+        load_gate_tile<BT, Tl::NT>(s.a, f, t0, len, j, tid);
+        cp_async_commit();
+      }
       load_head<T, BT, V, true>(s, p, w, r, t0, len, j, tid);
       cp_async_commit();
       if (jj == 0) {
         cp_async_wait<1>();
         __syncthreads();
         row_scales_r();
+      } else if (gtile) {
+        cp_async_wait<1>();
+        __syncthreads();
       }
     } else if (!V4 || jj > 0) {
       load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
       cp_async_commit();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    if constexpr (R5)
+    if (gtile)
+      stage_decays_tile<BT, Tl::NT>(s.a, p, len, j, tid);
+    else if constexpr (R5)
       stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);
     else
       stage_decays<BT, Tl::NT, V4>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
@@ -363,7 +374,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 
-// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5 .. 8).
+// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5 .. 9).
 template <class T, int BT, int V, int MODE>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   launch(kda_bwd_chunk2_kernel<T, BT, V, MODE>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),

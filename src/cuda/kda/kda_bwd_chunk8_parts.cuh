@@ -11,7 +11,10 @@
 // Every factor is still a product of decays <= 1 (nothing divided, no positive exponent). Fragment rows of the
 // quadrant's other half (rows i < R1 + 8, resp. columns j > R') are zero in A, so the mma adds exact zeros there.
 // Not bitwise equal to chunked7 (other summation order of the quadrant's terms); held to the same bars.
+// chunked9 = chunked8 + the fp32 gate tile by cp.async (load_gate_tile, at the end): bitwise equal to chunked8.
 #pragma once
+#include <cstdint>
+
 #include "cuda/kda/kda_bwd_chunk2_parts.cuh"
 
 namespace linattn::cuda {
@@ -248,6 +251,40 @@ __device__ __forceinline__ void intra_cols_q(const KdaChunkSmem<T, BT, V>& s, fl
         e[nt][2 + x] *= ahx[x];
       }
     }
+  }
+}
+
+// chunked9 (MODE 9 = chunked8 + this): fp32 raw gates of a head as one cp.async tile straight into a (rows < len,
+// zeros past it), issued before the head's 152 KB of tiles, so the decay staging no longer waits on 16 scalar
+// gate loads queued behind them (ncu at 3d3a678: 3.4% of the chunk kernel's samples, long scoreboard, on those
+// loads). The formula pass is stage_decays_r's second loop on the same raw values: the same bits. Needs fp32
+// gates and a 16-byte aligned g (rows are K = 128 floats, 512 B); otherwise the kernel takes chunked8's loads.
+__device__ __forceinline__ bool gate_tile_ok(const GdnFwdParams& f) {
+  return f.g_type == ElemType::kF32 && (reinterpret_cast<uintptr_t>(f.g) & 15) == 0;
+}
+template <int BT, int NT>
+__device__ __forceinline__ void load_gate_tile(float (*a)[kLdF], const GdnFwdParams& f, int64_t t0, int len, int j,
+                                               int tid) {
+  constexpr int P = kK / 4;  // 16-byte pieces per row
+  const float* g = static_cast<const float*>(f.g) + (t0 * f.HV + j) * int64_t(kK);
+  const int64_t stride = int64_t(f.HV) * kK;
+#pragma unroll 1
+  for (int idx = tid; idx < BT * P; idx += NT) {
+    const int row = idx / P, ch = idx % P;
+    const bool valid = row < len;
+    cp_async16(&a[row][ch * 4], g + (valid ? row * stride + ch * 4 : 0), valid);
+  }
+}
+template <int BT, int NT>
+__device__ __forceinline__ void stage_decays_tile(float (*a)[kLdF], const GdnBwdParams& p, int len, int j, int tid) {
+  constexpr int PER = BT * kK / NT, RG = NT / kK;
+  static_assert(PER * NT == BT * kK && RG * kK == NT, "whole tile per pass");
+  const int c = tid % kK, i0 = tid / kK;
+  const GateConst gc = gate_const(p.f, j, c);
+#pragma unroll 1
+  for (int m = 0; m < PER; ++m) {
+    const int i = i0 + RG * m;
+    a[i][c] = i < len ? expf(gate_deriv_raw(p.f, a[i][c], gc).g) : 0.f;
   }
 }
 
