@@ -387,8 +387,9 @@ TEST_P(CudaKdaFwd, PrepV8MatchesReferenceAndV6AndV3) {
   }
 }
 
-// More chunk-table rows than the SM count, so v8p's prefetch of the row one SM count ahead runs
-// (varlen: through the chunk table and cu_seqlens; rows past the table and sentinel rows are skipped).
+// More CTAs than the SM count, so v8p's prefetch of the CTA one SM count ahead in dispatch order runs,
+// across value heads too (varlen: through the chunk table and cu_seqlens; CTAs past the grid and
+// sentinel rows are skipped).
 TEST_P(CudaKdaFwd, PrepV8LongVarlenReachesThePrefetch) {
   const auto [dt, bt] = GetParam();
   ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);

@@ -16,8 +16,8 @@
 // - Accumulators to qk / kk: float2 column pairs, and no multiplies by the unit row scales with l2norm.
 // - Gate cumsum: the row quarters keep their raw running sums in registers over the barrier and store
 //   gam once (v6 stored them raw, then reloaded and rewrote three quarters).
-// - kPf (LINATTN_KDA_PREP=v8p): L2 prefetch of the inputs (g, q, k rows) of the chunk-table row pf
-//   ahead on the same value head (pf = the SM count: about half a CTA lifetime ahead in dispatch order),
+// - kPf (LINATTN_KDA_PREP=v8p): L2 prefetch of the inputs (g, q, k rows) of the CTA pf ahead in
+//   dispatch order (pf = the SM count: about half a CTA lifetime ahead; across value heads),
 //   so the CTA that runs it later finds them in L2 instead of DRAM (v6: 10% of the stall samples are
 //   long scoreboard on the gate / table loads at the CTA start).
 // Every product is formed from the same operands in the same order as v6: the outputs are expected to
@@ -74,12 +74,15 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
   int len;
   if (!chunk_span(p, chunk_indices, nts, r, kBT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
   const int64_t rs = int64_t(p.H) * kK;  // q / k row stride (elements)
-  // v8p: the span of the chunk-table row pf ahead (its table loads fly with this CTA's gate loads; the
-  // prefetches are issued after the first barrier).
+  // v8p: the span of the CTA pf ahead in dispatch order (linear id r + gridDim.x j; the next value head's
+  // rows after the last row of this one). Its table loads fly with this CTA's gate loads; the prefetches
+  // are issued after the first barrier.
   int64_t pt0 = 0;
-  int plen = 0;
+  int plen = 0, pj = 0;
   if constexpr (kPf) {
-    if (r + pf < int64_t(gridDim.x) && !chunk_span(p, chunk_indices, nts, r + pf, kBT, pt0, plen)) plen = 0;
+    const int64_t lin = r + int64_t(gridDim.x) * j + pf;
+    pj = static_cast<int>(lin / gridDim.x);
+    if (pj < p.HV && !chunk_span(p, chunk_indices, nts, lin % gridDim.x, kBT, pt0, plen)) plen = 0;
   }
   {  // q / k rows: thread (row group, 8-element column), rows tid / 16 + 16 it; rows past len zero-filled
     const int c8 = (tid & 15) * 8, row0 = tid >> 4;
@@ -117,14 +120,14 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
   }
   if (tid < kBT) s.beta[tid] = tid < len ? gdn_beta(p, t0 + tid, j) : 0.f;
   __syncthreads();
-  if constexpr (kPf) {  // one 128-B line of g and one of q / k per thread, rows of the chunk pf ahead
+  if constexpr (kPf) {  // one 128-B line of g and one of q / k per thread, rows of the CTA pf ahead
     const int row = tid >> 2, part = tid & 3;
     if (row < plen) {
       const int64_t t = pt0 + row;
-      const int gbytes = p.g_type == ElemType::kF32 ? 4 * kK : 2 * kK;
+      const int gbytes = p.g_type == ElemType::kF32 ? 4 * kK : 2 * kK, ph = pj / (p.HV / p.H);
       if (128 * part < gbytes)
-        prefetch_l2(static_cast<const char*>(p.g) + (t * p.HV + j) * int64_t(gbytes) + 128 * part);
-      const T* x = static_cast<const T*>(part < 2 ? p.q : p.k) + (t * p.H + h) * kK;
+        prefetch_l2(static_cast<const char*>(p.g) + (t * p.HV + pj) * int64_t(gbytes) + 128 * part);
+      const T* x = static_cast<const T*>(part < 2 ? p.q : p.k) + (t * p.H + ph) * kK;
       prefetch_l2(reinterpret_cast<const char*>(x) + 128 * (part & 1));
     }
   }
