@@ -34,7 +34,7 @@ constexpr bool tables_fit() {
 // (chunked5 with the k-steps of the six mma_tile products rolled: mma_tile_r, same bits), 8 = chunked8 (chunked7
 // with the diagonal intra blocks' lower-left 8 x 8 quadrants on the split-TF32 path where the decay tables
 // exist: kda_bwd_chunk8_parts.cuh; V = 64 runs chunked7's code), 9 = chunked9 (chunked8 with fp32 raw gates as
-// one cp.async tile into a, issued before the head's tiles: same bits as chunked8).
+// one cp.async tile into a, issued before the head's tiles, and the eg / egl row walks unrolled 4: same bits).
 template <class T, int BT, int V, int MODE>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
           st_pair(&s.y[r0 + 8 * hf][cv + nt * 8 + 2 * tq], Y[nt][2 * hf], Y[nt][2 * hf + 1]);
     }
     if constexpr (R5)
-      frag_eg_blk_r<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
+      frag_eg_blk_r<BT, NTK, G9 ? 4 : 1>(eg, s.a, s.blk, wm, r0, ck, tq);
     else
       frag_eg_blk<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
     {  // dq_inter = eg (.) scale (dO S^T)
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float t[NTK][4] = {}, egl[NTK][4];
       mma_tile_x<RM, T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
       if constexpr (R5)
-        frag_egl_blk_r<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
+        frag_egl_blk_r<BT, NTK, G9 ? 4 : 1>(egl, s.a, s.blk, wm, r0, ck, tq, len);
       else
         frag_egl_blk<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
 #pragma unroll

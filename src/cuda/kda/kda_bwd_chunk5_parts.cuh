@@ -77,11 +77,12 @@ __device__ __forceinline__ void load_gate_raw_r(float (&v)[N], const GdnFwdParam
 }
 
 // frag_eg_blk / frag_egl_blk (and mul_decay_rows) with the row walks rolled: the same products in the
-// same order.
-template <int NTK>
+// same order. U: the row walks' unroll factor (1: chunked5 .. 8; chunked9 4, so the shared loads of
+// several rows are in flight: the walks were short-scoreboard bound at 3d3a678).
+template <int NTK, int U = 1>
 __device__ __forceinline__ void mul_decay_rows_r(float (&eg)[NTK][4], const float (*a)[kLdF], int t0, int r0, int ck,
                                                  int tq) {
-#pragma unroll 1
+#pragma unroll U
   for (int t = t0; t <= r0 + 8; ++t) {
     const bool lo = t <= r0;
 #pragma unroll
@@ -96,7 +97,7 @@ __device__ __forceinline__ void mul_decay_rows_r(float (&eg)[NTK][4], const floa
     }
   }
 }
-template <int BT, int NTK>
+template <int BT, int NTK, int U = 1>
 __device__ __forceinline__ void frag_eg_blk_r(float (&eg)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
                                               int wm, int r0, int ck, int tq) {
   float pre[NTK][2];
@@ -114,9 +115,9 @@ __device__ __forceinline__ void frag_eg_blk_r(float (&eg)[NTK][4], const float (
   for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) eg[nt][e] = pre[nt][e & 1];
-  mul_decay_rows_r<NTK>(eg, a, 16 * wm, r0, ck, tq);
+  mul_decay_rows_r<NTK, U>(eg, a, 16 * wm, r0, ck, tq);
 }
-template <int BT, int NTK>
+template <int BT, int NTK, int U = 1>
 __device__ __forceinline__ void frag_egl_blk_r(float (&egl)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
                                                int wm, int r0, int ck, int tq, int len) {
   float suf[NTK][2];
@@ -135,7 +136,7 @@ __device__ __forceinline__ void frag_egl_blk_r(float (&egl)[NTK][4], const float
 #pragma unroll
     for (int e = 0; e < 4; ++e) egl[nt][e] = (r0 + 8 * (e >> 1)) < len ? suf[nt][e & 1] : 0.f;
   const int tend = min(len, 16 * wm + 16);
-#pragma unroll 1
+#pragma unroll U
   for (int t = r0 + 1; t < tend; ++t) {
     const bool hi = t > r0 + 8;
 #pragma unroll
