@@ -5,7 +5,7 @@
 // inputs and garbage padding, replay == eager fixed-capacity call bitwise, padding untouched.
 // Aligned layouts run the default kernels (conv_stream.cuh: kStreamFwd / kStreamBwd);
 // scripts/gpu-conv reruns the binary with LINATTN_CONV_CUDA_PATH=stream and =tiles so both
-// designs are covered whichever is the default; the v7-v10 forward variants are swept in-process.
+// designs are covered whichever is the default; the v7-v11 forward variants are swept in-process.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -231,15 +231,16 @@ struct EnvGuard {
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
 // quick (compute-sanitizer runs): W 4 dense with silu, W 4 varlen with residual, bias and states, W 2 varlen.
+// D: channels (520 unless a test needs more channel blocks).
 void check_fwd_variants(const std::vector<const char*>& variants, const std::vector<DType>& dtypes, int seed,
-                        bool quick = false) {
+                        bool quick = false, int64_t D = 520) {
   for (const char* v : variants)
     for (DType dt : dtypes)
       for (int W : {4, 3, 2})
         for (int opt = 0; opt < (W == 4 ? 8 : 2); ++opt) {
           if (quick && !(W == 4 && (opt == 1 || opt == 6)) && !(W == 2 && opt == 0)) continue;
           ConvCase c;
-          c.dtype = dt, c.W = W, c.seed = ++seed, c.D = 520;
+          c.dtype = dt, c.W = W, c.seed = ++seed, c.D = D;
           c.act = opt % 2 ? Activation::kSilu : Activation::kNone;
           c.residual = (opt / 2) % 2;
           c.bias = c.h0 = c.ht = c.dht = (opt / 4) % 2 || W != 4;
@@ -328,6 +329,24 @@ TEST(ConvCuda, ForwardPhaseMatchesReferenceAndV6) {
                      {DType::kBF16, DType::kF16, DType::kF32}, 1100);
 }
 
+// v11 (convfwd11, conv_fwd_reg.cu): register streaming, 16-byte x loads into an 8- or 4-row register ring, 16-byte
+// .cs / plain y stores, the window taps in shared memory (residual layouts run the 4-row ring). blocks= / waves= give
+// groups long enough for the unrolled step (the default waves=2 grid gives 8-row groups here: only the general
+// step), sequences crossing ring batches and groups. D = 520: one 4 KiB channel slice (65 of 256 threads active for
+// 16-bit types); D = 4104 (16-bit) / 1032 (fp32): three / two slices, the last one 8 channels wide. Under
+// LINATTN_SANITIZED bf16, three variants.
+TEST(ConvCuda, ForwardRegMatchesReferenceAndV6) {
+  if (sanitized()) {
+    check_fwd_variants({"reg,blocks=3", "reg=4,yst=plain,blocks=5", "reg"}, {DType::kBF16}, 1200, true);
+    return;
+  }
+  check_fwd_variants({"reg", "reg=4", "reg,yst=plain,blocks=3", "reg=4,blocks=5", "reg,waves=1,yst=cs",
+                      "reg=8,blocks=7", "reg=4,yst=plain,blocks=2"},
+                     {DType::kBF16, DType::kF16, DType::kF32}, 1200);
+  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9"}, {DType::kBF16, DType::kF16}, 1300, true, 4104);
+  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9"}, {DType::kF32}, 1400, true, 1032);
+}
+
 TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
   ConvCase c;
   c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
@@ -342,7 +361,9 @@ TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
                           "x=cp,y=st16,ystage=3", "x=cp,ring=8x6,y=st16", "y=tile", "x=cp,y=tile,ystage=3",
                           "x=cp,y=tile,ring=8x6", "phase=7", "phase=72", "phase=0", "phase=032", "pbuf=2",
                           "pst=st16", "phase=32,pbuf=4", "phase=32,pst=wide", "phase=32,x=cp", "phase=32,ring=8x6",
-                          "phase=32,ld=first", "tma,phase=16", "phase=16,order=spread"}) {
+                          "phase=32,ld=first", "tma,phase=16", "phase=16,order=spread", "reg=2", "reg=16", "reg=",
+                          "reg=08", "yst=cs", "reg,yst=fast", "reg,phase=32", "reg,x=cp", "reg,tma", "reg,ring=8x6",
+                          "reg,ld=first", "reg,pf=256", "reg,order=spread", "reg=4,ystage=3"}) {
     EnvGuard e(bad);
     EXPECT_THROW(conv_fwd(g.in, gr.out, d.options()), Error) << bad;
   }

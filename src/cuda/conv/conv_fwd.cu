@@ -1,6 +1,7 @@
 // CUDA short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual.
 // Aligned flat layouts with W <= 4 and enough blocks run the long-run kernel (conv_fwd_run.cu, v6,
-// conv_run.cuh: use_run); the rest this shared-memory tile kernel (v3); the register-streaming
+// conv_run.cuh: use_run; without a residual, conv_fwd_run.cu's kFwdDefault variant when one is set);
+// the rest this shared-memory tile kernel (v3); the register-streaming (v4)
 // kernel (conv_fwd_stream.cu) runs aligned layouts when kStreamFwd / LINATTN_CONV_CUDA_PATH=stream say so.
 // Tiling and thread mapping in conv_common.cuh: x rows [tile - (W-1), tile end) and residual
 // rows of a 64-row tile go to shared memory by cp.async (double-buffered), each thread then
@@ -165,7 +166,9 @@ void launch(const ConvParams& p, cudaStream_t stream) {
       fwd_stream<E>(p, stream);
     } else if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.residual, p) && run_flat(p.y, p) &&
                (fv.on || use_run(spans * run_groups))) {
+      const FwdVariant dv = fwd_default_variant();  // conv_fwd_run.cu: kFwdDefault ("" = v6)
       if (fv.on) fwd_run_variant<E>(p, stream, fv);
+      else if (dv.on && p.residual.data == nullptr) fwd_run_variant<E>(p, stream, dv);
       else fwd_run<E>(p, stream, run_rows, run_groups);
     } else {
       const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);

@@ -224,7 +224,7 @@ namespace {
 FwdVariant parse_variant(const std::string& s) {
   FwdVariant v;
   v.on = true;
-  bool v10_knob = false;
+  bool v10_knob = false, v11_knob = false;
   size_t pos = 0;
   while (pos <= s.size()) {
     size_t end = s.find(',', pos);
@@ -234,6 +234,10 @@ FwdVariant parse_variant(const std::string& s) {
     if (item.empty() || item == "v6") continue;
     if (item == "tma") {
       v.tma = true;
+      continue;
+    }
+    if (item == "reg") {  // v11 (conv_fwd_reg.cu), 8 rows in flight
+      v.reg = 8;
       continue;
     }
     const size_t eq = item.find('=');
@@ -286,16 +290,28 @@ FwdVariant parse_variant(const std::string& s) {
                     "LINATTN_CONV_CUDA_FWD: pst expected bulk / st16 / cs, got ", val);
       v.pst = val == "bulk" ? 0 : (val == "st16" ? 1 : 2);
       v10_knob = true;
+    } else if (key == "reg") {  // v11
+      LINATTN_CHECK(val == "4" || val == "8", "LINATTN_CONV_CUDA_FWD: reg expected 4 / 8, got ", val);
+      v.reg = val[0] - '0';
+    } else if (key == "yst") {  // v11
+      LINATTN_CHECK(val == "cs" || val == "plain", "LINATTN_CONV_CUDA_FWD: yst expected cs / plain, got ", val);
+      v.reg_cs = val == "cs";
+      v11_knob = true;
     } else if (key == "blocks" || key == "waves") {
       const long long n = std::atoll(val.c_str());
       LINATTN_CHECK(n > 0 && n <= (1 << 22), "LINATTN_CONV_CUDA_FWD: ", key, " expected 1 .. 2^22, got ", val);
       (key == "blocks" ? v.blocks : v.waves) = n;
     } else {
       LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key,
-                    " (ring, ld, st, pf, blocks, waves, x, y, order, ystage, phase, pbuf, pst)");
+                    " (ring, ld, st, pf, blocks, waves, x, y, order, ystage, phase, pbuf, pst, reg, yst;",
+                    " flags v6, tma, reg)");
     }
   }
   LINATTN_CHECK(!v10_knob || v.phase > 0, "LINATTN_CONV_CUDA_FWD: pbuf= / pst= need phase=");
+  LINATTN_CHECK(!v11_knob || v.reg > 0, "LINATTN_CONV_CUDA_FWD: yst= needs reg");
+  LINATTN_CHECK(v.reg == 0 || (!v.tma && !v.hint && v.phase == 0 && v.order == 0 && v.ystage == 2),
+                "LINATTN_CONV_CUDA_FWD: reg (v11) takes only yst, blocks, waves (no tma, phase or ring / ld / st / pf "
+                "keys)");
   LINATTN_CHECK(v.phase == 0 || (!v.tma && !v.hint), "LINATTN_CONV_CUDA_FWD: phase= (v10) takes only pbuf, pst, "
                 "blocks, waves (no tma or ring / ld / st / pf keys)");
   LINATTN_CHECK(v.ring != 5 || v.tma, "LINATTN_CONV_CUDA_FWD: ring=8x3 is a tma ring (x=cp,ystage=3)");
@@ -335,9 +351,21 @@ FwdVariant fwd_variant() {
   return cached;
 }
 
+// The variant that aligned flat layouts without a residual run when LINATTN_CONV_CUDA_FWD is unset (where v6
+// would run: grids of >= kRunMinBlocks blocks); "" = v6. A variant string as the variable takes, e.g. "reg"
+// (v11) once an H200 A/B shows it faster at every benchmarked shape and its y bitwise equal to v6's.
+constexpr const char* kFwdDefault = "";
+
+FwdVariant fwd_default_variant() {
+  static const FwdVariant v = *kFwdDefault ? parse_variant(kFwdDefault) : FwdVariant{};
+  return v;
+}
+
 template <class E>
 void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
-  if (v.phase > 0) {  // v10 (conv_fwd_v10.cu)
+  if (v.reg > 0) {  // v11 (conv_fwd_reg.cu)
+    fwd_reg<E>(p, stream, v);
+  } else if (v.phase > 0) {  // v10 (conv_fwd_v10.cu)
     fwd_phase<E>(p, stream, v);
   } else if (v.tma && current_device_info().cc_major == 9) {  // bulk copies + mbarriers: the sm_90a binary
     fwd_tma<E>(p, stream, v);

@@ -194,6 +194,9 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
 // v10 (conv_fwd_v10.cu; convfwd9): phase=8..64, a multiple of 8 (rows per phase: a block's reads and writes batched
 // in phases), pbuf=1|2|3 (phase buffers: 1 = strict read / compute / write phases), pst=bulk|st16|cs (y
 // stores); every dtype and W 2-4; with blocks= / waves= only (no tma or v7 keys).
+// v11 (conv_fwd_reg.cu; convfwd11): reg or reg=4|8 (register streaming: 16-byte loads straight into registers, 8 / 4
+// rows in flight per thread; "reg" = 8), yst=cs|plain (16-byte y stores st.global.cs or plain; needs reg); with
+// blocks= / waves= only (default waves=2).
 struct FwdVariant {
   bool on = false;
   int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3, 5: 8 x 3 (tma only)
@@ -210,8 +213,13 @@ struct FwdVariant {
   int phase = 0;         // v10 (conv_fwd_v10.cu): rows per phase (0: not v10); phase= / pbuf= / pst=
   int pbuf = 2;          // v10: phase buffers 1..3
   int pst = 0;           // v10: y stores 0 bulk, 1 st16, 2 st16 .cs
+  int reg = 0;           // v11 (conv_fwd_reg.cu): rows in flight per thread, 4 or 8 (0: not v11)
+  bool reg_cs = true;    // v11: y stores st.global.cs (false: plain st.global)
 };
 FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values), cached per value
+// What runs without the variable on aligned flat no-residual layouts where v6 would (conv_fwd_run.cu:
+// kFwdDefault; on = false: v6).
+FwdVariant fwd_default_variant();
 
 // Rows per group of a variant launch: v6's rule, or v.blocks / v.waves (occ = resident blocks per SM
 // of the instance), rounded up to a multiple of kR, at most 65535 groups.
@@ -226,6 +234,8 @@ template <class E>
 void fwd_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_tma.cu (sm_90)
 template <class E>
 void fwd_phase(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_v10.cu (v10)
+template <class E>
+void fwd_reg(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_reg.cu (v11)
 template <class E>
 void bwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64_t groups);
 
