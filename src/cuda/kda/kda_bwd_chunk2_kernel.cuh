@@ -45,6 +45,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   constexpr bool TAB = V4 && tables_fit<T, BT, V>();
   static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
   constexpr bool Q8 = MODE >= 8 && TAB, G9 = MODE == 9;
+  using S0 = KdaChunkSmem<T, BT, V>;
+  static_assert(!G9 || (offsetof(S0, a) % 16 == 0 && kLdF % 4 == 0), "16-byte rows of a (gate tile)");
   [[maybe_unused]] const bool gtile = G9 && gate_tile_ok(p.f);  // uniform
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
