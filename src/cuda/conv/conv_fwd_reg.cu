@@ -14,12 +14,6 @@
 // tap, then the window oldest first; silu_f; + residual), so y is bitwise v6's. Rows inside no sequence (garbage
 // offsets) are not stored. ptxas (sm_90a, bf16, W 4, kU 8, no residual): 128 registers, no spill, fast step ~12
 // instructions per element. With a residual kU = 4 runs (kU 8 would spill ~750 bytes; kU 4 spills 16).
-#include <map>
-#include <mutex>
-#include <tuple>
-
-#include "cuda/common/device_info.h"
-#include "cuda/common/launch.h"
 #include "cuda/conv/conv_run.cuh"
 
 namespace linattn::cuda::conv {
@@ -227,22 +221,11 @@ void launch_reg(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
   const size_t smem = reg_smem_bytes<E>(kW);  // <= 48 KiB: no opt-in
   FwdVariant g = v;
   if (g.blocks == 0 && g.waves == 0) g.waves = 2;
-  int occ = 0;
-  if (g.waves > 0) {  // resident blocks per SM of this instance: fixed per device
-    static std::mutex mu;
-    static std::map<std::tuple<const void*, int>, int> occs;
-    const int dev = current_device_info().ordinal;
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = occs.find({reinterpret_cast<const void*>(k), dev});
-    if (it == occs.end()) {
-      LINATTN_CONV_CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, kThreads, smem));
-      it = occs.emplace(std::make_tuple(reinterpret_cast<const void*>(k), dev), occ > 0 ? occ : 1).first;
-    }
-    occ = it->second;
-  }
+  // waves= counts kRegBlocksPerSm blocks per SM (the 16-bit W = 4 instances' occupancy: 128 registers; leaner
+  // instances may fit 3): a constant, so no occupancy query (none inside a stream capture either).
   constexpr int64_t span = kThreads * (16 / static_cast<int64_t>(sizeof(E)));
   RegArgs a;
-  a.group_rows = variant_group_rows(p, g, span, kU, occ);
+  a.group_rows = variant_group_rows(p, g, span, kU, kRegBlocksPerSm);
   a.cs = v.reg_cs ? 1 : 0;
   const int64_t spans = (p.D + span - 1) / span;
   const int64_t groups = (p.B * p.T + a.group_rows - 1) / a.group_rows;
