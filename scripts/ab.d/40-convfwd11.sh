@@ -45,8 +45,8 @@ c11_round 1
 
 V11="default;memcpy;x=cp,waves=2;reg;reg=4;reg,yst=plain;reg=4,yst=plain;reg,waves=1;reg,waves=4"
 for shape in 8192x65536:14:55 8192x16384:8:60; do  # shape:cap:start by (piece seconds)
-  cut=${shape##*:} shape=${shape%:*}
-  [ "$(left)" -gt $(( ${shape#*:} + 25 )) ] && [ "$(c11_used)" -lt "$cut" ] ||
+  c11_by=${shape##*:} shape=${shape%:*}
+  [ "$(left)" -gt $(( ${shape#*:} + 25 )) ] && [ "$(c11_used)" -lt "$c11_by" ] ||
     { say "convfwd11 conv-ab ${shape%:*} skipped (no time)"; continue; }
   timeout "$(cap "${shape#*:}")" env CUDA_VISIBLE_DEVICES=0 "$LA" conv-ab --shapes "${shape%:*}" --variants "$V11" \
     --rounds 3 --iters 30 --verify 2>>"$LOG" | sed 's/^{/{"env_switch":"conv-ab-v11",/' >>"$OUT/bench.jsonl" ||
@@ -60,6 +60,10 @@ for l in sys.stdin:
     print("conv-ab-v11 %dx%d %-24s synced %.4f queued %.4f equal %s" % (r["d"], r["lengths"][0], r["variant"],
           r["p50_ms"], r.get("p50_ms_queued", 0), r.get("bitwise_equal_default", "-")))
 ' >>"$LOG" 2>&1 || true
+if grep '"env_switch":"conv-ab-v11"' "$OUT/bench.jsonl" 2>/dev/null | grep -q '"bitwise_equal_default":false'; then
+  status=1
+  say "convfwd11: a variant's y differs from the default's (conv-ab --verify): see the conv-ab-v11 lines"
+fi
 
 c11_round 2
 [ "$(c11_used)" -lt 62 ] && c11_round 3
