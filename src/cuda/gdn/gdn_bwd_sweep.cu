@@ -16,12 +16,14 @@
 // operands replace the row-scaled q / k: X = V - kg S, S <- diag(gl) S + kgl^T V^;
 // dV^ = kgl dS + P^T dO, dS <- diag(gl) dS + qg^T (scale dO) - kg^T dv (row d of the state decays
 // by gl_d, every factor <= 1). Its stages hold one more K-wide tile, so it takes V-slices 32 / 64.
-// LINATTN_CUDA_GDN_BWD_SWEEP=wg: GDN at BT 64 takes the wgmma variant (gdn_bwd_sweep_wg.cu) instead.
+// LINATTN_CUDA_GDN_BWD_SWEEP=wg: GDN at BT 64 takes the wgmma variant (gdn_bwd_sweep_wg.cu) instead;
+// LINATTN_CUDA_KDA_SWEEP=wg (opt-in): KDA at BT 64 takes kda/kda_bwd_sweep_wg.cu.
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_bwd_load.cuh"
 #include "cuda/gdn/gdn_bwd_sweep_wg.h"
+#include "cuda/kda/kda_bwd_sweep_wg.h"
 
 namespace linattn::cuda {
 namespace {
@@ -451,6 +453,7 @@ void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cudaStream_t st
 
 void launch_gdn_bwd_sweeps(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cudaStream_t stream) {
   if (gdn_bwd_sweep_wg_supported(p.f) && gdn_bwd_sweep_wg_enabled(p.f)) return launch_gdn_bwd_sweeps_wg(p, w, stream);
+  if (kda_bwd_sweep_wg_supported(p.f) && kda_bwd_sweep_wg_enabled()) return launch_kda_bwd_sweeps_wg(p, w, stream);
   LINATTN_CHECK(p.f.K == kK, "gdn bwd sweeps: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(vs > 0 && p.f.V % vs == 0, "gdn bwd sweeps: V-slice ", vs, " must divide V = ", p.f.V);
   const bool bf = p.f.io == ElemType::kBF16;

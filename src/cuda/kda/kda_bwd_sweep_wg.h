@@ -1,0 +1,22 @@
+// The wgmma variant of the chunked KDA backward's head-level sweeps (kda_bwd_sweep_wg.cu): same
+// inputs (the KDA prep's qg / kg / kgl / gl, Ab, P), outputs (hS, hdS, vh, dvh, dv, dh0), workspace
+// and grid as the mma.sync KDA sweeps of launch_gdn_bwd_sweeps; opt-in, selected there when
+// kda_bwd_sweep_wg_enabled() and the shape is supported (KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/gdn/gdn_bwd_kernels.h"
+
+namespace linattn::cuda {
+
+// LINATTN_CUDA_KDA_SWEEP (read per call): "wg" selects the wgmma sweeps; unset or any other value
+// keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy).
+bool kda_bwd_sweep_wg_enabled();
+bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f);
+// Launches of the wgmma KDA sweeps so far in this process (tests check which kernel ran).
+int64_t kda_bwd_sweep_wg_launches();
+void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
+
+}  // namespace linattn::cuda

@@ -1,0 +1,197 @@
+// The wgmma KDA backward sweeps (kda/kda_bwd_sweep_wg.cu, LINATTN_CUDA_KDA_SWEEP=wg) in the chunked
+// CUDA KDA backward (default chunk kernel): for every case of kda_bwd_cases (in-kernel softplus gate
+// with GVA 2; lower_bound -5 + safe_gate on varlen edges; lower_bound without A_log, GVA 3, a
+// zero-length sequence; -1000 gates with strong decays; clamped -5 safe gates) plus one long
+// sequence (many turns of the input ring and of the single hand-off buffer of role 1), bf16 and fp16,
+// BT 64 and 32: each gradient within its fp64-reference bar and within half of that bar of the
+// mma.sync sweeps' gradients (LINATTN_CUDA_KDA_SWEEP unset), padding rows zero, finite, d_final_state
+// passed to dh0 for zero-length sequences; the wg kernel runs at BT 64 only (BT 32 keeps mma.sync);
+// two runs bitwise equal; forward + backward captured in one CUDA graph, replay == eager.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/compare.h"
+#include "cuda/kda/kda_bwd_sweep_wg.h"
+#include "cuda_bwd_util.h"
+#include "cuda_fwd_util.h"
+#include "cuda_graph_seq.h"
+
+namespace linattn::test {
+namespace {
+
+constexpr const char* kEnv = "LINATTN_CUDA_KDA_SWEEP";
+
+bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
+
+// Sets an environment variable for a scope (unset when `value` is null), restoring the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Every gradient of `b` within half of its reference bar of `a` (valid rows of per-token ones).
+::testing::AssertionResult grads_agree(const ChunkAttnData& d, const ChunkAttnGradTensors& a,
+                                       const ChunkAttnGradTensors& b, DType input) {
+  const std::vector<std::pair<const char*, Qty>> qty = {
+      {"dq", Qty::kDq},         {"dk", Qty::kDk},         {"dv", Qty::kDv},
+      {"dg", Qty::kDg},         {"dbeta", Qty::kDbeta},   {"dA_log", Qty::kDA_log},
+      {"ddt_bias", Qty::kDdt_bias}, {"dh0", Qty::kDh0}};
+  const auto ga = named_grads(a), gb = named_grads(b);
+  ::testing::AssertionResult res = ::testing::AssertionFailure();
+  bool ok = true;
+  for (size_t i = 0; i < ga.size(); ++i) {
+    const Tensor& x = *ga[i].second;
+    const Tensor& y = *gb[i].second;
+    if (!x.defined() || !y.defined()) continue;
+    const std::string n = ga[i].first;
+    Tolerance tol{0.004, 5e-7};  // any name not listed: half of the bf16 gradient bar
+    for (const auto& [name, q] : qty)
+      if (name == n) tol = tolerance(input, q);
+    tol.rel_rms *= 0.5;
+    tol.atol *= 0.5;
+    const bool per_token = n != "dA_log" && n != "ddt_bias" && n != "dh0";
+    const TensorView xv = per_token && d.cu_seqlens.defined() ? narrow(x.view(), 1, 0, d.valid_tokens) : x.view();
+    const TensorView yv = per_token && d.cu_seqlens.defined() ? narrow(y.view(), 1, 0, d.valid_tokens) : y.view();
+    const ::testing::AssertionResult r = tensors_close(ga[i].first, xv, yv, tol);
+    if (!r) {
+      ok = false;
+      res << r.message() << "\n";
+    }
+  }
+  return ok ? ::testing::AssertionSuccess() : res;
+}
+
+// One sequence of 1000 tokens (16 chunks at BT 64), GVA 2, in-kernel gate and l2norm.
+BwdCase long_case(DType dt, int bt) {
+  ChunkAttnSpec s = fwd_base_spec(dt, bt, ChunkOp::kKda);
+  s.B = 1;
+  s.T = 1000;
+  s.opt.use_qk_l2norm_in_kernel = true;
+  s.opt.use_gate_in_kernel = true;
+  s.opt.use_beta_sigmoid_in_kernel = true;
+  return {"long_1000_gva2", s, dt, dt};
+}
+
+void run_case(const BwdCase& c) {
+  SCOPED_TRACE(c.name);
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(c.spec.seed * 31 + 7);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+  ChunkAttnGradTensors mma, got;
+  {
+    ScopedEnv e(kEnv, nullptr);
+    mma = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  const int64_t before = cuda::kda_bwd_sweep_wg_launches();
+  {
+    ScopedEnv e(kEnv, "wg");
+    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  }
+  EXPECT_EQ(cuda::kda_bwd_sweep_wg_launches() > before, c.spec.opt.chunk_size == 64) << "wg sweeps run at BT 64 only";
+  const ChunkAttnGradTensors ref = ref_backward(d, cot);
+  EXPECT_TRUE(bwd_close(d, ref, got, c.spec.dtype)) << "wg sweeps vs fp64 reference";
+  EXPECT_TRUE(bwd_close(d, ref, mma, c.spec.dtype)) << "mma.sync sweeps vs fp64 reference";
+  EXPECT_TRUE(grads_agree(d, mma, got, c.spec.dtype)) << "wg sweeps vs mma.sync sweeps (half bars)";
+  EXPECT_TRUE(grads_padding_zero(d, got));
+  EXPECT_TRUE(grads_finite(got));
+  check_zero_length_dh0(d, cot, got);
+  std::cout << "[kdasweep] " << c.name << " bt" << c.spec.opt.chunk_size << ": wg "
+            << (grads_bitwise(mma, got) ? "==" : "!=") << " mma.sync bitwise\n";
+}
+
+class CudaKdaSweep : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaKdaSweep, WgMatchesReferenceAndMmaSweeps) {
+  const auto [dt, bt] = GetParam();
+  std::vector<BwdCase> all = kda_bwd_cases(dt, bt);
+  if (sanitized()) {  // compute-sanitizer: the varlen edge case (lengths 0 .. 2BT+3, padding)
+    run_case(all[1]);
+    return;
+  }
+  all.push_back(long_case(dt, bt));
+  for (const BwdCase& c : all) run_case(c);
+}
+
+TEST_P(CudaKdaSweep, WgIsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv e(kEnv, "wg");
+  std::vector<BwdCase> cs = {kda_bwd_cases(dt, bt)[2]};  // varlen, GVA 3, a zero-length sequence
+  if (!sanitized()) cs.push_back(long_case(dt, bt));
+  for (const BwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(13);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_bitwise(a, b));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaSweep,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// Every gate entry at -1000 (no memory) or at -5 (strongest lower-bound decay): finite, within the bars.
+TEST(CudaKdaSweepExtreme, AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv e(kEnv, "wg");
+  for (const double x : {-1000.0, -5.0}) {
+    SCOPED_TRACE("gate " + std::to_string(x));
+    ChunkAttnSpec s = fwd_base_spec(DType::kBF16, 64, ChunkOp::kKda);
+    s.seqlens = {129, 64, 3};
+    s.pad_tokens = 4;
+    ChunkAttnData d = make_chunk_attn(s);
+    for (int64_t i = 0; i < d.g.numel(); ++i) d.g.set(i, x);
+    Rng rng(21);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+    const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(grads_finite(got));
+    EXPECT_TRUE(grads_padding_zero(d, got));
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, DType::kBF16));
+  }
+}
+
+// GRAPH_CONTRACT.md section 8 with the wg sweeps: forward + backward in one CUDA graph, replay ==
+// eager fixed bitwise (the switch is read at capture; the captured kernel is the wg one).
+TEST(CudaKdaSweepGraph, ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv e(kEnv, "wg");
+  std::vector<GraphCase> gcs = {{ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true},
+                                {ChunkOp::kKda, DType::kF16, 64, false, false, DType::kF16}};
+  if (sanitized()) gcs.resize(1);
+  const int64_t before = cuda::kda_bwd_sweep_wg_launches();
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+  EXPECT_GT(cuda::kda_bwd_sweep_wg_launches(), before);
+}
+
+}  // namespace
+}  // namespace linattn::test
