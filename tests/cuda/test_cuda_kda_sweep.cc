@@ -4,7 +4,7 @@
 // zero-length sequence; -1000 gates with strong decays; clamped -5 safe gates) plus one long
 // sequence (many turns of the input ring and of the single hand-off buffer of role 1), bf16 and fp16,
 // BT 64 and 32: each gradient within its fp64-reference bar and within half of that bar of the
-// mma.sync sweeps' gradients (LINATTN_CUDA_KDA_SWEEP unset), padding rows zero, finite, d_final_state
+// mma.sync sweeps' gradients (LINATTN_CUDA_KDA_SWEEP=mma), padding rows zero, finite, d_final_state
 // passed to dh0 for zero-length sequences; the wg kernel runs at BT 64 only (BT 32 keeps mma.sync);
 // two runs bitwise equal; forward + backward captured in one CUDA graph, replay == eager.
 #include <gtest/gtest.h>
@@ -99,7 +99,7 @@ void run_case(const BwdCase& c) {
   const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
   ChunkAttnGradTensors mma, got;
   {
-    ScopedEnv e(kEnv, nullptr);
+    ScopedEnv e(kEnv, "mma");  // explicit, so the baseline stays mma.sync if the default flips to wg
     mma = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   }
   const int64_t before = cuda::kda_bwd_sweep_wg_launches();
