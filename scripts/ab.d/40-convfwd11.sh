@@ -7,8 +7,9 @@
 #    sanitized v11 test.
 # 2. bench round 1 (linattn bench, as gpu-final's conv rows; synced p50): default (v6) vs x=cp,waves=2 (v9's best)
 #    vs reg, interleaved per shape, at 8192x65536, 8192x16384, 6144x16384, 8192x4096 forward.
-# 3. conv-ab at 8192x65536 and 8192x16384: default, memcpy, x=cp,waves=2 and the v11 knobs (4 / 8 rows in flight,
-#    .cs / plain stores, waves 1 / 2 / 4), 3 rounds x 30 calls, synced + queued p50, --verify (y bitwise vs default).
+# 3. conv-ab at 8192x65536 and 8192x16384: default, memcpy, x=cp,waves=2 and the v11 knobs (4 / 8 rows in flight in
+#    registers, 8 / 16 in per-thread shared-memory slots by cp.async (rx=cp), .cs / plain stores, waves 1 / 2 / 4),
+#    3 rounds x 30 calls, synced + queued p50, --verify (y bitwise vs default).
 # 4. bench round 2 (same rows), then round 3 while the share lasts.
 SW11=LINATTN_CONV_CUDA_FWD
 c11_t0=$(date +%s)
@@ -43,7 +44,8 @@ c11_round() {  # c11_round N: one interleaved round of bench rows (default, x=cp
 }
 c11_round 1
 
-V11="default;memcpy;x=cp,waves=2;reg;reg=4;reg,yst=plain;reg=4,yst=plain;reg,waves=1;reg,waves=4"
+V11="default;memcpy;x=cp,waves=2;reg;reg=4;reg,yst=plain;reg=4,yst=plain;reg,waves=1;reg,waves=4;reg,rx=cp"
+V11="$V11;reg=16,rx=cp;reg=16,rx=cp,yst=plain;reg=16,rx=cp,waves=4"
 for shape in 8192x65536:14:55 8192x16384:8:60; do  # shape:cap:start by (piece seconds)
   c11_by=${shape##*:} shape=${shape%:*}
   [ "$(left)" -gt $(( ${shape#*:} + 25 )) ] && [ "$(c11_used)" -lt "$c11_by" ] ||

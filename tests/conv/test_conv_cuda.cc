@@ -329,22 +329,27 @@ TEST(ConvCuda, ForwardPhaseMatchesReferenceAndV6) {
                      {DType::kBF16, DType::kF16, DType::kF32}, 1100);
 }
 
-// v11 (convfwd11, conv_fwd_reg.cu): register streaming, 16-byte x loads into an 8- or 4-row register ring, 16-byte
-// .cs / plain y stores, the window taps in shared memory (residual layouts run the 4-row ring). blocks= / waves= give
+// v11 (convfwd11, conv_fwd_reg.cu): register streaming, 16-byte x loads into an 8- or 4-row register ring (or, rx=cp,
+// an 8- / 16-row ring of per-thread shared-memory slots filled by cp.async), 16-byte .cs / plain y stores (residual
+// layouts run the 4-row register / 8-row cp ring). blocks= / waves= give
 // groups long enough for the unrolled step (the default waves=2 grid gives 8-row groups here: only the general
 // step), sequences crossing ring batches and groups. D = 520: one 4 KiB channel slice (65 of 256 threads active for
 // 16-bit types); D = 4104 (16-bit) / 1032 (fp32): three / two slices, the last one 8 channels wide. Under
 // LINATTN_SANITIZED bf16, three variants.
 TEST(ConvCuda, ForwardRegMatchesReferenceAndV6) {
   if (sanitized()) {
-    check_fwd_variants({"reg,blocks=3", "reg=4,yst=plain,blocks=5", "reg"}, {DType::kBF16}, 1200, true);
+    check_fwd_variants({"reg,blocks=3", "reg=4,yst=plain,blocks=5", "reg=16,rx=cp,blocks=3", "reg"}, {DType::kBF16},
+                       1200, true);
     return;
   }
   check_fwd_variants({"reg", "reg=4", "reg,yst=plain,blocks=3", "reg=4,blocks=5", "reg,waves=1,yst=cs",
-                      "reg=8,blocks=7", "reg=4,yst=plain,blocks=2"},
+                      "reg=8,blocks=7", "reg=4,yst=plain,blocks=2", "reg,rx=cp", "reg=16,rx=cp,blocks=3",
+                      "reg=16,rx=cp,yst=plain,waves=1", "reg=8,rx=cp,blocks=5"},
                      {DType::kBF16, DType::kF16, DType::kF32}, 1200);
-  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9"}, {DType::kBF16, DType::kF16}, 1300, true, 4104);
-  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9"}, {DType::kF32}, 1400, true, 1032);
+  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9", "reg=16,rx=cp,blocks=4"}, {DType::kBF16, DType::kF16},
+                     1300, true, 4104);
+  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9", "reg=16,rx=cp,blocks=4"}, {DType::kF32}, 1400, true,
+                     1032);
 }
 
 TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
@@ -363,7 +368,8 @@ TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
                           "pst=st16", "phase=32,pbuf=4", "phase=32,pst=wide", "phase=32,x=cp", "phase=32,ring=8x6",
                           "phase=32,ld=first", "tma,phase=16", "phase=16,order=spread", "reg=2", "reg=16", "reg=",
                           "reg=08", "yst=cs", "reg,yst=fast", "reg,phase=32", "reg,x=cp", "reg,tma", "reg,ring=8x6",
-                          "reg,ld=first", "reg,pf=256", "reg,order=spread", "reg=4,ystage=3"}) {
+                          "reg,ld=first", "reg,pf=256", "reg,order=spread", "reg=4,ystage=3", "reg=16",
+                          "reg=4,rx=cp", "rx=cp", "reg,rx=smem"}) {
     EnvGuard e(bad);
     EXPECT_THROW(conv_fwd(g.in, gr.out, d.options()), Error) << bad;
   }

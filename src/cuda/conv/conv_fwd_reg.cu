@@ -1,19 +1,22 @@
-// CUDA short-conv forward v11 (opt-in, LINATTN_CONV_CUDA_FWD=reg[=8|4][,yst=cs|plain][,blocks= | waves=];
-// convfwd11): conv-probe's best SM copy (16-byte loads straight into registers, 4 per thread in flight, 16-byte
-// st.global.cs stores: 4.00 TB/s at 1 GiB, cudaMemcpy 4.26) with the conv in between. A thread owns V = 16 /
-// sizeof(E) adjacent channels (8 bf16 / fp16, 4 fp32: one 16-byte load of x (and residual) and one 16-byte store
-// of y per row) and walks every row of its block's row group in order with the x window in registers and the next
-// kU rows' loads in flight in registers (a ring: the slot of row u is reloaded with row u + kU once row u is
-// unpacked; kU = 8 ("reg"): 128 bytes per thread, kU = 4: 64 as the probe's copy). Block = 256 threads on a 4 KiB
-// slice of every row (a warp reads / writes 512 contiguous bytes), grid = (slices, row groups), 2 blocks per SM
-// (<= 128 registers), no barriers. The window's taps live in shared memory, each thread's own (no sharing; ptxas
-// reads them once per kU rows), the newest tap and the bias in registers. Loads are coherent
-// ld.global.L1::no_allocate (ptxas keeps them behind the previous row's store, so they stay spread over the rows);
-// y stores st.global.cs (yst=cs, evict-first) or plain st.global (yst=plain). Group rows: waves=2 unless blocks= /
-// waves= say otherwise, a multiple of kU. Per channel the FMAs of v6 in v6's order (conv_fwd_run.cu: bias + newest
-// tap, then the window oldest first; silu_f; + residual), so y is bitwise v6's. Rows inside no sequence (garbage
-// offsets) are not stored. ptxas (sm_90a, bf16, W 4, kU 8, no residual): 128 registers, no spill, fast step ~12
-// instructions per element. With a residual kU = 4 runs (kU 8 would spill ~750 bytes; kU 4 spills 16).
+// CUDA short-conv forward v11 (opt-in, LINATTN_CONV_CUDA_FWD=reg[=8|4|16][,rx=ld|cp][,yst=cs|plain][,blocks= |
+// waves=]; convfwd11): conv-probe's best SM copy (16-byte loads straight into registers, 4 per thread in flight,
+// 16-byte st.global.cs stores: 4.00 TB/s at 1 GiB, cudaMemcpy 4.26) with the conv in between. A thread owns
+// V = 16 / sizeof(E) adjacent channels (8 bf16 / fp16, 4 fp32: one 16-byte load of x (and residual) and one 16-byte
+// store of y per row) and walks every row of its block's row group in order with the x window in registers and the
+// next kU rows in flight in a ring (the slot of row u is refilled with row u + kU once row u is read): rx=ld (default)
+// a register ring of coherent ld.global.L1::no_allocate (kU 8 = "reg": 128 bytes per thread; 4: 64 as the probe's
+// copy); rx=cp the thread's own 16-byte shared-memory slots filled by cp.async (kU 8 / 16, one cp.async group per row,
+// waited to <= kU - 1 pending; no other thread touches them, so no barrier). Block = 256 threads on a 4 KiB slice of
+// every row (a warp reads / writes 512 contiguous bytes), grid = (slices, row groups), 2 blocks per SM (<= 128
+// registers), no barriers. Register ring: the window's taps live in shared memory, each thread's own (ptxas reads
+// them once per kU rows), the newest tap and the bias in registers; cp ring: all taps in registers. y stores
+// st.global.cs (yst=cs, evict-first) or plain st.global (yst=plain). Group rows: waves=2 unless blocks= / waves= say
+// otherwise, a multiple of kU. Per channel the FMAs of v6 in v6's order (conv_fwd_run.cu: bias + newest tap, then
+// the window oldest first; silu_f; + residual), so y is bitwise v6's. Rows inside no sequence (garbage offsets) are
+// not stored. ptxas (sm_90a, bf16, W 4, no residual): register ring kU 8 128 registers, cp ring kU 16 128 / 102
+// (silu / none), no spills; fast step ~12 instructions per element. With a residual the register ring runs kU 4
+// (kU 8 would spill ~750 bytes; kU 4 spills 16), the cp ring kU 8.
+#include "cuda/common/launch.h"
 #include "cuda/conv/conv_run.cuh"
 
 namespace linattn::cuda::conv {
@@ -44,6 +47,42 @@ __device__ __forceinline__ void st_row16(void* p, uint4 v, int cs) {
       : "memory");  // the per-row shared-memory tap loads stay in the loop
 }
 
+// 16-byte shared load and a cp.async wait, both ordered (asm volatile, memory clobber) after the previous one.
+__device__ __forceinline__ uint4 lds16(unsigned a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a)
+               : "memory");
+  return v;
+}
+template <int N>
+__device__ __forceinline__ void cp_wait_mem() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// The thread's kU-row ring of one tensor: registers (kCp = false: 16-byte loads into Raw slots) or its own 16-byte
+// slots in shared memory filled by cp.async (kCp; slot s at s0 + s * kThreads * 16: a warp's slot is 512
+// contiguous bytes). take(s) reads slot s (kCp: after the caller's wait), issue(s, g) refills it with the row at g.
+template <int kU, bool kCp>
+struct Ring16 {
+  Raw<16> r[kCp ? 1 : kU];
+  unsigned s0;
+
+  __device__ __forceinline__ void issue(int s, const char* g) {
+    if constexpr (kCp) cp_async16_s(s0 + static_cast<unsigned>(s) * (kThreads * 16), g);
+    else r[s].v = ld_row16(g);
+  }
+  __device__ __forceinline__ Raw<16> take(int s) const {
+    Raw<16> v;
+    if constexpr (kCp) v.v = lds16(s0 + static_cast<unsigned>(s) * (kThreads * 16));
+    else v = r[s];
+    return v;
+  }
+};
+
 // x window (rows u - H .. u - 1, oldest first) of V channels at row u of sequence n (first row bos): rows
 // >= bos from x (16-byte loads), earlier ones from initial_state slots (zero without it).
 template <class E, int kW, int V>
@@ -67,11 +106,13 @@ __device__ __forceinline__ void reg_window(float (*xw)[kW - 1], const ConvParams
   }
 }
 
-template <class E, int kW, bool kSilu, bool kRes, int kU>
+template <class E, int kW, bool kSilu, bool kRes, int kU, bool kCp>
 __global__ void __launch_bounds__(kThreads, kRegBlocksPerSm) fwd_reg_kernel(const ConvParams p, const RegArgs a) {
   constexpr int V = 16 / static_cast<int>(sizeof(E)), H = kW - 1, SPAN = kThreads * V, Q = V / 4;
   using L = Lanes<E, V>;
-  extern __shared__ float4 tap_sm[];  // [(k * Q + h) * kThreads + tid]: taps k < H of the thread's channels 4h..4h+3
+  // [(k * Q + h) * kThreads + tid]: taps k < H of the thread's channels 4h..4h+3; then (kCp) the x ring, kU slots
+  // of kThreads x 16 bytes, then the residual ring.
+  extern __shared__ float4 tap_sm[];
   const int tid = static_cast<int>(threadIdx.x);
   const int c = static_cast<int>(blockIdx.x) * SPAN + tid * V;  // D, rows < 2^31: 32-bit indices
   if (c >= p.D) return;  // no barriers in this kernel: a thread reads back only its own taps
@@ -90,21 +131,29 @@ __global__ void __launch_bounds__(kThreads, kRegBlocksPerSm) fwd_reg_kernel(cons
     rn = reinterpret_cast<const char*>(static_cast<const E*>(p.residual.data) + r0 * p.residual.st + c);
   char* yp = reinterpret_cast<char*>(static_cast<E*>(p.y.data) + r0 * p.y.st + c);
 
-  // The ring first (the long round trips), then taps, bias and window: all in flight together.
-  Raw<16> xr[kU], rr[kU];
+  // The ring first (the long round trips), then taps, bias and window: all in flight together. kCp: one cp.async
+  // group per row (empty past the group's rows), so waiting for <= kU - 1 pending groups before taking row i
+  // means row i has landed.
+  Ring16<kU, kCp> xr, rr;
+  {
+    const unsigned ring0 = static_cast<unsigned>(__cvta_generic_to_shared(tap_sm + H * Q * kThreads)) + tid * 16;
+    xr.s0 = ring0, rr.s0 = ring0 + kU * kThreads * 16;
+  }
 #pragma unroll
   for (int s = 0; s < kU; ++s) {
-    xr[s].v = make_uint4(0u, 0u, 0u, 0u), rr[s].v = make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (!kCp) xr.r[s].v = make_uint4(0u, 0u, 0u, 0u), rr.r[s].v = make_uint4(0u, 0u, 0u, 0u);
     if (s < len) {
-      xr[s].v = ld_row16(xn);
-      if constexpr (kRes) rr[s].v = ld_row16(rn);
+      xr.issue(s, xn);
+      if constexpr (kRes) rr.issue(s, rn);
     }
+    if constexpr (kCp) cp_async_commit();
     xn += xst;
     if constexpr (kRes) rn += rst;
   }
   // Registers keep the newest tap and the bias; the window's taps go to shared memory (read back in the row loop;
   // ptxas reloads them once per kU rows: 128 registers cannot hold them next to an 8-row ring for every row).
   float wl[V], bias[V];
+  float twr[kCp ? H : 1][V];  // kCp: the window taps in registers (the ring is not in registers there)
   {
     Taps<kW> taps[V];
 #pragma unroll
@@ -117,11 +166,16 @@ __global__ void __launch_bounds__(kThreads, kRegBlocksPerSm) fwd_reg_kernel(cons
 #pragma unroll
     for (int j = 0; j < V; ++j) wl[j] = taps[j].w[H];
 #pragma unroll
-    for (int k = 0; k < H; ++k)
+    for (int k = 0; k < H; ++k) {
 #pragma unroll
-      for (int h = 0; h < Q; ++h)
-        tap_sm[(k * Q + h) * kThreads + tid] =
-            make_float4(taps[4 * h].w[k], taps[4 * h + 1].w[k], taps[4 * h + 2].w[k], taps[4 * h + 3].w[k]);
+      for (int j = 0; j < V; ++j) twr[kCp ? k : 0][j] = taps[j].w[k];
+      if constexpr (!kCp) {
+#pragma unroll
+        for (int h = 0; h < Q; ++h)
+          tap_sm[(k * Q + h) * kThreads + tid] =
+              make_float4(taps[4 * h].w[k], taps[4 * h + 1].w[k], taps[4 * h + 2].w[k], taps[4 * h + 3].w[k]);
+      }
+    }
   }
   float xw[V][H];  // x of rows u - H + k
   int n = static_cast<int>(find_seq(p, g0)), bos, eos;
@@ -135,7 +189,9 @@ __global__ void __launch_bounds__(kThreads, kRegBlocksPerSm) fwd_reg_kernel(cons
     for (int k = 0; k < H; ++k)
 #pragma unroll
       for (int h = 0; h < Q; ++h) {
-        const float4 t = tap_sm[(k * Q + h) * kThreads + tid];
+        float4 t;
+        if constexpr (kCp) t = make_float4(twr[k][4 * h], twr[k][4 * h + 1], twr[k][4 * h + 2], twr[k][4 * h + 3]);
+        else t = tap_sm[(k * Q + h) * kThreads + tid];
         tw[k][4 * h] = t.x, tw[k][4 * h + 1] = t.y, tw[k][4 * h + 2] = t.z, tw[k][4 * h + 3] = t.w;
       }
     float out[V];
@@ -160,14 +216,16 @@ __global__ void __launch_bounds__(kThreads, kRegBlocksPerSm) fwd_reg_kernel(cons
 #pragma unroll
       for (int s = 0; s < kU; ++s) {
         float xu[V], res[V];
-        L::to_float(xr[s], xu);
-        xr[s].v = ld_row16(xn);
+        if constexpr (kCp) cp_wait_mem<kU - 1>();
+        L::to_float(xr.take(s), xu);
+        xr.issue(s, xn);
         xn += xst;
         if constexpr (kRes) {
-          L::to_float(rr[s], res);
-          rr[s].v = ld_row16(rn);
+          L::to_float(rr.take(s), res);
+          rr.issue(s, rn);
           rn += rst;
         }
+        if constexpr (kCp) cp_async_commit();
         row(xu, res, yp);
         yp += yst;
       }
@@ -177,12 +235,14 @@ __global__ void __launch_bounds__(kThreads, kRegBlocksPerSm) fwd_reg_kernel(cons
         const int i = i0 + s;
         if (i < len) {
           float xu[V], res[V];
-          L::to_float(xr[s], xu);
-          if constexpr (kRes) L::to_float(rr[s], res);
+          if constexpr (kCp) cp_wait_mem<kU - 1>();
+          L::to_float(xr.take(s), xu);
+          if constexpr (kRes) L::to_float(rr.take(s), res);
           if (i + kU < len) {
-            xr[s].v = ld_row16(xn);
-            if constexpr (kRes) rr[s].v = ld_row16(rn);
+            xr.issue(s, xn);
+            if constexpr (kRes) rr.issue(s, rn);
           }
+          if constexpr (kCp) cp_async_commit();
           xn += xst;
           if constexpr (kRes) rn += rst;
           const int u = g0 + i;
@@ -201,24 +261,29 @@ __global__ void __launch_bounds__(kThreads, kRegBlocksPerSm) fwd_reg_kernel(cons
   }
 }
 
-// Dynamic shared memory: the window taps of a block's channels.
+// Dynamic shared memory: the window taps of a block's channels, then (kCp) the x and residual rings.
 template <class E>
-constexpr size_t reg_smem_bytes(int W) {
-  return static_cast<size_t>(W - 1) * kThreads * 16 * sizeof(float) / sizeof(E);
+constexpr size_t reg_smem_bytes(int W, int kU, bool cp, bool res) {
+  return static_cast<size_t>(W - 1) * kThreads * 16 * sizeof(float) / sizeof(E) +
+         (cp ? static_cast<size_t>(kU) * kThreads * 16 * (res ? 2 : 1) : 0u);
 }
 
-template <class E, int kW, int kU>
+// kRes instances: register rings of 4 rows, cp rings of 8 (launch_reg_u picks kU so; deeper ones would spill /
+// halve the blocks per SM).
+template <class E, int kW, int kU, bool kCp>
 void launch_reg(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
   const bool res = p.residual.data != nullptr;
+  constexpr bool kResOk = kU == (kCp ? 8 : 4);
   void (*k)(ConvParams, RegArgs);
-  if constexpr (kU == 8) {  // no residual instances: the second ring spills (launch_reg_u takes kU = 4 there)
-    k = p.silu ? fwd_reg_kernel<E, kW, true, false, kU> : fwd_reg_kernel<E, kW, false, false, kU>;
+  if constexpr (!kResOk) {
+    k = p.silu ? fwd_reg_kernel<E, kW, true, false, kU, kCp> : fwd_reg_kernel<E, kW, false, false, kU, kCp>;
   } else if (p.silu) {
-    k = res ? fwd_reg_kernel<E, kW, true, true, kU> : fwd_reg_kernel<E, kW, true, false, kU>;
+    k = res ? fwd_reg_kernel<E, kW, true, true, kU, kCp> : fwd_reg_kernel<E, kW, true, false, kU, kCp>;
   } else {
-    k = res ? fwd_reg_kernel<E, kW, false, true, kU> : fwd_reg_kernel<E, kW, false, false, kU>;
+    k = res ? fwd_reg_kernel<E, kW, false, true, kU, kCp> : fwd_reg_kernel<E, kW, false, false, kU, kCp>;
   }
-  const size_t smem = reg_smem_bytes<E>(kW);  // <= 48 KiB: no opt-in
+  const size_t smem = reg_smem_bytes<E>(kW, kU, kCp, res);
+  if (smem > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(k), smem);
   FwdVariant g = v;
   if (g.blocks == 0 && g.waves == 0) g.waves = 2;
   // waves= counts kRegBlocksPerSm blocks per SM (the 16-bit W = 4 instances' occupancy: 128 registers; leaner
@@ -235,8 +300,15 @@ void launch_reg(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
 
 template <class E, int kW>
 void launch_reg_u(const ConvParams& p, cudaStream_t stream, const FwdVariant& v) {
-  if (v.reg == 4 || p.residual.data != nullptr) launch_reg<E, kW, 4>(p, stream, v);
-  else launch_reg<E, kW, 8>(p, stream, v);
+  const bool res = p.residual.data != nullptr;
+  if (v.reg_cp) {
+    if (v.reg == 16 && !res) launch_reg<E, kW, 16, true>(p, stream, v);
+    else launch_reg<E, kW, 8, true>(p, stream, v);
+  } else if (v.reg == 4 || res) {
+    launch_reg<E, kW, 4, false>(p, stream, v);
+  } else {
+    launch_reg<E, kW, 8, false>(p, stream, v);
+  }
 }
 
 }  // namespace

@@ -291,8 +291,13 @@ FwdVariant parse_variant(const std::string& s) {
       v.pst = val == "bulk" ? 0 : (val == "st16" ? 1 : 2);
       v10_knob = true;
     } else if (key == "reg") {  // v11
-      LINATTN_CHECK(val == "4" || val == "8", "LINATTN_CONV_CUDA_FWD: reg expected 4 / 8, got ", val);
-      v.reg = val[0] - '0';
+      LINATTN_CHECK(val == "4" || val == "8" || val == "16", "LINATTN_CONV_CUDA_FWD: reg expected 4 / 8 / 16, got ",
+                    val);
+      v.reg = std::atoi(val.c_str());
+    } else if (key == "rx") {  // v11
+      LINATTN_CHECK(val == "ld" || val == "cp", "LINATTN_CONV_CUDA_FWD: rx expected ld / cp, got ", val);
+      v.reg_cp = val == "cp";
+      v11_knob = true;
     } else if (key == "yst") {  // v11
       LINATTN_CHECK(val == "cs" || val == "plain", "LINATTN_CONV_CUDA_FWD: yst expected cs / plain, got ", val);
       v.reg_cs = val == "cs";
@@ -303,12 +308,13 @@ FwdVariant parse_variant(const std::string& s) {
       (key == "blocks" ? v.blocks : v.waves) = n;
     } else {
       LINATTN_CHECK(false, "LINATTN_CONV_CUDA_FWD: unknown key ", key,
-                    " (ring, ld, st, pf, blocks, waves, x, y, order, ystage, phase, pbuf, pst, reg, yst;",
+                    " (ring, ld, st, pf, blocks, waves, x, y, order, ystage, phase, pbuf, pst, reg, rx, yst;",
                     " flags v6, tma, reg)");
     }
   }
   LINATTN_CHECK(!v10_knob || v.phase > 0, "LINATTN_CONV_CUDA_FWD: pbuf= / pst= need phase=");
-  LINATTN_CHECK(!v11_knob || v.reg > 0, "LINATTN_CONV_CUDA_FWD: yst= needs reg");
+  LINATTN_CHECK(!v11_knob || v.reg > 0, "LINATTN_CONV_CUDA_FWD: rx= / yst= need reg");
+  LINATTN_CHECK(v.reg_cp ? v.reg != 4 : v.reg != 16, "LINATTN_CONV_CUDA_FWD: reg=16 needs rx=cp, rx=cp reg 8 / 16");
   LINATTN_CHECK(v.reg == 0 || (!v.tma && !v.hint && v.phase == 0 && v.order == 0 && v.ystage == 2),
                 "LINATTN_CONV_CUDA_FWD: reg (v11) takes only yst, blocks, waves (no tma, phase or ring / ld / st / pf "
                 "keys)");

@@ -194,8 +194,9 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
 // v10 (conv_fwd_v10.cu; convfwd9): phase=8..64, a multiple of 8 (rows per phase: a block's reads and writes batched
 // in phases), pbuf=1|2|3 (phase buffers: 1 = strict read / compute / write phases), pst=bulk|st16|cs (y
 // stores); every dtype and W 2-4; with blocks= / waves= only (no tma or v7 keys).
-// v11 (conv_fwd_reg.cu; convfwd11): reg or reg=4|8 (register streaming: 16-byte loads straight into registers, 8 / 4
-// rows in flight per thread; "reg" = 8), yst=cs|plain (16-byte y stores st.global.cs or plain; needs reg); with
+// v11 (conv_fwd_reg.cu; convfwd11): reg or reg=4|8|16 (register streaming: 16-byte loads straight into registers, 8 / 4
+// rows in flight per thread; "reg" = 8), rx=ld|cp (cp: the rows in flight in the thread's own shared-memory slots,
+// filled by cp.async, reg 8 or 16), yst=cs|plain (16-byte y stores st.global.cs or plain); rx= / yst= need reg; with
 // blocks= / waves= only (default waves=2).
 struct FwdVariant {
   bool on = false;
@@ -215,6 +216,7 @@ struct FwdVariant {
   int pst = 0;           // v10: y stores 0 bulk, 1 st16, 2 st16 .cs
   int reg = 0;           // v11 (conv_fwd_reg.cu): rows in flight per thread, 4 or 8 (0: not v11)
   bool reg_cs = true;    // v11: y stores st.global.cs (false: plain st.global)
+  bool reg_cp = false;   // v11: x rows by cp.async into per-thread shared-memory slots (rx=cp), not registers
 };
 FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values), cached per value
 // What runs without the variable on aligned flat no-residual layouts where v6 would (conv_fwd_run.cu:
