@@ -12,6 +12,8 @@
 // backward (rel RMS over dq, dk, dv, dg; only when the shape is small enough, --check-max-tokens),
 // graph rows vs eager-fixed (max abs, must be 0).
 // --segments S sets ChunkAttnOptions::segments (tier 3; 0 = planner, 1 = off), echoed as "segments".
+// --saved 1: the forward fills a training cache (ChunkAttnOutputs::saved) that the backward reads instead
+// of recomputing its prep; "saved_mib" is its size (0: none), counted in every row's peak extra memory.
 #include <string>
 
 #include "cli.h"
@@ -48,6 +50,7 @@ struct Config {
   std::string lengths;
   bool kda = false;
   int segments = 0;  // ChunkAttnOptions::segments (--segments; 0 = planner)
+  bool saved = false;  // --saved 1: the forward fills a training cache the backward reads
 };
 
 // rel RMS of a vs b (b the reference) and max |a - b|, accumulated over several tensors.
@@ -163,6 +166,17 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     has_fwd = false;
     std::fprintf(stderr, "bench-cuda-bwd: no CUDA forward for this op (%s): backward rows only\n", e.what());
   }
+  // Training cache (--saved 1; ChunkAttnOutputs::saved): filled by every forward below, read by every
+  // backward (the "bwd" rows' cache comes from the forward run once before them).
+  size_t saved_bytes = 0;
+  if (c.saved && has_fwd)
+    saved_bytes = std::max(api::chunk_attn_saved_bytes_cuda(desc, in, opt),
+                           api::chunk_attn_saved_bytes_cuda(gdesc, gin, gopt));
+  if (saved_bytes > 0) {
+    const TensorView sv = make(DType::kI32, {static_cast<int64_t>(saved_bytes / 4 + 1)});
+    out.saved = in.saved = gin.saved = sv.data;
+    out.saved_bytes = in.saved_bytes = gin.saved_bytes = sv.nbytes();
+  }
   const size_t bwd_ws = std::max(api::chunk_attn_bwd_workspace_bytes_cuda(desc, in, opt),
                                  api::chunk_attn_bwd_workspace_bytes_cuda(gdesc, gin, gopt));
   const TensorView wf = make(DType::kI32, {static_cast<int64_t>(fwd_ws / 4 + 1)});
@@ -191,16 +205,18 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
     std::fprintf(json,
                  "{\"kind\":\"case\",\"op\":\"%s\",\"pass\":\"%s\",\"backend\":\"cuda\",\"mode\":\"%s\","
                  "\"dtype\":\"bf16\",\"hqk\":%d,\"hv\":%d,\"k\":128,\"v\":128,\"bt\":64,\"lengths\":\"%s\","
-                 "\"segments\":%d,"
+                 "\"segments\":%d,\"saved_mib\":%.1f,"
                  "\"p50_ms\":%.5f,\"p95_ms\":%.5f,\"host_ms\":%.5f,\"tflops\":%.2f,\"peak_extra_mib\":%.1f,"
                  "\"max_abs_err\":%s,\"rel_rms_err\":%s,\"commit\":\"%s\"}\n",
-                 op_name, pass, mode, c.hqk, c.hv, c.lengths.c_str(), c.segments, s.p50, s.p95,
+                 op_name, pass, mode, c.hqk, c.hv, c.lengths.c_str(), c.segments, saved_bytes / 1048576.0, s.p50, s.p95,
                  s.host, flops / (s.p50 * 1e9),
-                 (bwd_ws + (std::string(pass) == "fwdbwd" ? fwd_ws : 0)) / 1048576.0, json_num(max_abs).c_str(),
+                 (bwd_ws + saved_bytes + (std::string(pass) == "fwdbwd" ? fwd_ws : 0)) / 1048576.0,
+                 json_num(max_abs).c_str(),
                  json_num(rel).c_str(), commit.c_str());
     std::fflush(json);
   };
 
+  if (saved_bytes > 0) api::chunk_attn_fwd_cuda(desc, in, out, opt, cf);  // fills the cache the bwd rows read
   double rel = NAN, mabs = NAN;
   // KDA with LINATTN_CUDA_KDA_BWD=token runs the token path: nothing independent to compare then.
   if (T <= check_max_tokens && (!c.kda || env_or("LINATTN_CUDA_KDA_BWD", "") != "token")) {
@@ -285,7 +301,11 @@ int cmd_bench_cuda_bwd(const Args& args) {
       "\"kda_bwd\":\"%s\"}\n",
       prop.name, prop.multiProcessorCount, commit.c_str(), kda_bwd.c_str());
   const int segments = std::stoi(flag(args, "segments", "0"));  // tier 3 (0: the planner decides)
-  for (Config& c : configs) c.segments = segments;
+  const bool saved = flag(args, "saved", "0") == "1";  // training cache (ChunkAttnOutputs::saved)
+  for (Config& c : configs) {
+    c.segments = segments;
+    c.saved = saved;
+  }
   for (const Config& c : configs) run_config(c, iters, check_max, stdout, commit);
   return 0;
 }

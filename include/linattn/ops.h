@@ -61,11 +61,22 @@ struct ChunkAttnInputs {
   TensorView cu_seqlens;     // [N + 1] int32 / int64, optional (then N = B)
   TensorView chunk_indices;  // graph mode, optional: [NT_max, 2] int32
   TensorView chunk_offsets;  // graph mode, optional: [N_max + 1] int32
+  // chunk_attn_bwd only, optional: the training cache a chunk_attn_fwd of these same inputs, options
+  // and LINATTN_* switches filled (ChunkAttnOutputs::saved); the backward then reads the chunk-local
+  // prep from it instead of recomputing it (bitwise the same gradients). Ignored when
+  // chunk_attn_saved_bytes is 0.
+  const void* saved = nullptr;
+  size_t saved_bytes = 0;
 };
 
 struct ChunkAttnOutputs {
   TensorView o;              // [B, T, HV, V], dtype of q
   TensorView final_state;    // like initial_state, fp32; required iff output_final_state
+  // Optional training cache, on the op's device, 256-B aligned, at least chunk_attn_saved_bytes: the
+  // forward writes there what the backward would recompute (FLA keeps its solved A the same way);
+  // pass it to chunk_attn_bwd as ChunkAttnInputs::saved. Ignored when chunk_attn_saved_bytes is 0.
+  void* saved = nullptr;
+  size_t saved_bytes = 0;
 };
 
 struct ChunkAttnGrads {      // every present tensor is written; absent ones are skipped
@@ -86,6 +97,12 @@ void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out,
 // use_graph it depends only on shapes, options and threads, never on the cu_seqlens data.
 size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                                       const ExecContext& ctx = {});
+// Bytes of the training cache (ChunkAttnOutputs::saved) for these inputs and options: the CUDA chunked
+// forward and backward (bf16 / fp16, K 128; not tier 3): the prep's per-token outputs, about
+// HV x T x (3 BT) x 2 bytes for GDN (+ 3 HV x T x K x 2 for KDA); 0 where no cache is used (the CPU
+// backend, token-by-token and tier-3 paths), and then `saved` is ignored. Depends only on shapes,
+// options and LINATTN_* switches (never on the cu_seqlens data).
+size_t chunk_attn_saved_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt);
 // d_o: [B, T, HV, V]; d_final_state: like final_state, optional.
 void chunk_attn_bwd(const ChunkAttnInputs& in, const TensorView& d_o, const TensorView& d_final_state,
                     const ChunkAttnGrads& grads, const ChunkAttnOptions& opt,

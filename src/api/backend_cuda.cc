@@ -23,6 +23,7 @@
 #include "cuda/common/eager_pool.h"
 #include "cuda/gdn/gdn_bwd.h"
 #include "cuda/gdn/gdn_fwd.h"
+#include "cuda/gdn/gdn_prep_cache.h"
 #include "cuda/meta/chunk_meta.h"
 #include "cuda/seg/tier3.h"
 #include "plan/cuda_seg_plan.h"
@@ -60,6 +61,9 @@ size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc&, const Chu
 }
 int chunk_attn_cuda_segments(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const ChunkAttnOptions&,
                              std::string*) {
+  LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
+}
+size_t chunk_attn_saved_bytes_cuda(const meta::ChunkAttnDesc&, const ChunkAttnInputs&, const ChunkAttnOptions&) {
   LINATTN_UNSUPPORTED("backend cuda: this build has no CUDA backend (LINATTN_ENABLE_CUDA=OFF)");
 }
 #else
@@ -223,7 +227,31 @@ void refresh_tables(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, con
                            in.chunk_offsets.ptr<int32_t>(), stream);
 }
 
+// The training cache of a call (0: none): a chunked backward whose prep a chunked forward with P in its
+// prep computes identically (same plan BT and chunk capacity); never with tier 3 or a token path.
+size_t saved_bytes_for(const meta::ChunkAttnDesc& d, const cuda::GdnFwdParams& p, const ChunkAttnOptions& opt) {
+  if (tier3_config(d, p, opt, aligned16(p), 0).segments > 1) return 0;
+  const int sm = cuda::device_info(d.device.index).sm_count;
+  const cuda::GdnFwdPlan fp = cuda::plan_gdn_fwd(p, sm, aligned16(p));
+  const cuda::GdnBwdPlan bp = cuda::plan_gdn_bwd(p, sm, aligned16(p));
+  if (!bp.chunked || !cuda::gdn_fwd_fills_prep_cache(p, fp) || fp.BT != bp.BT || fp.nt_cap != bp.nt_cap) return 0;
+  return cuda::gdn_prep_cache_bytes(p, bp.BT, bp.nt_cap);
+}
+
+void check_saved(const void* saved, size_t bytes, size_t need, const char* name) {
+  LINATTN_CHECK_CODE(bytes >= need, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime, name,
+                     ": expected at least ", need, " bytes (chunk_attn_saved_bytes), got ", bytes);
+  LINATTN_CHECK_CODE((reinterpret_cast<uintptr_t>(saved) & 255) == 0, ErrorCode::kInvalidArgument,
+                     FailureCategory::kAddressOrLifetime, name, ": expected a 256-byte aligned address, got ", saved);
+}
+
 }  // namespace
+
+size_t chunk_attn_saved_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                   const ChunkAttnOptions& opt) {
+  DeviceGuard guard(d.device.index);
+  return saved_bytes_for(d, build_params(d, in, nullptr), opt);
+}
 
 int chunk_attn_cuda_segments(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                              std::string* reason) {
@@ -292,9 +320,20 @@ void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
     ci = in.chunk_indices.ptr<int32_t>();
     co = in.chunk_offsets.ptr<int32_t>();
   }
-  const size_t need = cuda::gdn_fwd_workspace_bytes(p, plan, ci != nullptr);
-  with_workspace(d, ctx, need, "chunk_attn workspace size",
-                 [&](void* ws, size_t bytes) { cuda::gdn_fwd(p, plan, ci, co, ws, bytes, stream); });
+  void* cache = nullptr;  // the training cache, when this call has one (saved_bytes_for)
+  if (out.saved != nullptr && path != CudaGdnPath::kRecurrent) {
+    const size_t sb = saved_bytes_for(d, p, opt);
+    if (sb > 0) {
+      check_saved(out.saved, out.saved_bytes, sb, "saved");
+      LINATTN_CHECK(cuda::gdn_fwd_fills_prep_cache(p, plan), "saved: this forward (forced V-slice ", plan.vs,
+                    ") forms P in its fused kernel and cannot fill the training cache");
+      cache = out.saved;
+    }
+  }
+  const size_t need = cuda::gdn_fwd_workspace_bytes(p, plan, ci != nullptr);  // an upper bound with a cache
+  with_workspace(d, ctx, need, "chunk_attn workspace size", [&](void* ws, size_t bytes) {
+    cuda::gdn_fwd(p, plan, ci, co, ws, bytes, stream, cuda::GdnFwdStage::kAll, cache);
+  });
 }
 
 namespace {
@@ -339,7 +378,8 @@ size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const C
     return cuda::seg::tier3_bwd_workspace_bytes(bp, t3);  // sized for aligned tensors, as below
   }
   const cuda::GdnBwdPlan plan = cuda::plan_gdn_bwd(p, cuda::device_info(d.device.index).sm_count, true);
-  return cuda::gdn_bwd_workspace_bytes(p, plan, d.graph_chunk_tables);
+  const bool cached = in.saved != nullptr && saved_bytes_for(d, p, opt) > 0;  // as chunk_attn_bwd_cuda decides
+  return cuda::gdn_bwd_workspace_bytes(p, plan, d.graph_chunk_tables, cached);
 }
 
 void chunk_attn_bwd_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in, const TensorView& d_o,
@@ -387,9 +427,18 @@ void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
     ci = in.chunk_indices.ptr<int32_t>();
     co = in.chunk_offsets.ptr<int32_t>();
   }
-  const size_t need = cuda::gdn_bwd_workspace_bytes(p.f, plan, ci != nullptr);
-  with_workspace(d, ctx, need, "chunk_attn_bwd_workspace_bytes",
-                 [&](void* ws, size_t bytes) { cuda::gdn_bwd(p, plan, ci, co, ws, bytes, stream); });
+  const void* cache = nullptr;  // the forward's training cache, when this call has one (saved_bytes_for)
+  if (in.saved != nullptr && plan.chunked) {
+    const size_t sb = saved_bytes_for(d, p.f, opt);
+    if (sb > 0) {
+      check_saved(in.saved, in.saved_bytes, sb, "saved");
+      cache = in.saved;
+    }
+  }
+  const size_t need = cuda::gdn_bwd_workspace_bytes(p.f, plan, ci != nullptr, cache != nullptr);
+  with_workspace(d, ctx, need, "chunk_attn_bwd_workspace_bytes", [&](void* ws, size_t bytes) {
+    cuda::gdn_bwd(p, plan, ci, co, ws, bytes, stream, cuda::GdnBwdStage::kAll, cache);
+  });
 }
 #endif
 

@@ -41,5 +41,8 @@ int chunk_attn_cuda_segments(const meta::ChunkAttnDesc& d, const ChunkAttnInputs
 // tensors). The eager path allocates it itself when the caller passes less.
 size_t chunk_attn_bwd_workspace_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
                                            const ChunkAttnOptions& opt);
+// Bytes of the training cache (ChunkAttnOutputs::saved) of a CUDA call; 0: none used.
+size_t chunk_attn_saved_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
+                                   const ChunkAttnOptions& opt);
 
 }  // namespace linattn::api

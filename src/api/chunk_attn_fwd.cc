@@ -116,6 +116,12 @@ void chunk_attn_fwd(const ChunkAttnInputs& in, const ChunkAttnOutputs& out, cons
          [p, s](void* ws, size_t bytes) { cpu::chunk_fwd(p, s, ws, bytes); });
 }
 
+size_t chunk_attn_saved_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt) {
+  const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);
+  // The CPU backward recomputes its forward per chunk (cpu/chunk_bwd.h): no cache.
+  return d.device.type == DeviceType::kCUDA ? api::chunk_attn_saved_bytes_cuda(d, in, opt) : 0;
+}
+
 size_t chunk_attn_fwd_workspace_bytes(const ChunkAttnInputs& in, const ChunkAttnOptions& opt,
                                       const ExecContext& ctx) {
   const meta::ChunkAttnDesc d = meta::describe_chunk_attn(in, opt);

@@ -58,7 +58,11 @@ void LinearAttentionLayer::Impl::backward(const TensorView& dy, const TensorView
 
   const int64_t N = cu.shape[0] - 1;
   const ExecContext wctx = op_ctx(ctx, saved.opt.use_graph, T, cu);
-  const ChunkAttnInputs in = attn_inputs(T, cu, saved.initial_state);
+  ChunkAttnInputs in = attn_inputs(T, cu, saved.initial_state);
+  if (saved.attn_cached) {  // the forward's prep (Acts::attn_saved), not recomputed
+    in.saved = acts.attn_saved.data();
+    in.saved_bytes = acts.attn_saved.bytes();
+  }
   ChunkAttnGrads g;
   g.dq = Hd(acts.dq, H, K);
   g.dk = Hd(acts.dk, H, K);

@@ -64,14 +64,24 @@ ConvInputs LinearAttentionLayer::Impl::conv_inputs(const Buffer& pre, int w, int
   return ci;
 }
 
+bool LinearAttentionLayer::Impl::attn_cache_fits(const ChunkAttnInputs& in, const ChunkAttnOptions& ao) const {
+  const size_t need = chunk_attn_saved_bytes(in, ao);
+  return need > 0 && need <= acts.attn_saved.bytes();
+}
+
 size_t LinearAttentionLayer::Impl::graph_workspace_bytes(int64_t T, const TensorView& cu,
                                                          const ExecContext& ctx) const {
   LayerRunOptions g;
   g.use_graph = true;
   const int64_t N = cu.shape[0] - 1;
   const ChunkAttnOptions ao = attn_options(g, N, false);
+  ChunkAttnInputs bin = attn_inputs(T, cu, {});
+  if (attn_cache_fits(bin, ao)) {  // a training backward reads the forward's prep: less workspace
+    bin.saved = acts.attn_saved.data();
+    bin.saved_bytes = acts.attn_saved.bytes();
+  }
   size_t need = std::max(chunk_attn_fwd_workspace_bytes(attn_inputs(T, cu, {}), ao, ctx),
-                         chunk_attn_bwd_workspace_bytes(attn_inputs(T, cu, {}), ao, ctx));
+                         chunk_attn_bwd_workspace_bytes(bin, ao, ctx));
   ConvOptions co;
   co.use_graph = true;
   co.max_num_seqs = N;
@@ -155,7 +165,13 @@ void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& 
   ChunkAttnOutputs out;
   out.o = heads(acts.o, T, HV, V, dev, dt);
   out.final_state = ht;
-  chunk_attn_fwd(in, out, attn_options(opt, N, ht.defined()), wctx);
+  const ChunkAttnOptions ao = attn_options(opt, N, ht.defined());
+  const bool cached = opt.training && attn_cache_fits(in, ao);  // keep the prep for backward()
+  if (cached) {
+    out.saved = acts.attn_saved.data();
+    out.saved_bytes = acts.attn_saved.bytes();
+  }
+  chunk_attn_fwd(in, out, ao, wctx);
 
   if (kda) {
     gemm(xz, false, P(idx.g0), true, rows(acts.gmid, T, V, dt), 1, 0, ctx);
@@ -172,7 +188,7 @@ void LinearAttentionLayer::Impl::forward(const TensorView& x, const TensorView& 
                      kda ? NormGate::kSigmoid : NormGate::kSilu, cfg.norm_eps, ctx);
   gemm(rows(acts.normed, T, vd, dt), false, P(idx.o), true,
        TensorView::contiguous(y.data, dt, {T, hid}, dev), 1, 0, ctx);
-  saved = {x, cu, h0, opt, T, opt.training};
+  saved = {x, cu, h0, opt, T, opt.training, cached};
 }
 
 void LinearAttentionLayer::forward(const TensorView& x, const TensorView& cu_seqlens, const TensorView& y,

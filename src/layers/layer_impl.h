@@ -26,6 +26,9 @@ struct Acts {
   // backward; dxf: dx accumulated in fp32 when the layer dtype is not fp32 (then converted)
   Buffer dyz, dnormed, d_o, dgout, dgmid, dq, dk, dv, dgraw, dfmid, dbeta, dq_pre, dk_pre, dv_pre, dxf;
   Buffer cu_probe;  // [N_max + 1] int32 on the layer device: shape-only cu for workspace sizing
+  // The chunk op's training cache (ChunkAttnOutputs::saved) for the capacity: a training forward keeps its
+  // prep there for the backward (whose workspace need shrinks by as much); 1 byte where none applies.
+  Buffer attn_saved;
 };
 
 struct Saved {  // what the last training forward was called with
@@ -33,6 +36,7 @@ struct Saved {  // what the last training forward was called with
   LayerRunOptions opt;
   int64_t T = 0;
   bool valid = false;
+  bool attn_cached = false;  // the forward filled Acts::attn_saved: the backward reads it
 };
 
 }  // namespace linattn::layers
@@ -71,6 +75,8 @@ struct LinearAttentionLayer::Impl {
   // ctx with the layer's workspace attached (graph mode; checked against the need), else ctx.
   ExecContext op_ctx(const ExecContext& ctx, bool use_graph, int64_t T, const TensorView& cu) const;
   ChunkAttnOptions attn_options(const LayerRunOptions& opt, int64_t N, bool final_state) const;
+  // Whether a call over (in, ao) keeps the chunk op's prep in Acts::attn_saved (it fits there).
+  bool attn_cache_fits(const ChunkAttnInputs& in, const ChunkAttnOptions& ao) const;
 };
 
 }  // namespace linattn

@@ -234,6 +234,12 @@ void LinearAttentionLayer::Impl::reserve(int64_t T_max, int64_t N_max, const Exe
   // Graph-mode scratch for the capacity (sizes depend only on shapes, options and threads).
   a.cu_probe = Buffer(d, static_cast<size_t>(N_max + 1) * 4);
   fill_zero(TensorView::contiguous(a.cu_probe.data(), DType::kI32, {N_max + 1}, d), ctx);
+  {  // the chunk op's training cache for the capacity (graph-mode sizes bound every eager call's)
+    LayerRunOptions g;
+    g.use_graph = true;
+    const ChunkAttnInputs pin = attn_inputs(T_max, a.cu_probe.view(DType::kI32, {N_max + 1}), {});
+    a.attn_saved = Buffer(d, std::max<size_t>(chunk_attn_saved_bytes(pin, attn_options(g, N_max, false)), 1));
+  }
   workspace = Buffer(d, graph_workspace_bytes(T_max, a.cu_probe.view(DType::kI32, {N_max + 1}), ctx));
   stream_synchronize(d, ctx);
 }

@@ -230,7 +230,7 @@ TEST(ChunkBwdThreads, BitwiseEqual) {
 }
 
 // A caller workspace of chunk_attn_bwd_workspace_bytes gives the same bits as library scratch;
-// a smaller one is refused; the eager path is refused inside a capture.
+// chunk_attn_saved_bytes is 0 and a cache given is ignored; a smaller workspace is refused; the eager path is refused inside a capture.
 TEST(ChunkBwdApi, WorkspaceAndCaptureRules) {
   Case c;
   c.op = ChunkOp::kKda;
@@ -252,6 +252,16 @@ TEST(ChunkBwdApi, WorkspaceAndCaptureRules) {
   ChunkAttnGradTensors g = alloc_grads(d, DType::kF32, DType::kF32);
   chunk_attn_bwd(d.inputs(), cot.d_o.view(), cot.d_final_state.view(), g.views(), d.opt(), ctx);
   EXPECT_TRUE(grads_bitwise_equal(lib, g));
+  // The CPU backward recomputes its forward: no training cache, and one given is ignored.
+  EXPECT_EQ(chunk_attn_saved_bytes(d.inputs(), d.opt()), 0u);
+  std::vector<std::byte> junk(512, std::byte{0x7f});
+  ChunkAttnInputs in_saved = d.inputs();
+  in_saved.saved = junk.data();
+  in_saved.saved_bytes = junk.size();
+  EXPECT_EQ(chunk_attn_bwd_workspace_bytes(in_saved, d.opt(), ctx), bytes);
+  ChunkAttnGradTensors gs = alloc_grads(d, DType::kF32, DType::kF32);
+  chunk_attn_bwd(in_saved, cot.d_o.view(), cot.d_final_state.view(), gs.views(), d.opt(), ctx);
+  EXPECT_TRUE(grads_bitwise_equal(lib, gs)) << "a cache given to the CPU backward changed its gradients";
   ctx.workspace_bytes = bytes - 1;
   EXPECT_THROW(chunk_attn_bwd(d.inputs(), cot.d_o.view(), cot.d_final_state.view(), g.views(), d.opt(), ctx),
                Error);

@@ -37,6 +37,7 @@ struct GraphCase {
   DType grad_dtype;
   bool lower_bound = false;  // KDA: gate in kernel in the lower_bound = -5 form
   int segments = 0;          // ChunkAttnOptions::segments (0: the planner decides; tier 3: slots per sequence)
+  bool saved = false;        // the captured forward fills a training cache its backward reads (eager: none)
 };
 
 // Device tensors of one capacity, with the host tensor each is filled from on every layout.
@@ -46,6 +47,7 @@ struct Static {
   ChunkAttnOutputs out;
   ChunkAttnGrads g;
   TensorView d_o, dht, ws_fwd, ws_bwd;
+  TensorView saved;  // training cache (GraphCase::saved), else absent
 };
 
 // (device tensor, host source) pairs of everything a layout refills; NaN sources for outputs.
@@ -96,8 +98,15 @@ void fill(Static& s, const ChunkAttnData& d, const ChunkAttnCotangents& c, DType
 }
 
 void run_ops(const Static& s, const ChunkAttnOptions& opt, void* stream) {
-  chunk_attn_fwd(s.in, s.out, opt, ExecContext{stream, s.ws_fwd.data, s.ws_fwd.nbytes()});
-  chunk_attn_bwd(s.in, s.d_o, s.dht, s.g, opt, ExecContext{stream, s.ws_bwd.data, s.ws_bwd.nbytes()});
+  ChunkAttnInputs in = s.in;
+  ChunkAttnOutputs out = s.out;
+  if (s.saved.defined()) {
+    out.saved = s.saved.data;
+    in.saved = s.saved.data;
+    out.saved_bytes = in.saved_bytes = s.saved.nbytes();
+  }
+  chunk_attn_fwd(s.in, out, opt, ExecContext{stream, s.ws_fwd.data, s.ws_fwd.nbytes()});
+  chunk_attn_bwd(in, s.d_o, s.dht, s.g, opt, ExecContext{stream, s.ws_bwd.data, s.ws_bwd.nbytes()});
 }
 
 void poison_padding(ChunkAttnData& d, ChunkAttnCotangents& c) {
@@ -162,7 +171,7 @@ void check_results(const ChunkAttnData& d, const ChunkAttnCotangents& c, const C
 void run_sequence(const GraphCase& gc, const std::vector<std::vector<int64_t>>& lens, int seed0, int reps,
                   cudaStream_t stream, const std::function<void(const std::function<void()>&)>& capture,
                   const std::function<void()>& replay) {
-  SCOPED_TRACE(std::string(gc.op == ChunkOp::kKda ? "kda " : "gdn ") + dtype_name(gc.dt) + " segments=" +
+  SCOPED_TRACE(std::string(gc.op == ChunkOp::kKda ? "kda " : "gdn ") + dtype_name(gc.dt) + (gc.saved ? " saved" : "") + " segments=" +
                std::to_string(gc.segments) + " bt=" +
                std::to_string(gc.bt) + " h0=" + std::to_string(gc.h0) + " gate_in_kernel=" +
                std::to_string(gc.gate_in_kernel) + " lower_bound=" + std::to_string(gc.lower_bound));
@@ -177,6 +186,11 @@ void run_sequence(const GraphCase& gc, const std::vector<std::vector<int64_t>>& 
     if (idx == 0) {
       fill(st, d, c, gc.grad_dtype, true, stream);
       fill(eager, d, c, gc.grad_dtype, true, stream);
+      if (gc.saved) {  // sized before the capture: the query depends on shapes and options only
+        const size_t sb = chunk_attn_saved_bytes(st.in, d.opt());
+        if (gc.segments <= 1) EXPECT_GT(sb, 0u) << "no training cache on the chunked path";
+        st.saved = st.arena.alloc(DType::kI32, {static_cast<int64_t>(sb / 4 + 64)});
+      }
       run_ops(st, d.opt(), stream);  // eager warm-up
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       capture([&] { run_ops(st, d.opt(), stream); });

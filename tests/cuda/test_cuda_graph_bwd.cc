@@ -6,7 +6,8 @@
 // token input and of d_o, and NaN in every output and gradient before each replay. Each replay
 // must equal the eager fixed-capacity calls bitwise (o, final state, every gradient including the
 // zeroed padding rows), match the fp64 reference, and pass d_final_state to dh0 exactly for
-// zero-length sequences. The public linattn::Graph runs the same sequence on three layouts.
+// zero-length sequences. The public linattn::Graph runs the same sequence on three layouts. With a
+// training cache (forward -> backward, ChunkAttnOutputs::saved) the replays equal the eager calls without one.
 // GDN and KDA (gate variants incl. lower_bound), BT 64 and 32, bf16 and fp16, with and without
 // h0, fp32 and input-dtype gradients. LINATTN_SANITIZED=1 (compute-sanitizer runs): one config per
 // op, 2 layouts x 1 replay, H = 1 / HV = 2.
@@ -58,6 +59,17 @@ TEST(CudaGraphKdaFwdBwd, SevenLayoutsReplayEqualsEagerFixed) {
                                 {ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+
+// The captured forward fills a training cache (ChunkAttnOutputs::saved) that the captured backward reads
+// instead of recomputing the prep: every replay still equals the eager calls without a cache bitwise.
+TEST(CudaGraphFwdBwd, TrainingCacheReplayEqualsEagerWithoutCache) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kF32, false, 0, true},
+                                {ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kBF16, true, 0, true},
+                                {ChunkOp::kGdn, DType::kF16, 32, false, false, DType::kF16, false, 0, true}};
+  if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 5);  // the backward has no prep node
 }
 
 TEST(CudaGraphKdaFwdBwd, PublicGraphApi) {

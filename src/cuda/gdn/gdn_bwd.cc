@@ -19,6 +19,7 @@
 
 #include "core/carver.h"
 #include "core/util.h"
+#include "cuda/gdn/gdn_prep_cache.h"
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_bwd_kernels.h"
 #include "cuda/gdn/gdn_fwd.h"
@@ -37,7 +38,8 @@ struct Carved {
   GdnBwdTokenWs tw;
 };
 
-Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied, Carver& c) {
+// cached: the prep outputs come from the forward's training cache (gdn_prep_cache.h), not from here.
+Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied, Carver& c, bool cached) {
   Carved r;
   if (plan.tables && !tables_supplied) {
     r.chunk_indices = c.take<int32_t>(2 * size_t(plan.nt_cap));
@@ -63,19 +65,7 @@ Carved carve(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied
   w.c.T_cap = f.T_total;
   if (plan.seq_order && seq_order_env())  // the sweeps' longest-first order
     w.c.seq_order = r.seq_order = c.take<int32_t>(size_t(f.N));
-  if (f.kda) {
-    w.c.qg = c.take<uint16_t>(HV * T * K);
-    w.c.kg = c.take<uint16_t>(HV * T * K);
-    w.c.kgl = c.take<uint16_t>(HV * T * K);
-    w.c.gl = c.take<float>(NT * HV * K);
-  } else {
-    w.c.gam = c.take<float>(HV * T);
-    w.c.rq = c.take<float>(size_t(f.H) * T);
-    w.c.rk = c.take<float>(size_t(f.H) * T);
-  }
-  w.c.Ab = c.take<uint16_t>(HV * T * plan.BT);
-  w.c.P = c.take<uint16_t>(HV * T * plan.BT);
-  w.c.Ai = c.take<uint16_t>(HV * T * plan.BT);
+  if (!cached) carve_prep_outputs(c, f, plan.BT, plan.nt_cap, true, true, w.c);  // else: the caller's cache
   w.hS = c.take<uint16_t>(NT * HV * K * V);
   w.hdS = c.take<uint16_t>(NT * HV * K * V);
   w.vh = c.take<uint16_t>(HV * T * V);
@@ -156,14 +146,14 @@ GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16) {
   return plan;
 }
 
-size_t gdn_bwd_workspace_bytes(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied) {
+size_t gdn_bwd_workspace_bytes(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied, bool cached) {
   Carver c{nullptr};
-  carve(f, plan, tables_supplied, c);
+  carve(f, plan, tables_supplied, c, cached && plan.chunked);
   return c.off;
 }
 
 void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indices, int32_t* chunk_offsets,
-             void* workspace, size_t workspace_bytes, void* stream, GdnBwdStage stage) {
+             void* workspace, size_t workspace_bytes, void* stream, GdnBwdStage stage, const void* prep_cache) {
   const bool dstate = stage == GdnBwdStage::kDState;
   LINATTN_CHECK(!dstate || (!p.dq.p && !p.dk.p && !p.dv.p && !p.dg.p && !p.dbeta.p && !p.dA_log.p && !p.ddt_bias.p),
                 "gdn bwd: the dS stage computes dh0 only");
@@ -175,7 +165,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   // One carve: offsets are relative to the base, so c.off is gdn_bwd_workspace_bytes (nothing is
   // touched before the size check).
   Carver c{static_cast<char*>(workspace)};
-  Carved cv = carve(f, plan, supplied, c);
+  LINATTN_CHECK(!prep_cache || plan.chunked, "gdn bwd: a training cache needs the chunked backward (", plan.reason, ")");
+  Carved cv = carve(f, plan, supplied, c, prep_cache != nullptr);
   const size_t need = c.off;
   LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr), ErrorCode::kInvalidArgument,
                      FailureCategory::kAddressOrLifetime, "workspace: expected at least ", need, " bytes, got ",
@@ -201,8 +192,13 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   w.chunk_offsets = plan.tables ? co : nullptr;
   w.do_direct = p.do_type == f.io && is_aligned16(p.d_o);
   w.dstate_only = dstate;
-  if (f.kda) launch_kda_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
-  else launch_gdn_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
+  if (prep_cache) {  // the forward's prep outputs: the same kernel on the same inputs wrote them
+    use_prep_cache(const_cast<void*>(prep_cache), f, plan.BT, plan.nt_cap, w.c);
+  } else if (f.kda) {
+    launch_kda_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
+  } else {
+    launch_gdn_prep(f, w.c, w.chunk_indices, plan.nt_cap, st);
+  }
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {

@@ -34,14 +34,19 @@ GdnBwdPlan plan_gdn_bwd(const GdnFwdParams& f, int sm_count, bool aligned16);
 
 // Workspace for `plan`; `tables_supplied`: the caller passes chunk_indices / chunk_offsets.
 // Depends on shapes, options and the plan only (never on d_o, gradients or cu_seqlens data).
-size_t gdn_bwd_workspace_bytes(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied);
+// cached: the call passes the forward's training cache (gdn_prep_cache.h): no prep outputs carved here.
+size_t gdn_bwd_workspace_bytes(const GdnFwdParams& f, const GdnBwdPlan& plan, bool tables_supplied,
+                               bool cached = false);
 
 // Runs the plan on `stream`. chunk_indices / chunk_offsets: the caller's tables (rebuilt here from
 // cu_seqlens on every call), or null to use the workspace.
 // stage kDState (tier 3, cuda/seg): only what dh0 needs (chunked: prep + the reverse dS sweeps;
 // token path: the token kernel), for a call whose only wanted gradient is p.dh0.
 enum class GdnBwdStage { kAll, kDState };
+// prep_cache (optional; chunked plans): the forward's training cache (gdn_fwd's prep_cache of the same
+// inputs); the backward reads its prep outputs there instead of recomputing them.
 void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indices, int32_t* chunk_offsets,
-             void* workspace, size_t workspace_bytes, void* stream, GdnBwdStage stage = GdnBwdStage::kAll);
+             void* workspace, size_t workspace_bytes, void* stream, GdnBwdStage stage = GdnBwdStage::kAll,
+             const void* prep_cache = nullptr);
 
 }  // namespace linattn::cuda

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/carver.h"
+#include "cuda/gdn/gdn_prep_cache.h"
 #include "core/util.h"
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_fused_wg.h"
@@ -28,7 +29,8 @@ struct Carved {
 };
 
 
-Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied, Carver& c) {
+// cached: the prep outputs live in the caller's training cache (gdn_prep_cache.h), not here.
+Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied, Carver& c, bool cached = false) {
   Carved r;
   if (!plan.chunked) return r;
   if (plan.tables && !tables_supplied) {
@@ -36,21 +38,9 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
     r.chunk_offsets = c.take<int32_t>(size_t(p.N) + 1);
   }
   if (plan.seq_order && seq_order_env()) r.ws.seq_order = r.seq_order = c.take<int32_t>(size_t(p.N));
-  const size_t T = size_t(p.T_total);
   r.ws.T_cap = p.T_total;
-  if (p.kda) {  // the gate lives in the gated operands; no gam / rq / rk
-    r.ws.qg = c.take<uint16_t>(size_t(p.HV) * T * p.K);
-    r.ws.kg = c.take<uint16_t>(size_t(p.HV) * T * p.K);
-    r.ws.kgl = c.take<uint16_t>(size_t(p.HV) * T * p.K);
-    r.ws.gl = c.take<float>(size_t(plan.nt_cap) * p.HV * p.K);
-  } else {
-    r.ws.gam = c.take<float>(size_t(p.HV) * T);
-    r.ws.rq = c.take<float>(size_t(p.H) * T);
-    r.ws.rk = c.take<float>(size_t(p.H) * T);
-  }
-  r.ws.Ab = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
-  // Last, so whether P is carved never moves another buffer (gdn_p_fused.h).
-  if (!gdn_p_in_fused(p, plan.vs)) r.ws.P = c.take<uint16_t>(size_t(p.HV) * T * plan.BT);
+  // P last, so whether P is carved never moves another buffer (gdn_p_fused.h).
+  if (!cached) carve_prep_outputs(c, p, plan.BT, plan.nt_cap, !gdn_p_in_fused(p, plan.vs), false, r.ws);
   return r;
 }
 
@@ -133,9 +123,15 @@ size_t gdn_fwd_workspace_bytes(const GdnFwdParams& p, const GdnFwdPlan& plan, bo
   return c.off;
 }
 
+bool gdn_fwd_fills_prep_cache(const GdnFwdParams& p, const GdnFwdPlan& plan) {
+  return plan.chunked && !gdn_p_in_fused(p, plan.vs);
+}
+
 void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
              int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream,
-             GdnFwdStage stage) {
+             GdnFwdStage stage, void* prep_cache) {
+  LINATTN_CHECK(!prep_cache || (stage == GdnFwdStage::kAll && gdn_fwd_fills_prep_cache(p, plan)),
+                "gdn fwd: a training cache needs the whole chunked forward with P from the prep (", plan.reason, ")");
   auto st = static_cast<cudaStream_t>(stream);
   const bool supplied = chunk_indices != nullptr;
   const bool prep = stage != GdnFwdStage::kFused, fused = stage != GdnFwdStage::kPrep;
@@ -149,7 +145,8 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
   }
   // One carve: the pointers are used only after the size check (c.off is the bytes needed).
   Carver c{static_cast<char*>(workspace)};
-  Carved w = carve(p, plan, supplied, c);
+  Carved w = carve(p, plan, supplied, c, prep_cache != nullptr);
+  if (prep_cache) use_prep_cache(prep_cache, p, plan.BT, plan.nt_cap, w.ws);  // + Ai: the backward's
   const size_t need = c.off;
   LINATTN_CHECK_CODE(workspace_bytes >= need && (need == 0 || workspace != nullptr),
                      ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,

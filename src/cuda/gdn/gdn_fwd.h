@@ -42,8 +42,13 @@ size_t gdn_fwd_workspace_bytes(const GdnFwdParams& p, const GdnFwdPlan& plan, bo
 // fused kernel over a workspace a kPrep call of the same params / plan / tables filled (the
 // tier-3 state pass sets p.seg_M and calls it once more with the real outputs); kAll both.
 enum class GdnFwdStage { kAll, kPrep, kFused };
+// prep_cache (optional, gdn_prep_cache_bytes): the prep writes its outputs there, with the backward's
+// Ai, instead of into the workspace (which then needs less than gdn_fwd_workspace_bytes); needs
+// gdn_fwd_fills_prep_cache and stage kAll.
 void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
              int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream,
-             GdnFwdStage stage = GdnFwdStage::kAll);
+             GdnFwdStage stage = GdnFwdStage::kAll, void* prep_cache = nullptr);
+// Whether this plan's forward can fill a training cache (chunked, P formed by the prep).
+bool gdn_fwd_fills_prep_cache(const GdnFwdParams& p, const GdnFwdPlan& plan);
 
 }  // namespace linattn::cuda
