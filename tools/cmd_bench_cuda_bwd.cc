@@ -174,7 +174,8 @@ void run_config(const Config& c, int iters, int64_t check_max_tokens, FILE* json
                            api::chunk_attn_saved_bytes_cuda(gdesc, gin, gopt));
   if (saved_bytes > 0) {
     const TensorView sv = make(DType::kI32, {static_cast<int64_t>(saved_bytes / 4 + 1)});
-    out.saved = in.saved = gin.saved = sv.data;
+    out.saved = sv.data;
+    in.saved = gin.saved = sv.data;
     out.saved_bytes = in.saved_bytes = gin.saved_bytes = sv.nbytes();
   }
   const size_t bwd_ws = std::max(api::chunk_attn_bwd_workspace_bytes_cuda(desc, in, opt),

@@ -42,14 +42,14 @@ TensorView cache_buffer(DevArena& a, size_t bytes) {
   return a.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
 }
 
-struct Run {
+struct FwdBwd {
   ChunkAttnOutTensors out;
   ChunkAttnGradTensors grads;
 };
 
 // Forward then backward through the public ops; with `cache`, the forward fills it and the backward
 // reads it (its workspace sized by the query that knows about the cache).
-Run fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& cot, const TensorView* cache) {
+FwdBwd fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& cot, const TensorView* cache) {
   auto dev = to_device(d);
   ChunkAttnOutputs out = dev->out;
   ChunkAttnInputs in = dev->in;
@@ -88,8 +88,8 @@ TEST_P(CudaSaved, CacheGivesBitwiseTheRecomputedGradients) {
     in_cached.saved = cache.data;
     in_cached.saved_bytes = bytes;
     EXPECT_LT(chunk_attn_bwd_workspace_bytes(in_cached, d.opt()), chunk_attn_bwd_workspace_bytes(dev->in, d.opt()));
-    const Run plain = fwd_bwd(d, cot, nullptr);
-    const Run cached = fwd_bwd(d, cot, &cache);
+    const FwdBwd plain = fwd_bwd(d, cot, nullptr);
+    const FwdBwd cached = fwd_bwd(d, cot, &cache);
     EXPECT_TRUE(same_bits(plain.out.o, cached.out.o)) << "o differs with a cache";
     EXPECT_TRUE(same_bits(plain.out.final_state, cached.out.final_state)) << "final_state differs with a cache";
     EXPECT_TRUE(grads_bitwise(plain.grads, cached.grads));
@@ -161,8 +161,8 @@ TEST(CudaSavedErrors, TierThreeAndTokenShapesTakeNoCache) {
   const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
   DevArena a;
   const TensorView junk = cache_buffer(a, 4096);
-  const Run plain = fwd_bwd(d, cot, nullptr);
-  const Run with = fwd_bwd(d, cot, &junk);
+  const FwdBwd plain = fwd_bwd(d, cot, nullptr);
+  const FwdBwd with = fwd_bwd(d, cot, &junk);
   EXPECT_TRUE(grads_bitwise(plain.grads, with.grads));
 }
 
