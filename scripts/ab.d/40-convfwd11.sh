@@ -16,11 +16,11 @@ c11_t0=$(date +%s)
 c11_used() { echo $(( $(date +%s) - c11_t0 )); }
 
 ab_test $SW11=reg test_conv_cuda 'ConvCuda.ForwardReg*:ConvCuda.ForwardVariantRejects*'
-if [ "$(left)" -gt 40 ] && [ "$(c11_used)" -lt 30 ]; then
+if [ "$(left)" -gt 40 ] && [ "$(c11_used)" -lt 35 ]; then
   ab_test $SW11=reg test_conv_cuda \
     'ConvCuda.*:-ConvCuda.ForwardVariant*:ConvCuda.ForwardTma*:ConvCuda.ForwardPhase*:ConvCuda.ForwardReg*'
 fi
-if [ "$(left)" -gt 30 ] && [ "$(c11_used)" -lt 35 ]; then
+if [ "$(left)" -gt 30 ] && [ "$(c11_used)" -lt 40 ]; then
   echo "### memcheck test_conv_cuda ForwardReg (sanitized, $SW11 in-process)" >>"$OUT/ab-tests.txt"
   LINATTN_SANITIZED=1 timeout "$(cap 15)" compute-sanitizer --tool memcheck --error-exitcode 99 "$BIN/test_conv_cuda" \
     --gtest_filter='ConvCuda.ForwardReg*' >>"$OUT/ab-tests.txt" 2>&1
@@ -46,7 +46,7 @@ c11_round 1
 
 V11="default;memcpy;x=cp,waves=2;reg;reg=4;reg,yst=plain;reg=4,yst=plain;reg,waves=1;reg,waves=4;reg,rx=cp"
 V11="$V11;reg=16,rx=cp;reg=16,rx=cp,yst=plain;reg=16,rx=cp,waves=4"
-for shape in 8192x65536:14:55 8192x16384:8:60; do  # shape:cap:start by (piece seconds)
+for shape in 8192x65536:14:60 8192x16384:8:66; do  # shape:cap:start by (piece seconds)
   c11_by=${shape##*:} shape=${shape%:*}
   [ "$(left)" -gt $(( ${shape#*:} + 25 )) ] && [ "$(c11_used)" -lt "$c11_by" ] ||
     { say "convfwd11 conv-ab ${shape%:*} skipped (no time)"; continue; }
