@@ -6,12 +6,20 @@
 // NaN-prefilled: unwritten elements fail; padding rows of o must stay untouched (NaN).
 // The prep's v5 instance (LINATTN_CUDA_GDN_PREP=v5: P written first, 3 CTAs per SM) gives the same
 // bits as the default prep on every case.
+// State-chain modes of the pipelined fused kernel (LINATTN_CUDA_GDN_CHAIN = tma | il | tma2+il, with
+// LINATTN_CUDA_WGMMA=1 so even the short cases take the pipelined kernel): every case above at BT 64
+// plus 1-, 2-, 3- and 7-chunk sequences and a varlen batch of partial chunks (the TMA ring's tail
+// zeroing) against the fp64 reference, and the same bits as the step-3 chain (=v3); the TMA instance
+// must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <vector>
 
+#include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -105,6 +113,83 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwd,
                          [](const auto& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
                                   std::to_string(std::get<1>(info.param));
+                         });
+
+// (dtype, LINATTN_CUDA_GDN_CHAIN value)
+class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::string>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+    setenv("LINATTN_CUDA_WGMMA", "1", 1);  // the pipelined kernel wherever eligible (also < 2 chunks)
+    setenv("LINATTN_CUDA_GDN_P", "prep", 1);
+    set_mode();
+  }
+  void TearDown() override {
+    unsetenv("LINATTN_CUDA_WGMMA");
+    unsetenv("LINATTN_CUDA_GDN_P");
+    unsetenv("LINATTN_CUDA_GDN_CHAIN");
+  }
+  DType dt() const { return std::get<0>(GetParam()); }
+  const std::string& mode() const { return std::get<1>(GetParam()); }
+  void set_mode() const { setenv("LINATTN_CUDA_GDN_CHAIN", mode().c_str(), 1); }
+  bool tma() const { return mode().find("tma") != std::string::npos; }
+  std::vector<Case> chain_cases() const {
+    std::vector<Case> r = cases(dt(), 64);
+    for (int64_t T : {64, 128, 192, 448}) {  // 1, 2, 3 (every ring stage once), 7 full chunks
+      ChunkAttnSpec u = base(dt(), 64);
+      u.T = T;
+      r.push_back({"two_seqs_T" + std::to_string(T), u});
+    }
+    ChunkAttnSpec v = varlen_edges_spec(dt(), 64, ChunkOp::kGdn);  // partial chunks at every ring stage
+    v.seqlens = {200, 63, 1, 130, 321, 65, 0, 255};
+    v.pad_tokens = 5;
+    v.opt.use_qk_l2norm_in_kernel = true;
+    v.opt.state_v_first = true;
+    r.push_back({"varlen_partial_chunks_v_first", v});
+    return r;
+  }
+};
+
+TEST_P(CudaGdnFwdChain, SwitchIsRead) {
+  const bool il = mode().find("il") != std::string::npos, tma2 = mode().find("tma2") != std::string::npos;
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0));
+  setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (v3)
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
+}
+
+TEST_P(CudaGdnFwdChain, MatchesReference) {
+  for (const Case& c : chain_cases()) {
+    const int64_t before = cuda::gdn_fused_wg_launches(), tma_before = cuda::gdn_fused_wgp_tma_launches();
+    run_case(c, api::CudaGdnPath::kChunked, 64);
+    EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << ": the pipelined kernel did not run";
+    EXPECT_EQ(cuda::gdn_fused_wgp_tma_launches() > tma_before, tma()) << c.name << ": TMA instance ran iff the mode says tma";
+  }
+}
+
+TEST_P(CudaGdnFwdChain, SameBitsAsStep3Chain) {
+  for (const Case& c : chain_cases()) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
+    setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
+    const ChunkAttnOutTensors v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
+    set_mode();
+    EXPECT_TRUE(same_bits(v3.o, got.o)) << "o differs from the step-3 chain's";
+    EXPECT_TRUE(same_bits(v3.final_state, got.final_state)) << "final_state differs from the step-3 chain's";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdChain,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(std::string("tma"), std::string("il"),
+                                                              std::string("tma2+il"))),
+                         [](const auto& info) {
+                           std::string m = std::get<1>(info.param);
+                           for (char& ch : m)
+                             if (ch == '+') ch = '_';
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" + m;
                          });
 
 TEST(CudaGdnFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {

@@ -35,6 +35,15 @@ void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cu
 // takes the pipelined kernel's state-pass mode (gdn_fused_wgp.cu) wherever the pipelined kernel is
 // chosen, "0" = gdn_fused.cu; unset: gdn_fused_wgp.cu's kSegWgmmaDefault.
 bool gdn_fused_wgp_seg_enabled();
+// Environment LINATTN_CUDA_GDN_CHAIN (read per launch of the pipelined GDN forward, not the tier-3
+// state pass, not KDA): "v3" = the step-3 state chain; else '+'-joined tokens: "tma" = WG0's k / v / Ab
+// ring filled by TMA boxes (one thread, mbarriers) instead of per-thread cp.async, "tma2" = WG1's q / P
+// ring as well, "il" = the register passes interleaved with the wgmma steps (gdn_fused_wgp.cu,
+// gdn_fused_wgp_tma.cuh; every mode gives bitwise the same values); unset or not a valid value =
+// kGdnChainDefault (gdn_fused_wgp.cu). Returns the mode bits (1 il, 2 tma, 4 WG1's TMA ring).
+int gdn_chain_mode_env();
+// Launches of the TMA-ring instances so far in this process (tests check the kernel really ran).
+int64_t gdn_fused_wgp_tma_launches();
 // The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy);
 // launch_gdn_fused_wg checks eligibility.
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);

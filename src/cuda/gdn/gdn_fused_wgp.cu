@@ -24,21 +24,36 @@
 // "Tier 3 on the pipelined kernel").
 // P formed in WG1 (gdn_fused_wgp_pf_kernel, gdn_fused_wgp_pf.cuh): GDN without the state pass when the
 // workspace has no P (LINATTN_CUDA_GDN_P=fused, gdn_fwd.cc); WG0's chain is the same code.
+// Chain modes (GDN's fused forward; LINATTN_CUDA_GDN_CHAIN, opt-in, bitwise the same values): the rings
+// filled by TMA (gdn_fused_wgp_tma_kernel, gdn_fused_wgp_tma.cuh; WG0's, and with tma2 WG1's too) and /
+// or the register passes interleaved with the wgmma steps (state_warpgroup's MODE).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "core/util.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/tma.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_fused_wgp_common.cuh"
 #include "cuda/gdn/gdn_fused_wgp_pf.cuh"
+#include "cuda/gdn/gdn_fused_wgp_tma.cuh"
 #include "cuda/gdn/gdn_p_fused.h"
 
 namespace linattn::cuda {
 namespace {
 using namespace wgp;
+
+// Marks N registers as redefined here (no instruction): the interleaved chain's packs of step kk
+// cannot be hoisted above step kk - 1's wgmma.
+template <int N>
+__device__ __forceinline__ void il_pin(float* r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
 
 // WG0: the state chain. S^T rows v0 + acc_row (values), columns acc_col (keys).
 // SEG (tier-3 state pass, gdn_fused_wgp_seg_kernel): warpgroup wg runs the chain on its own ring
@@ -46,9 +61,20 @@ using namespace wgp;
 // initial state, the real v), v0 >= V a slice of M (identity columns v0 - V.., v = 0: no v loads);
 // no hand-off, the final registers go to seg_S / seg_M.
 // Smem: WgpSmem<T, KDA>, or WgpSmemPf<T> (GDN, P formed in WG1: the same Stage0 ring and hand-off).
-template <class T, bool KDA, bool SEG = false, class Smem>
+// MODE (GDN only, not SEG; LINATTN_CUDA_GDN_CHAIN, gdn_fused_wg.h), bits:
+// kChainIl: the register passes between the three products are interleaved with their wgmma issue,
+//   one k16 step at a time (S^T's packs with K S^T's steps, X^T's with Ab X's into vacc, since the
+//   K S^T accumulator is still being read, V^'s with the update's), each step its own commit group;
+// kChainTma: k / v / Ab arrive by TMA boxes issued by thread 0 on the stage's mbarrier (maps, mbar;
+//   gdn_fused_wgp_tma.cuh), chunk c + 2's right after the top-of-chunk barrier; the per-token
+//   scalars stay per-thread cp.async.
+// Same products, same operands, same order: bitwise the MODE 0 chain's values.
+template <class T, bool KDA, bool SEG = false, int MODE = 0, class Smem>
 __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
-                                int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0) {
+                                int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0,
+                                const StateMaps* maps = nullptr, uint64_t* mbar = nullptr) {
+  constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0;
+  static_assert(MODE == 0 || (!KDA && !SEG), "the chain modes are GDN's forward");
   using Stage0 = typename Smem::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
   Stage0* const ring = s.st0 + wg * kSt;
@@ -66,10 +92,25 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     for (int i = 0; i < 64; ++i)
       S[i] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))) : 0.f;
   }
-  for (int c = 0; c < kAhead; ++c) {
-    if (c < nchunks)
-      load_state_inputs<T, KDA>(ring[c], p, ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, v0, t, r0c + c, !mcols);
-    cp_async_commit();
+  if constexpr (TM) {
+    if (t == 0) {
+      for (int i = 0; i < kSt; ++i) mbar_init(mbar + i, 1);
+      fence_barrier_init();
+    }
+    named_barrier(bar, 128);  // the barriers are initialised before anyone waits on them
+    for (int c = 0; c < kAhead; ++c) {
+      if (c < nchunks) {
+        if (t == 0) tma_state_tiles<T>(ring[c], *maps, mbar + c, bos + c * kBT, ws.T_cap, h, j, j * p.V + v0);
+        load_state_scalars<T>(ring[c], ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, t);
+      }
+      cp_async_commit();
+    }
+  } else {
+    for (int c = 0; c < kAhead; ++c) {
+      if (c < nchunks)
+        load_state_inputs<T, KDA>(ring[c], p, ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, v0, t, r0c + c, !mcols);
+      cp_async_commit();
+    }
   }
   if constexpr (!KDA) {
     cp_async_wait<1>();
@@ -82,28 +123,57 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
   if constexpr (KDA) upd0 = ring[0].kda.kl;
   else upd0 = ring[0].k;
   const uint64_t dk0 = desc_kmaj0(ring[0].k), da0 = desc_kmaj0(ring[0].a), dkt0 = desc_mnmaj0(upd0, kBT);
-  float acc[32];
+  float acc[32], vacc[IL ? 32 : 1];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+  if constexpr (IL) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) vacc[i] = 0.f;
+  }
+  uint32_t ph = 0;  // TM: parity of the current round of the stages' mbarriers
   for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
     cp_async_wait<kAhead - 1>();  // chunk c's group (GDN: the newest, chunk c+1's, may still be in flight)
+    if constexpr (TM) {
+      mbar_wait(mbar + stage, ph);
+      const int len = chunk_len(bos, eos, c);
+      if (len < kBT) zero_tail_rows<T>(st, len, t);  // rows past the chunk end: as cp.async's zero-fill
+    }
     fence_view_async_shared();
     named_barrier(bar, 128);  // ... for every thread's copies and scales; all of WG0 is past chunk c-1
 
     uint32_t sf[32];  // S^T as the A operand of K S^T (and, through the hand-off, of Q S^T)
-    acc_to_frag<T, 64>(sf, S);
-    wgmma_fence();
+    if constexpr (IL) {  // step kk's 4 packs, then its wgmma (the packs of step kk + 1 run beside it)
 #pragma unroll
-    for (int kk = 0; kk < kK / 16; ++kk)
-      wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
-    wgmma_commit();
+      for (int kk = 0; kk < kK / 16; ++kk) {
+        il_pin<8>(S + 8 * kk);
+#pragma unroll
+        for (int i = 4 * kk; i < 4 * kk + 4; ++i) sf[i] = MmaType<T>::pack(S[2 * i], S[2 * i + 1]);
+        wgmma_fence();
+        wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
+        wgmma_commit();
+      }
+    } else {
+      acc_to_frag<T, 64>(sf, S);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kK / 16; ++kk)
+        wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
+      wgmma_commit();
+    }
 
     const int ld_stage = stage == 0 ? kSt - 1 : stage - 1;  // chunk c-1's, whose readers all finished
-    if (c + kAhead < nchunks)
+    if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread
+      if (c + kAhead < nchunks) {
+        const int64_t t0n = bos + int64_t(c + kAhead) * kBT;
+        if (t == 0) tma_state_tiles<T>(ring[ld_stage], *maps, mbar + ld_stage, t0n, ws.T_cap, h, j, j * p.V + v0);
+        load_state_scalars<T>(ring[ld_stage], ws, t0n, chunk_len(bos, eos, c + kAhead), h, j, t);
+      }
+    } else if (c + kAhead < nchunks) {
       load_state_inputs<T, KDA>(ring[ld_stage], p, ws, bos + int64_t(c + kAhead) * kBT, chunk_len(bos, eos, c + kAhead),
                                 h, j, v0, t, r0c + c + kAhead, !mcols);
+    }
     cp_async_commit();
     auto& x = s.xch[c & 1];
     if constexpr (!SEG) {
@@ -122,7 +192,8 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
 #pragma unroll
       for (int kk = 0; kk < kBT / 16; ++kk) {
         uint32_t r[4];
-        ldsm_x4_t(r, &st.v[16 * kk + ld_row][ld_col]);
+        if constexpr (TM) ldsm_x4_t(r, v_tile<T>(st) + sw128_offset(16 * kk + ld_row, ld_col));  // swizzled box
+        else ldsm_x4_t(r, &st.v[16 * kk + ld_row][ld_col]);
         vv[4 * kk] = r[0], vv[4 * kk + 1] = r[1], vv[4 * kk + 2] = r[2], vv[4 * kk + 3] = r[3];
       }
     }
@@ -141,15 +212,29 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     wgmma_fence_regs(sf);
 
     uint32_t xf[16];  // X^T = V^T - KS^T diag(e^gam rk)
+    if constexpr (IL) {  // V^T = X^T Ab^T into vacc, step kk as soon as X^T's tokens 16kk.. exist
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      xf[i] = MmaType<T>::pack(MmaType<T>::to_float(lo_half<T>(vv[i])) - erk[reg_slot(2 * i)] * acc[2 * i],
-                               MmaType<T>::to_float(hi_half<T>(vv[i])) - erk[reg_slot(2 * i + 1)] * acc[2 * i + 1]);
-    wgmma_fence();
+      for (int kk = 0; kk < kBT / 16; ++kk) {
+        il_pin<8>(acc + 8 * kk);
 #pragma unroll
-    for (int kk = 0; kk < kBT / 16; ++kk)
-      wgmma_m64k16_rs<T, 64, 0>(acc, xf + 4 * kk, desc_at(da0, soff + kmaj_step(kk, kBT)), kk > 0);
-    wgmma_commit();
+        for (int i = 4 * kk; i < 4 * kk + 4; ++i)
+          xf[i] = MmaType<T>::pack(MmaType<T>::to_float(lo_half<T>(vv[i])) - erk[reg_slot(2 * i)] * acc[2 * i],
+                                   MmaType<T>::to_float(hi_half<T>(vv[i])) - erk[reg_slot(2 * i + 1)] * acc[2 * i + 1]);
+        wgmma_fence();
+        wgmma_m64k16_rs<T, 64, 0>(vacc, xf + 4 * kk, desc_at(da0, soff + kmaj_step(kk, kBT)), kk > 0);
+        wgmma_commit();
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        xf[i] = MmaType<T>::pack(MmaType<T>::to_float(lo_half<T>(vv[i])) - erk[reg_slot(2 * i)] * acc[2 * i],
+                                 MmaType<T>::to_float(hi_half<T>(vv[i])) - erk[reg_slot(2 * i + 1)] * acc[2 * i + 1]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBT / 16; ++kk)
+        wgmma_m64k16_rs<T, 64, 0>(acc, xf + 4 * kk, desc_at(da0, soff + kmaj_step(kk, kBT)), kk > 0);
+      wgmma_commit();
+    }
     float wsc[16];  // e^(gam_L - gam) rk, zero past the chunk end (KDA: 1; inside kgl, zero-filled rows)
     if constexpr (KDA) {
 #pragma unroll
@@ -171,20 +256,36 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       for (int i = 0; i < 64; ++i) S[i] *= decay;
     }
     wgmma_wait<0>();
-    wgmma_fence_operands(acc);
-    wgmma_fence_regs(xf);
-
     uint32_t vf[16], hf[16];  // V^T, and V^T diag(e^(gam_L - gam) rk) for the state update
+    if constexpr (IL) {  // the update's step kk as soon as its 4 registers of V^T diag(w) exist
+      wgmma_fence_operands(vacc);
+      wgmma_fence_regs(xf);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      vf[i] = MmaType<T>::pack(acc[2 * i], acc[2 * i + 1]);
-      hf[i] = MmaType<T>::pack(acc[2 * i] * wsc[reg_slot(2 * i)], acc[2 * i + 1] * wsc[reg_slot(2 * i + 1)]);
+      for (int kk = 0; kk < kBT / 16; ++kk) {
+        il_pin<8>(vacc + 8 * kk);
+#pragma unroll
+        for (int i = 4 * kk; i < 4 * kk + 4; ++i) {
+          vf[i] = MmaType<T>::pack(vacc[2 * i], vacc[2 * i + 1]);
+          hf[i] = MmaType<T>::pack(vacc[2 * i] * wsc[reg_slot(2 * i)], vacc[2 * i + 1] * wsc[reg_slot(2 * i + 1)]);
+        }
+        wgmma_fence();
+        wgmma_m64k16_rs<T, 128, 1>(S, hf + 4 * kk, desc_at(dkt0, soff + uint32_t(kk) * 2048u), 1);
+        wgmma_commit();
+      }
+    } else {
+      wgmma_fence_operands(acc);
+      wgmma_fence_regs(xf);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        vf[i] = MmaType<T>::pack(acc[2 * i], acc[2 * i + 1]);
+        hf[i] = MmaType<T>::pack(acc[2 * i] * wsc[reg_slot(2 * i)], acc[2 * i + 1] * wsc[reg_slot(2 * i + 1)]);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBT / 16; ++kk)
+        wgmma_m64k16_rs<T, 128, 1>(S, hf + 4 * kk, desc_at(dkt0, soff + uint32_t(kk) * 2048u), 1);
+      wgmma_commit();
     }
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBT / 16; ++kk)
-      wgmma_m64k16_rs<T, 128, 1>(S, hf + 4 * kk, desc_at(dkt0, soff + uint32_t(kk) * 2048u), 1);
-    wgmma_commit();
     if constexpr (!SEG) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) x.v[i][t] = make_uint4(vf[4 * i], vf[4 * i + 1], vf[4 * i + 2], vf[4 * i + 3]);
@@ -199,6 +300,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     wgmma_wait<0>();
     wgmma_fence_operands(S);
     wgmma_fence_regs(hf);
+    if constexpr (TM) ph ^= stage == kSt - 1 ? 1u : 0u;
   }
   cp_async_wait<0>();
   if constexpr (SEG) {  // fp32 K-major: seg_S [n, HV, K, V], seg_M [n, HV, K, K] (row = key)
@@ -212,7 +314,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
   }
 }
 
-template <class T, bool KDA>
+template <class T, bool KDA, int MODE = 0>
 __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams p, GdnChunkWs ws) {
   extern __shared__ unsigned char smem_raw[];
   // Aligned by pointer arithmetic on the __shared__ array (no integer round trip), so the compiler
@@ -225,8 +327,28 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams
   int64_t bos, eos;
   seq_bounds(p, n, bos, eos);
   const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
-  if (tid < 128) state_warpgroup<T, KDA>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t);
+  if (tid < 128) state_warpgroup<T, KDA, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t);
   else output_warpgroup<T, KDA>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
+}
+
+// GDN with WG0's ring filled by TMA (MODE has kChainTma; kChainTma1: WG1's too): the tensor maps as a
+// parameter, the stages' mbarriers after the shared layout (64 bytes more dynamic shared memory).
+template <class T, int MODE>
+__global__ void __launch_bounds__(kThreads, 1)
+    gdn_fused_wgp_tma_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
+  uint64_t* mbar = reinterpret_cast<uint64_t*>(base + sizeof(WgpSmem<T>));  // WG0's 3, then WG1's 2
+  const int tid = threadIdx.x, t = tid & 127;
+  const int v0 = blockIdx.x * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
+  const int64_t n = ws_sequence(ws, blockIdx.z);
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
+  if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
+  else output_warpgroup<T, false, (MODE & kChainTma1) != 0>(s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p,
+                                                             mbar + kStages0<false>);
 }
 
 // GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
@@ -280,6 +402,48 @@ static_assert(sizeof(WgpSmemPf<__nv_bfloat16>) + 1024 <= 227 * 1024,
 
 std::atomic<int64_t> g_pf_launches{0};
 
+// The chain mode of this launch: the switch, without TMA where its maps cannot describe the tensors.
+int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
+  int mode = gdn_chain_mode_env();
+  // TMA boxes: 32-bit row coordinates, and the 16-byte aligned bases the maps need (k / v are by the
+  // chunked path's plan; Ab is carved at 256 bytes).
+  const bool tma_ok = int64_t(p.HV) * ws.T_cap < (int64_t(1) << 31) && p.T_total < (int64_t(1) << 31) &&
+                      reinterpret_cast<uintptr_t>(ws.Ab) % 16 == 0 && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(p.v) % 16 == 0 && p.T_total > 0;
+  if (!tma_ok) mode &= ~(kChainTma | kChainTma1);
+  const bool tma1_ok = ws.P != nullptr && reinterpret_cast<uintptr_t>(ws.P) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.q) % 16 == 0;
+  if (!tma1_ok) mode &= ~kChainTma1;
+  return mode;
+}
+
+std::atomic<int64_t> g_tma_launches{0};
+
+template <class T>
+void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cudaStream_t stream) {
+  const dim3 grid(p.V / kVS, p.HV, p.N);
+  if (mode == kChainIl) {
+    launch(gdn_fused_wgp_kernel<T, false, kChainIl>, grid, dim3(kThreads), sizeof(WgpSmem<T>) + 1024, stream, p, ws);
+    return;
+  }
+  const bool bf = p.io == ElemType::kBF16;
+  StateMaps m;
+  m.k = make_tma_2d_sw128(p.k, bf, uint64_t(p.T_total), uint64_t(p.H) * kK, uint64_t(p.H) * kK, kBT);
+  m.v = make_tma_2d_sw128(p.v, bf, uint64_t(p.T_total), uint64_t(p.HV) * p.V, uint64_t(p.HV) * p.V, kBT);
+  m.ab = make_tma_2d_sw128(ws.Ab, bf, uint64_t(p.HV) * uint64_t(ws.T_cap), kBT, kBT, kBT);
+  if (mode & kChainTma1) {
+    m.q = make_tma_2d_sw128(p.q, bf, uint64_t(p.T_total), uint64_t(p.H) * kK, uint64_t(p.H) * kK, kBT);
+    m.p = make_tma_2d_sw128(ws.P, bf, uint64_t(p.HV) * uint64_t(ws.T_cap), kBT, kBT, kBT);
+  }
+  const size_t bytes = sizeof(WgpSmem<T>) + 1024 + (kStages0<false> + kStages1) * sizeof(uint64_t);
+  g_tma_launches.fetch_add(1);
+  constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1;
+  if (mode == kT) launch(gdn_fused_wgp_tma_kernel<T, kT>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+  else if (mode == (kT | kI)) launch(gdn_fused_wgp_tma_kernel<T, kT | kI>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+  else if (mode == (kT | kT1)) launch(gdn_fused_wgp_tma_kernel<T, kT | kT1>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+  else launch(gdn_fused_wgp_tma_kernel<T, kT | kT1 | kI>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+}
+
 template <class T, bool KDA>
 void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
   if (p.seg_M) {
@@ -292,6 +456,13 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
       g_pf_launches.fetch_add(1);
       launch(gdn_fused_wgp_pf_kernel<T>, dim3(p.V / kVS, p.HV, p.N), dim3(kThreads), sizeof(WgpSmemPf<T>) + 1024, stream,
              p, ws);
+      return;
+    }
+  }
+  if constexpr (!KDA) {
+    const int mode = gdn_chain_mode(p, ws);  // read per call
+    if (mode != 0) {
+      launch_chain_mode<T>(p, ws, mode, stream);
       return;
     }
   }
@@ -312,6 +483,37 @@ bool gdn_fused_wgp_seg_enabled() {
 }
 
 int64_t gdn_fused_wgp_pf_launches() { return g_pf_launches.load(); }
+
+int64_t gdn_fused_wgp_tma_launches() { return g_tma_launches.load(); }
+
+// The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h).
+constexpr const char* kGdnChainDefault = "v3";
+
+namespace {
+// "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA); -1 if not a valid value.
+int parse_chain_mode(const std::string& v) {
+  if (v == "v3") return 0;
+  int mode = 0;
+  size_t b = 0;
+  while (b <= v.size()) {
+    const size_t e = std::min(v.find('+', b), v.size());
+    const std::string tok = v.substr(b, e - b);
+    if (tok == "il") mode |= kChainIl;
+    else if (tok == "tma") mode |= kChainTma;
+    else if (tok == "tma2") mode |= kChainTma | kChainTma1;
+    else return -1;
+    b = e + 1;
+  }
+  return mode;
+}
+}  // namespace
+
+int gdn_chain_mode_env() {
+  const int m = parse_chain_mode(env_or("LINATTN_CUDA_GDN_CHAIN", ""));
+  return m >= 0 ? m : parse_chain_mode(kGdnChainDefault);
+}
+
+
 
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
   LINATTN_CHECK(!p.seg_M || (p.seg_S && p.V % kVS == 0 && p.K == kK), "gdn fused (pipelined) state pass: needs seg_S, ",

@@ -3,7 +3,8 @@
 // as the look-ahead chain measured in perf-notes "Step 4" did): the
 // shared-memory layout (WG0's 3-stage k / v / Ab ring with per-token scales, WG1's 2-stage q / P
 // ring, the S^T / V^T fragment hand-off double buffer, the output staging), the cp.async loaders,
-// the per-token scales and the output warpgroup (WG1).
+// the per-token scales and the output warpgroup (WG1; its TM1 instance takes q / P by TMA boxes,
+// load_output_tma, for gdn_fused_wgp.cu's tma2 chain mode).
 // Layouts and thread mapping: see gdn_fused_wgp.cu's header. bf16 / fp16, BT 64, K 128, V-slice 64.
 // Gate policy (template KDA, as in gdn_fused.cu): GDN reads q / k and the per-token gam / rq / rk;
 // KDA reads the KDA prep's gated qg / kg ([HV, T_cap, K]) in their place, kgl ([HV, T_cap, K], the
@@ -13,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/mma.cuh"
+#include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
@@ -200,12 +202,46 @@ __device__ __forceinline__ int chunk_len(int64_t bos, int64_t eos, int c) {
   return static_cast<int>(min(int64_t(kBT), eos - (bos + int64_t(c) * kBT)));
 }
 
+// TM1 (GDN; gdn_fused_wgp_tma.cuh): WG1's q tile (2 boxes of map qm) and P tile (pm) by TMA from thread 0
+// on bar; the per-token gam / rq as load_output_inputs. Rows past the chunk end are not zeroed: they
+// reach only O's columns of those tokens (column t of S^T Q^T and of V^T P^T reads q / P row t only),
+// which are never stored.
+template <class T>
+__device__ __forceinline__ void load_output_tma(typename WgpSmem<T>::Stage1& st, const GdnFwdParams& p,
+                                                const GdnChunkWs& ws, const CUtensorMap* qm, const CUtensorMap* pm,
+                                                uint64_t* bar, int64_t t0, int len, int h, int j, int t) {
+  if (t == 0) {
+    mbar_arrive_expect_tx(bar, 3u * kBT * 128u);
+    tma_load_2d(st.q, qm, h * kK, static_cast<int>(t0), bar);
+    tma_load_2d(st.q + kBT * 128, qm, h * kK + 64, static_cast<int>(t0), bar);
+    tma_load_2d(st.p, pm, 0, static_cast<int>(j * ws.T_cap + t0), bar);
+  }
+  if (t < 64) {
+    const bool valid = t < len;
+    cp_async4(st.gam + t, ws.gam + j * ws.T_cap + (valid ? t0 + t : 0), valid);
+    cp_async4(st.rq + t, ws.rq + h * ws.T_cap + (valid ? t0 + t : 0), valid);
+  }
+}
+
 // WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
-template <class T, bool KDA = false>
+// TM1 (GDN only): q / P by TMA (load_output_tma; maps qm, pm; mbarriers mbar1[2], one per stage).
+template <class T, bool KDA = false, bool TM1 = false>
 __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
-                                 int64_t eos, int nchunks, int h, int j, int v0, int t) {
+                                 int64_t eos, int nchunks, int h, int j, int v0, int t, const CUtensorMap* qm = nullptr,
+                                 const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr) {
+  static_assert(!(TM1 && KDA), "WG1's TMA ring is GDN's");
   using Stage1 = typename WgpSmem<T, KDA>::Stage1;
-  if (nchunks > 0) load_output_inputs<T, KDA>(s.st1[0], p, ws, bos, chunk_len(bos, eos, 0), h, j, t);
+  if constexpr (TM1) {
+    if (t == 0) {
+      mbar_init(mbar1, 1);
+      mbar_init(mbar1 + 1, 1);
+      fence_barrier_init();
+    }
+    named_barrier(kBarWg1, 128);  // the barriers are initialised before anyone waits on them
+    if (nchunks > 0) load_output_tma<T>(s.st1[0], p, ws, qm, pm, mbar1, bos, chunk_len(bos, eos, 0), h, j, t);
+  } else {
+    if (nchunks > 0) load_output_inputs<T, KDA>(s.st1[0], p, ws, bos, chunk_len(bos, eos, 0), h, j, t);
+  }
   cp_async_commit();
   T* o_base = static_cast<T*>(p.o) + int64_t(j) * p.V + v0;
   const int64_t ostride = int64_t(p.HV) * p.V;
@@ -222,10 +258,16 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     const int64_t t0 = bos + int64_t(c) * kBT;
     const int len = chunk_len(bos, eos, c);
     cp_async_wait<0>();
+    if constexpr (TM1) mbar_wait(mbar1 + stage, uint32_t(c >> 1) & 1u);  // stage c % 2's (c / 2)-th round
     if (!KDA && t < 64) st.qsc[t] = p.scale * exp2f(st.gam[t]) * st.rq[t];  // own copies
     fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
-    if (c + 1 < nchunks) load_output_inputs<T, KDA>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
+    if (c + 1 < nchunks) {
+      if constexpr (TM1)
+        load_output_tma<T>(s.st1[stage ^ 1], p, ws, qm, pm, mbar1 + (stage ^ 1), t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
+      else
+        load_output_inputs<T, KDA>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
+    }
     cp_async_commit();
 
     auto& x = s.xch[c & 1];
