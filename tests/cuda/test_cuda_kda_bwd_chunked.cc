@@ -46,13 +46,12 @@ const char* const kVariants[] = {"chunked",  "chunked2", "chunked3", "chunked4",
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
-// Under compute-sanitizer: chunked, chunked3 (whose code contains chunked2's), chunked4, chunked5,
-// chunked7 (chunked5's accesses in a rolled loop), chunked8 (new diagonal-block accesses) and chunked9 (the
-// gate tile), to bound the time.
+// The variants the determinism, graph, public-op and extreme-gate tests run: the first kernel (cross-check),
+// chunked5, the default chunked7, chunked8 and chunked9 (new code); chunked2 / 3 / 4 / 6 (older opt-in
+// kernels) run in every case of the reference test only (run_case), which bounds the binary's time (all nine
+// in every test ran past gpu-final's 150 s cap at 3d4b025). Under compute-sanitizer: the same.
 std::vector<const char*> variants() {
-  if (sanitized())
-    return {kVariants[0], kVariants[2], kVariants[3], kVariants[4], kVariants[6], kVariants[7], kVariants[8]};
-  return {std::begin(kVariants), std::end(kVariants)};
+  return {kVariants[0], kVariants[4], kVariants[6], kVariants[7], kVariants[8]};
 }
 
 // Sets LINATTN_CUDA_KDA_BWD for a scope, back to "chunked" at its end.

@@ -11,8 +11,8 @@
 
 namespace linattn::cuda {
 
-// LINATTN_CUDA_KDA_SWEEP (read per call): "wg" selects the wgmma sweeps; unset or any other value
-// keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy).
+// LINATTN_CUDA_KDA_SWEEP (read per call): unset or "wg" (the default since 3d4b025) selects the wgmma sweeps
+// where supported (BT 64); any other value, e.g. "mma", keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy).
 bool kda_bwd_sweep_wg_enabled();
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f);
 // Launches of the wgmma KDA sweeps so far in this process (tests check which kernel ran).
