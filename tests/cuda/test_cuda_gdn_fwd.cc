@@ -6,7 +6,7 @@
 // NaN-prefilled: unwritten elements fail; padding rows of o must stay untouched (NaN).
 // The prep's v5 instance (LINATTN_CUDA_GDN_PREP=v5: P written first, 3 CTAs per SM) gives the same
 // bits as the default prep on every case.
-// State-chain modes of the pipelined fused kernel (LINATTN_CUDA_GDN_CHAIN = tma | il | tma2+il, with
+// State-chain modes of the pipelined fused kernel (LINATTN_CUDA_GDN_CHAIN = tma | il | tma2 (the default) | tma2+il, with
 // LINATTN_CUDA_WGMMA=1 so even the short cases take the pipelined kernel): every case above at BT 64
 // plus 1-, 2-, 3- and 7-chunk sequences and a varlen batch of partial chunks (the TMA ring's tail
 // zeroing) against the fp64 reference, and the same bits as the step-3 chain (=v3); the TMA instance
@@ -155,8 +155,10 @@ TEST_P(CudaGdnFwdChain, SwitchIsRead) {
   EXPECT_EQ(cuda::gdn_chain_mode_env(), (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0));
   setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
-  setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (v3)
-  EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (tma2: both TMA rings)
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4);
+  unsetenv("LINATTN_CUDA_GDN_CHAIN");
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4);
 }
 
 TEST_P(CudaGdnFwdChain, MatchesReference) {
@@ -184,7 +186,7 @@ TEST_P(CudaGdnFwdChain, SameBitsAsStep3Chain) {
 INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdChain,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(std::string("tma"), std::string("il"),
-                                                              std::string("tma2+il"))),
+                                                              std::string("tma2"), std::string("tma2+il"))),
                          [](const auto& info) {
                            std::string m = std::get<1>(info.param);
                            for (char& ch : m)

@@ -40,7 +40,7 @@ bool gdn_fused_wgp_seg_enabled();
 // ring filled by TMA boxes (one thread, mbarriers) instead of per-thread cp.async, "tma2" = WG1's q / P
 // ring as well, "il" = the register passes interleaved with the wgmma steps (gdn_fused_wgp.cu,
 // gdn_fused_wgp_tma.cuh; every mode gives bitwise the same values); unset or not a valid value =
-// kGdnChainDefault (gdn_fused_wgp.cu). Returns the mode bits (1 il, 2 tma, 4 WG1's TMA ring).
+// kGdnChainDefault (gdn_fused_wgp.cu; "tma2" since 755404e). Returns the mode bits (1 il, 2 tma, 4 WG1's TMA ring).
 int gdn_chain_mode_env();
 // Launches of the TMA-ring instances so far in this process (tests check the kernel really ran).
 int64_t gdn_fused_wgp_tma_launches();

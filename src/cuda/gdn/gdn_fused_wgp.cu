@@ -486,8 +486,11 @@ int64_t gdn_fused_wgp_pf_launches() { return g_pf_launches.load(); }
 
 int64_t gdn_fused_wgp_tma_launches() { return g_tma_launches.load(); }
 
-// The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h).
-constexpr const char* kGdnChainDefault = "v3";
+// The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h):
+// "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
+// 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
+// 0.134 -> 0.122 (tma2+il), tier 3 2/8 0.379 -> 0.359. "v3" keeps the per-thread cp.async rings.
+constexpr const char* kGdnChainDefault = "tma2";
 
 namespace {
 // "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA); -1 if not a valid value.
