@@ -105,26 +105,6 @@ void run_case(const Case& c, api::CudaGdnPath path, int vs) {
   check_zero_length_dh0(d, cot, got);
 }
 
-// Sets an environment variable for a scope (unset when `value` is null), restoring the old value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 constexpr const char* kChunkEnv = "LINATTN_CUDA_GDN_BWD_CHUNK";
 
 // A chunk-kernel variant against the reference and bitwise against its base version (wg3 vs

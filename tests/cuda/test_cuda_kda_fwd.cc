@@ -109,27 +109,8 @@ std::vector<FwdCase> cases(DType dt, int bt) {
   return r;
 }
 
-// Sets an environment variable for one scope and restores the previous value (an A/B run may set
-// LINATTN_CUDA_KDA_WGMMA for the whole binary).
-class EnvScope {
- public:
-  EnvScope(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvScope() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  EnvScope(const EnvScope&) = delete;
-  EnvScope& operator=(const EnvScope&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
+// The variant switches are set per scope with ScopedEnv (cuda_test_util.h): an A/B run may set
+// LINATTN_CUDA_KDA_WGMMA for the whole binary.
 class CudaKdaFwd : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:
   void SetUp() override {
@@ -150,7 +131,7 @@ TEST_P(CudaKdaFwd, ChunkedKernelsMatchReference) {
 // The mma.sync fused kernel's V-slices (the pipelined kernel, the BT 64 default, takes 64 always).
 TEST_P(CudaKdaFwd, ChunkedEveryVSlice) {
   const auto [dt, bt] = GetParam();
-  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
   const FwdCase c = cases(dt, bt)[1];
   for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
 }
@@ -159,7 +140,7 @@ TEST_P(CudaKdaFwd, ChunkedEveryVSlice) {
 // KDA policy when it is switched on; BT 32 is not eligible and keeps the mma.sync kernel.
 TEST_P(CudaKdaFwd, ChunkedPipelinedWgmmaPolicy) {
   const auto [dt, bt] = GetParam();
-  EnvScope on("LINATTN_CUDA_KDA_WGMMA", "1");
+  ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
   EXPECT_TRUE(cuda::gdn_fused_wg_kda_enabled());
   for (const FwdCase& c : cases(dt, bt)) {
     const int64_t before = cuda::gdn_fused_wg_launches();
@@ -182,13 +163,13 @@ TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
       const ChunkAttnData d = make_chunk_attn(c.spec);
       ChunkAttnOutTensors wg, mma;
       {
-        EnvScope on("LINATTN_CUDA_KDA_WGMMA", "1");
+        ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
         const int64_t before = cuda::gdn_fused_wg_launches();
         wg = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
         EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << "the pipelined kernel did not run";
       }
       {
-        EnvScope off("LINATTN_CUDA_KDA_WGMMA", "0");
+        ScopedEnv off("LINATTN_CUDA_KDA_WGMMA", "0");
         mma = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
       }
       const Tolerance tol{1e-2, 0.0};
@@ -205,8 +186,8 @@ TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
 // Switched off ("0"), KDA keeps the mma.sync kernel whatever LINATTN_CUDA_WGMMA says.
 TEST_P(CudaKdaFwd, PipelinedWgmmaPolicySwitchesOff) {
   const auto [dt, bt] = GetParam();
-  EnvScope off("LINATTN_CUDA_KDA_WGMMA", "0");
-  EnvScope gdn_on("LINATTN_CUDA_WGMMA", "1");
+  ScopedEnv off("LINATTN_CUDA_KDA_WGMMA", "0");
+  ScopedEnv gdn_on("LINATTN_CUDA_WGMMA", "1");
   EXPECT_FALSE(cuda::gdn_fused_wg_kda_enabled());
   const FwdCase c = cases(dt, bt)[0];
   const int64_t before = cuda::gdn_fused_wg_launches();
@@ -225,7 +206,7 @@ TEST_P(CudaKdaFwd, PrepV6MatchesReferenceAndV3) {
     const ChunkAttnData d = make_chunk_attn(c.spec);
     ChunkAttnOutTensors v6, v3;
     {
-      EnvScope on("LINATTN_KDA_PREP", "v6");
+      ScopedEnv on("LINATTN_KDA_PREP", "v6");
       const int64_t before = cuda::kda_prep_v6_launches();
       run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
       v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
@@ -234,7 +215,7 @@ TEST_P(CudaKdaFwd, PrepV6MatchesReferenceAndV3) {
     }
     if (bt != 64) continue;
     {
-      EnvScope off("LINATTN_KDA_PREP", "v3");
+      ScopedEnv off("LINATTN_KDA_PREP", "v3");
       v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
     }
     const Tolerance tol{1e-2, 0.0};
@@ -251,7 +232,7 @@ TEST_P(CudaKdaFwd, PrepV6MatchesReferenceAndV3) {
 // With the switch unset, BT 64 runs prep v6 (the default since the H200 A/B at 73035b5).
 TEST(CudaKdaFwdDefault, PrepIsV8AtBt64) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  EnvScope unset("LINATTN_KDA_PREP", nullptr);
+  ScopedEnv unset("LINATTN_KDA_PREP", nullptr);
   const int64_t before = cuda::kda_prep_v8_launches(), before6 = cuda::kda_prep_v6_launches();
   run_fwd_case(cases(DType::kBF16, 64)[0], api::CudaGdnPath::kChunked, 0);
   EXPECT_GT(cuda::kda_prep_v8_launches(), before) << "the default prep at BT 64 is not v8";
@@ -262,8 +243,8 @@ TEST(CudaKdaFwdDefault, PrepIsV8AtBt64) {
 // lengths and on the strong-decay / -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV6EveryVSlice) {
   const auto [dt, bt] = GetParam();
-  EnvScope on("LINATTN_KDA_PREP", "v6");
-  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  ScopedEnv on("LINATTN_KDA_PREP", "v6");
+  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
   const std::vector<FwdCase> cs = cases(dt, bt);
   for (int ci : {1, 2})
     for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
@@ -282,7 +263,7 @@ TEST_P(CudaKdaFwd, PrepV7MatchesReferenceAndV6AndV3) {
     const ChunkAttnData d = make_chunk_attn(c.spec);
     ChunkAttnOutTensors v7, v6, v3;
     {
-      EnvScope on("LINATTN_KDA_PREP", "v7");
+      ScopedEnv on("LINATTN_KDA_PREP", "v7");
       const int64_t before = cuda::kda_prep_v7_launches();
       run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
       v7 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
@@ -291,11 +272,11 @@ TEST_P(CudaKdaFwd, PrepV7MatchesReferenceAndV6AndV3) {
     }
     if (bt != 64) continue;
     {
-      EnvScope on("LINATTN_KDA_PREP", "v6");
+      ScopedEnv on("LINATTN_KDA_PREP", "v6");
       v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
     }
     {
-      EnvScope off("LINATTN_KDA_PREP", "v3");
+      ScopedEnv off("LINATTN_KDA_PREP", "v3");
       v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
     }
     const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in all: valid rows only
@@ -319,8 +300,8 @@ TEST_P(CudaKdaFwd, PrepV7MatchesReferenceAndV6AndV3) {
 // -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV7EveryVSlice) {
   const auto [dt, bt] = GetParam();
-  EnvScope on("LINATTN_KDA_PREP", "v7");
-  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  ScopedEnv on("LINATTN_KDA_PREP", "v7");
+  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
   const std::vector<FwdCase> cs = cases(dt, bt);
   for (int ci : {1, 2})
     for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
@@ -342,9 +323,9 @@ void check_prep_v8(const ChunkAttnData& d, const std::string& name, DType dt, in
   const ChunkAttnOutTensors ref = ref_forward(d);
   ChunkAttnOutTensors v6, v3;
   if (bt == 64) {
-    EnvScope on("LINATTN_KDA_PREP", "v6");
+    ScopedEnv on("LINATTN_KDA_PREP", "v6");
     v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-    EnvScope off("LINATTN_KDA_PREP", "v3");
+    ScopedEnv off("LINATTN_KDA_PREP", "v3");
     v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
   }
   const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in all: valid rows only
@@ -353,7 +334,7 @@ void check_prep_v8(const ChunkAttnData& d, const std::string& name, DType dt, in
     SCOPED_TRACE(variant);
     ChunkAttnOutTensors v8;
     {
-      EnvScope on("LINATTN_KDA_PREP", variant);
+      ScopedEnv on("LINATTN_KDA_PREP", variant);
       const int64_t before = cuda::kda_prep_v8_launches();
       v8 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
       if (bt == 64) EXPECT_GT(cuda::kda_prep_v8_launches(), before) << "prep " << variant << " did not run";
@@ -406,10 +387,10 @@ TEST_P(CudaKdaFwd, PrepV8LongVarlenReachesThePrefetch) {
 // strong-decay / -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV8EveryVSlice) {
   const auto [dt, bt] = GetParam();
-  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
   const std::vector<FwdCase> cs = cases(dt, bt);
   for (const char* variant : {"v8", "v8p"}) {
-    EnvScope on("LINATTN_KDA_PREP", variant);
+    ScopedEnv on("LINATTN_KDA_PREP", variant);
     for (int ci : {1, 2})
       for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
   }
@@ -450,7 +431,7 @@ TEST(CudaKdaFwdFallback, ChunkedPathRejectsUnsupportedShapes) {
   s.K = 64;
   EXPECT_THROW(run_cuda_fwd(make_chunk_attn(s), api::CudaGdnPath::kChunked), Error);
   s.K = 128;  // KDA's mma.sync fused kernel takes V-slices of 32 and 64 only
-  EnvScope mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
   EXPECT_THROW(run_cuda_fwd(make_chunk_attn(s), api::CudaGdnPath::kChunked, 128), Error);
 }
 

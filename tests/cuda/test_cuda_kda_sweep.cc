@@ -29,26 +29,6 @@ constexpr const char* kEnv = "LINATTN_CUDA_KDA_SWEEP";
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
 
-// Sets an environment variable for a scope (unset when `value` is null), restoring the old value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // Every gradient of `b` within half of its reference bar of `a` (valid rows of per-token ones).
 ::testing::AssertionResult grads_agree(const ChunkAttnData& d, const ChunkAttnGradTensors& a,
                                        const ChunkAttnGradTensors& b, DType input) {

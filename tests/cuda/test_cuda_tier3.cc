@@ -164,26 +164,6 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Fwd,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// Sets an environment variable for a scope; restores the previous value (or its absence).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 // One sequence each (the schedule's condition): varlen with padding, dense B = 1, strong decays with
 // -1000 gates, a sequence shorter than the slots (empty trailing slots), 1 and 0 tokens, KDA.
 std::vector<FwdCase> first_cases(DType dt, int bt) {
