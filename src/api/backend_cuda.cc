@@ -25,6 +25,7 @@
 #include "cuda/gdn/gdn_fwd.h"
 #include "cuda/gdn/gdn_prep_cache.h"
 #include "cuda/meta/chunk_meta.h"
+#include "meta/workspace.h"
 #include "cuda/seg/tier3.h"
 #include "plan/cuda_seg_plan.h"
 #endif
@@ -238,13 +239,6 @@ size_t saved_bytes_for(const meta::ChunkAttnDesc& d, const cuda::GdnFwdParams& p
   return cuda::gdn_prep_cache_bytes(p, bp.BT, bp.nt_cap);
 }
 
-void check_saved(const void* saved, size_t bytes, size_t need, const char* name) {
-  LINATTN_CHECK_CODE(bytes >= need, ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime, name,
-                     ": expected at least ", need, " bytes (chunk_attn_saved_bytes), got ", bytes);
-  LINATTN_CHECK_CODE((reinterpret_cast<uintptr_t>(saved) & 255) == 0, ErrorCode::kInvalidArgument,
-                     FailureCategory::kAddressOrLifetime, name, ": expected a 256-byte aligned address, got ", saved);
-}
-
 }  // namespace
 
 size_t chunk_attn_saved_bytes_cuda(const meta::ChunkAttnDesc& d, const ChunkAttnInputs& in,
@@ -324,7 +318,7 @@ void chunk_attn_fwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
   if (out.saved != nullptr && path != CudaGdnPath::kRecurrent) {
     const size_t sb = saved_bytes_for(d, p, opt);
     if (sb > 0) {
-      check_saved(out.saved, out.saved_bytes, sb, "saved");
+      meta::check_workspace(out.saved, out.saved_bytes, sb, "saved");
       LINATTN_CHECK(cuda::gdn_fwd_fills_prep_cache(p, plan), "saved: this forward (forced V-slice ", plan.vs,
                     ") forms P in its fused kernel and cannot fill the training cache");
       cache = out.saved;
@@ -431,7 +425,7 @@ void chunk_attn_bwd_cuda_forced(const meta::ChunkAttnDesc& d, const ChunkAttnInp
   if (in.saved != nullptr && plan.chunked) {
     const size_t sb = saved_bytes_for(d, p.f, opt);
     if (sb > 0) {
-      check_saved(in.saved, in.saved_bytes, sb, "saved");
+      meta::check_workspace(in.saved, in.saved_bytes, sb, "saved");
       cache = in.saved;
     }
   }

@@ -188,7 +188,9 @@ void run_sequence(const GraphCase& gc, const std::vector<std::vector<int64_t>>& 
       fill(eager, d, c, gc.grad_dtype, true, stream);
       if (gc.saved) {  // sized before the capture: the query depends on shapes and options only
         const size_t sb = chunk_attn_saved_bytes(st.in, d.opt());
-        if (gc.segments <= 1) EXPECT_GT(sb, 0u) << "no training cache on the chunked path";
+        if (gc.segments <= 1) {
+          EXPECT_GT(sb, 0u) << "no training cache on the chunked path";
+        }
         st.saved = st.arena.alloc(DType::kI32, {static_cast<int64_t>(sb / 4 + 64)});
       }
       run_ops(st, d.opt(), stream);  // eager warm-up
