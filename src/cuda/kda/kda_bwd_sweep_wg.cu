@@ -434,18 +434,11 @@ __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, con
   }
 }
 
-// WG1 stores, WG0 runs role 0's (double hand-off buffer: x2) or role 1's chain (single buffer: x1).
-template <class T, class X2, class X1>
-__device__ __forceinline__ void run_roles(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id,
-                                          int role, int tid, int t, const X2 x2, const X1 x1) {
-  if (tid >= 128) {
-    if (role) store_warpgroup<T>(s, s.u.rev.x, p, w, id, role, t, x1);
-    else store_warpgroup<T>(s, s.u.fwd.x, p, w, id, role, t, x2);
-  } else if (role) {
-    rev_chain<T>(s, p, w, id, t, x1);
-  } else {
-    fwd_chain<T>(s, p, w, id, t, x2);
-  }
+// The hand-off of NX buffers: XM on the mbarriers after KSmem (wgm) or XS (wg).
+template <int NX, bool kMbar, class T>
+__device__ __forceinline__ auto hand_off(unsigned char* base) {
+  if constexpr (kMbar) return XM<NX>{kbars<T>(base)};
+  else return XS<NX>{};
 }
 
 template <class T, bool kMbar>
@@ -472,8 +465,16 @@ __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
-  if constexpr (kMbar) run_roles<T>(s, p, w, id, role, tid, t, XM<2>{kbars<T>(base)}, XM<1>{kbars<T>(base)});
-  else run_roles<T>(s, p, w, id, role, tid, t, XS<2>{}, XS<1>{});
+  const auto x2 = hand_off<2, kMbar, T>(base);  // role 0: double buffer
+  const auto x1 = hand_off<1, kMbar, T>(base);  // role 1: single buffer
+  if (tid >= 128) {
+    if (role) store_warpgroup<T>(s, s.u.rev.x, p, w, id, role, t, x1);
+    else store_warpgroup<T>(s, s.u.fwd.x, p, w, id, role, t, x2);
+  } else if (role) {
+    rev_chain<T>(s, p, w, id, t, x1);
+  } else {
+    fwd_chain<T>(s, p, w, id, t, x2);
+  }
 }
 
 std::atomic<int64_t> g_launches{0}, g_wgm_launches{0};
