@@ -7,6 +7,10 @@
 // mma.sync sweeps' gradients (LINATTN_CUDA_KDA_SWEEP=mma), padding rows zero, finite, d_final_state
 // passed to dh0 for zero-length sequences; the wg kernel runs at BT 64 only (BT 32 keeps mma.sync);
 // two runs bitwise equal; forward + backward captured in one CUDA graph, replay == eager.
+// The mbarrier hand-off (LINATTN_CUDA_KDA_SWEEP=wgm): every case above against the fp64 reference and
+// bitwise equal to wg (same products, only the protocol differs), its graph replay == eager. With the
+// switch exported as wgm, the wg tests above run wgm in place of wg (the sanitizer runs use that: their
+// filter then runs no wg kernel).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -28,6 +32,13 @@ namespace {
 constexpr const char* kEnv = "LINATTN_CUDA_KDA_SWEEP";
 
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
+
+// The wgmma mode the wg tests force: "wgm" when exported so, else "wg".
+const char* wg_mode() {
+  const char* e = std::getenv(kEnv);
+  return e && std::string(e) == "wgm" ? "wgm" : "wg";
+}
+bool wgm() { return std::string(wg_mode()) == "wgm"; }
 
 // Every gradient of `b` within half of its reference bar of `a` (valid rows of per-token ones).
 ::testing::AssertionResult grads_agree(const ChunkAttnData& d, const ChunkAttnGradTensors& a,
@@ -82,12 +93,13 @@ void run_case(const BwdCase& c) {
     ScopedEnv e(kEnv, "mma");  // explicit, so the baseline stays mma.sync if the default flips to wg
     mma = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   }
-  const int64_t before = cuda::kda_bwd_sweep_wg_launches();
+  const int64_t before = cuda::kda_bwd_sweep_wg_launches(), before_m = cuda::kda_bwd_sweep_wgm_launches();
   {
-    ScopedEnv e(kEnv, "wg");
+    ScopedEnv e(kEnv, wg_mode());
     got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   }
   EXPECT_EQ(cuda::kda_bwd_sweep_wg_launches() > before, c.spec.opt.chunk_size == 64) << "wg sweeps run at BT 64 only";
+  EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before_m, wgm() && c.spec.opt.chunk_size == 64) << wg_mode();
   const ChunkAttnGradTensors ref = ref_backward(d, cot);
   EXPECT_TRUE(bwd_close(d, ref, got, c.spec.dtype)) << "wg sweeps vs fp64 reference";
   EXPECT_TRUE(bwd_close(d, ref, mma, c.spec.dtype)) << "mma.sync sweeps vs fp64 reference";
@@ -95,7 +107,7 @@ void run_case(const BwdCase& c) {
   EXPECT_TRUE(grads_padding_zero(d, got));
   EXPECT_TRUE(grads_finite(got));
   check_zero_length_dh0(d, cot, got);
-  std::cout << "[kdasweep] " << c.name << " bt" << c.spec.opt.chunk_size << ": wg "
+  std::cout << "[kdasweep] " << c.name << " bt" << c.spec.opt.chunk_size << ": " << wg_mode() << " "
             << (grads_bitwise(mma, got) ? "==" : "!=") << " mma.sync bitwise\n";
 }
 
@@ -119,7 +131,7 @@ TEST_P(CudaKdaSweep, WgMatchesReferenceAndMmaSweeps) {
 
 TEST_P(CudaKdaSweep, WgIsDeterministic) {
   const auto [dt, bt] = GetParam();
-  ScopedEnv e(kEnv, "wg");
+  ScopedEnv e(kEnv, wg_mode());
   std::vector<BwdCase> cs = {kda_bwd_cases(dt, bt)[2]};  // varlen, GVA 3, a zero-length sequence
   if (!sanitized()) cs.push_back(long_case(dt, bt));
   for (const BwdCase& c : cs) {
@@ -133,6 +145,37 @@ TEST_P(CudaKdaSweep, WgIsDeterministic) {
   }
 }
 
+// wgm (mbarrier hand-off) vs wg (named barriers) on every case: the fp64 reference, bitwise equal,
+// padding zero, finite, dh0 of zero-length sequences; wgm runs at BT 64 only. Runs wg: not for racecheck.
+TEST_P(CudaKdaSweep, WgmMatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  std::vector<BwdCase> all = kda_bwd_cases(dt, bt);
+  if (sanitized()) all = {all[1]};
+  else all.push_back(long_case(dt, bt));
+  for (const BwdCase& c : all) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(c.spec.seed * 31 + 7);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+    ChunkAttnGradTensors wg, got;
+    {
+      ScopedEnv e(kEnv, "wg");
+      wg = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    }
+    const int64_t before = cuda::kda_bwd_sweep_wgm_launches();
+    {
+      ScopedEnv e(kEnv, "wgm");
+      got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    }
+    EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before, bt == 64) << "wgm runs at BT 64 only";
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << "wgm sweeps vs fp64 reference";
+    EXPECT_TRUE(grads_bitwise(wg, got)) << "wgm vs wg sweeps";
+    EXPECT_TRUE(grads_padding_zero(d, got));
+    EXPECT_TRUE(grads_finite(got));
+    check_zero_length_dh0(d, cot, got);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaSweep,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
                          [](const auto& info) {
@@ -143,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaSweep,
 // Every gate entry at -1000 (no memory) or at -5 (strongest lower-bound decay): finite, within the bars.
 TEST(CudaKdaSweepExtreme, AllGatesAtTheLimits) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e(kEnv, "wg");
+  ScopedEnv e(kEnv, wg_mode());
   for (const double x : {-1000.0, -5.0}) {
     SCOPED_TRACE("gate " + std::to_string(x));
     ChunkAttnSpec s = fwd_base_spec(DType::kBF16, 64, ChunkOp::kKda);
@@ -161,16 +204,26 @@ TEST(CudaKdaSweepExtreme, AllGatesAtTheLimits) {
 }
 
 // GRAPH_CONTRACT.md section 8 with the wg sweeps: forward + backward in one CUDA graph, replay ==
-// eager fixed bitwise (the switch is read at capture; the captured kernel is the wg one).
-TEST(CudaKdaSweepGraph, ReplayEqualsEagerFixed) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e(kEnv, "wg");
+// eager fixed bitwise (the switch is read at capture; the captured kernel is the wg / wgm one).
+void graph_cases(const char* mode) {
+  ScopedEnv e(kEnv, mode);
   std::vector<GraphCase> gcs = {{ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true},
                                 {ChunkOp::kKda, DType::kF16, 64, false, false, DType::kF16}};
   if (sanitized()) gcs.resize(1);
-  const int64_t before = cuda::kda_bwd_sweep_wg_launches();
+  const int64_t before = cuda::kda_bwd_sweep_wg_launches(), before_m = cuda::kda_bwd_sweep_wgm_launches();
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
   EXPECT_GT(cuda::kda_bwd_sweep_wg_launches(), before);
+  EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before_m, std::string(mode) == "wgm") << mode;
+}
+
+TEST(CudaKdaSweepGraph, ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  graph_cases(wg_mode());
+}
+
+TEST(CudaKdaSweepGraph, WgmReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  graph_cases("wgm");
 }
 
 }  // namespace

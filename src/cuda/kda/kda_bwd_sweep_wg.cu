@@ -1,4 +1,4 @@
-// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; opt-in LINATTN_CUDA_KDA_SWEEP=wg):
+// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; the default, LINATTN_CUDA_KDA_SWEEP=wg / wgm):
 // the two roles, outputs and grid of gdn_bwd_sweep.cu's KDA policy, laid out as the GDN wgmma sweeps
 // (gdn_bwd_sweep_wg.cu): the fp32 state is held transposed (S^T / dS^T [v][key], one warpgroup's
 // accumulator, 64 registers per thread), every product that starts from the state or a per-chunk
@@ -14,9 +14,12 @@
 // WG1 (the store warpgroup, as sweep_wg::store_warpgroup) takes each chunk's results from a hand-off
 // buffer in fragment order and writes hS / hdS, vh / dvh and dv one chunk behind WG0. Role 0 hands
 // off through a double buffer; role 1's stage holds three K-wide tiles (75 KB), so only a single
-// buffer fits next to its 2-stage ring (named barriers full 3 / empty 5 then). w.dstate_only: role 1
+// buffer fits next to its 2-stage ring (full / empty of buffer 0 only then). w.dstate_only: role 1
 // only, one CTA per (slice, head, sequence). Scope: KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16
 // (BT 32 keeps the mma.sync sweeps). Not bitwise the mma.sync sweeps (accumulation order differs).
+// Hand-off protocol (kernel template flag kMbar): named barriers (XS, "wg", the default) or mbarriers
+// (XM, "wgm": wg2's protocol of gdn_bwd_sweep_wg2.cu, which racecheck verifies); same products on the
+// same operands in the same order, so wgm's outputs equal wg's bit for bit.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -37,6 +40,7 @@ using sweep_wg::kBarXEmpty;
 using sweep_wg::kBarXFull;
 using sweep_wg::kLdF;
 using sweep_wg::load_acc_state;
+using sweep_wg::mbar_arrive;
 using sweep_wg::Xch;
 
 template <class T>
@@ -71,12 +75,24 @@ template <class T>
 constexpr size_t kda_smem_bytes() { return sizeof(KSmem<T>) + 1024; }
 static_assert(kda_smem_bytes<__nv_bfloat16>() <= 227 * 1024, "kda bwd sweep (wg): shared memory over the sm_90 limit");
 
+// wgm's mbarriers, right after KSmem (so wg's layout is untouched): role 0 uses both buffers' pairs,
+// role 1 (single buffer) full[0] / empty[0].
+struct KBars {
+  uint64_t full[2], empty[2];
+};
+template <class T>
+__device__ __forceinline__ KBars* kbars(unsigned char* base) { return reinterpret_cast<KBars*>(base + sizeof(KSmem<T>)); }
+template <class T, bool kMbar>
+constexpr size_t kda_smem_bytes_m() { return kda_smem_bytes<T>() + (kMbar ? sizeof(KBars) : 0); }
+static_assert(kda_smem_bytes_m<__nv_bfloat16, true>() <= 227 * 1024, "kda bwd sweep (wgm): shared memory over the limit");
+
 // Hand-off of NX fragment buffers (producer WG0, consumer WG1): full kBarXFull + c % NX, empty
 // kBarXEmpty + c % NX (bar.arrive by one side, bar.sync by the other, 256 threads). With NX = 1 the
 // producer's fill of chunk c + 1 waits for the consumer's release of chunk c, which follows its wait
 // for chunk c, so a barrier never has two phases in flight.
 template <int NX>
 struct XS {
+  static constexpr int kN = NX;
   __device__ __forceinline__ void wait_empty(int c) const {
     if (c >= NX) named_barrier(kBarXEmpty + c % NX, 256);
   }
@@ -84,6 +100,25 @@ struct XS {
   __device__ __forceinline__ void wait_full(int cc) const { named_barrier(kBarXFull + cc % NX, 256); }
   __device__ __forceinline__ void release(int cc, int n) const {
     if (cc + NX < n) named_barrier_arrive(kBarXEmpty + cc % NX, 256);
+  }
+};
+// The same hand-off on mbarriers (wgm): full[b] / empty[b] count 128 (every thread of one warpgroup
+// arrives once per use: mbarrier.arrive releases its stores / loads, try_wait acquires them). Use
+// u = c / NX of buffer b = c % NX waits for completion u of full[b] (parity u & 1) and, for c >= NX,
+// completion u - 1 of empty[b]. No waiter can see its barrier two phases ahead: the fill of chunk
+// c + NX waits for the release of chunk c, which follows the wait for chunk c. With NX = 2 this is
+// XMbar of gdn_bwd_sweep_wg.cuh (wg2), which is fixed at two buffers.
+template <int NX>
+struct XM {
+  static constexpr int kN = NX;
+  KBars* b;
+  __device__ __forceinline__ void wait_empty(int c) const {
+    if (c >= NX) mbar_wait(&b->empty[c % NX], uint32_t((c / NX + 1) & 1));
+  }
+  __device__ __forceinline__ void fill(int c) const { mbar_arrive(&b->full[c % NX]); }
+  __device__ __forceinline__ void wait_full(int cc) const { mbar_wait(&b->full[cc % NX], uint32_t((cc / NX) & 1)); }
+  __device__ __forceinline__ void release(int cc, int n) const {
+    if (cc + NX < n) mbar_arrive(&b->empty[cc % NX]);
   }
 };
 
@@ -110,12 +145,12 @@ __device__ __forceinline__ void decay_keys(float (&S)[64], const float* gk, int 
 }
 
 // Role 0 (WG0): the forward state chain on kg / kgl; S^T and V^T fragments to the hand-off buffer.
-template <class T>
-__device__ void fwd_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
+template <class T, class XSync>
+__device__ void fwd_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t, const XSync xs) {
   using Stage0 = typename KSmem<T>::FStage;
   const GdnFwdParams& f = p.f;
   Stage0* const ring = s.u.fwd.f;
-  const XS<2> xs;
+  static_assert(XSync::kN == 2);
   float S[64];
   load_acc_state(S, f.h0, f.h0_type, f, id, t);
   if (id.nchunks > 0)
@@ -221,11 +256,11 @@ __device__ __forceinline__ void load_rev_inputs(KRevStage<T>& st, const GdnBwdPa
 }
 
 // Role 1 (WG0): the reverse dS chain; dS^T, dV^T and dv^T to the (single) hand-off buffer, dh0 at the end.
-template <class T>
-__device__ void rev_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
+template <class T, class XSync>
+__device__ void rev_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t, const XSync xs) {
   const GdnFwdParams& f = p.f;
   KRevStage<T>* const ring = s.u.rev.r;
-  const XS<1> xs;
+  static_assert(XSync::kN == 1);
   float dS[64];
   load_acc_state(dS, p.dht, p.dht_type, f, id, t);
   auto start = [&](int cc) { return id.bos + int64_t(id.nchunks - 1 - cc) * kBT; };
@@ -319,12 +354,12 @@ __device__ void rev_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w,
 }
 
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk
-// (sweep_wg::store_warpgroup's stores, over NX hand-off buffers xb).
-template <class T, int NX>
+// (sweep_wg::store_warpgroup's stores, over XSync::kN hand-off buffers xb).
+template <class T, class XSync>
 __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int role,
-                                int t) {
+                                int t, const XSync xs) {
+  constexpr int NX = XSync::kN;
   const GdnFwdParams& f = p.f;
-  const XS<NX> xs;
   const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address
   const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
   const int orow = t >> 3, och = (t & 7) * 8;  // 16-byte pieces: rows t / 8 + 16u, chunk t % 8
@@ -399,12 +434,27 @@ __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, con
   }
 }
 
-template <class T>
+// The hand-off of NX buffers: XM on the mbarriers after KSmem (wgm) or XS (wg).
+template <int NX, bool kMbar, class T>
+__device__ __forceinline__ auto hand_off(unsigned char* base) {
+  if constexpr (kMbar) return XM<NX>{kbars<T>(base)};
+  else return XS<NX>{};
+}
+
+template <class T, bool kMbar>
 __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   KSmem<T>& s = *reinterpret_cast<KSmem<T>*>(base);
   const int tid = threadIdx.x, t = tid & 127;
+  if constexpr (kMbar) {
+    if (tid == 0) {
+      uint64_t* const b = &kbars<T>(base)->full[0];
+      for (int i = 0; i < int(sizeof(KBars) / sizeof(uint64_t)); ++i) mbar_init(b + i, 128);
+      fence_barrier_init();
+    }
+    __syncthreads();
+  }
   const int role = w.dstate_only ? 1 : int(blockIdx.x & 1);
   const int slice = w.dstate_only ? int(blockIdx.x) : int(blockIdx.x >> 1);
   Ids id;
@@ -415,38 +465,57 @@ __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
+  const auto x2 = hand_off<2, kMbar, T>(base);  // role 0: double buffer
+  const auto x1 = hand_off<1, kMbar, T>(base);  // role 1: single buffer
   if (tid >= 128) {
-    if (role) store_warpgroup<T, 1>(s, s.u.rev.x, p, w, id, role, t);
-    else store_warpgroup<T, 2>(s, s.u.fwd.x, p, w, id, role, t);
+    if (role) store_warpgroup<T>(s, s.u.rev.x, p, w, id, role, t, x1);
+    else store_warpgroup<T>(s, s.u.fwd.x, p, w, id, role, t, x2);
   } else if (role) {
-    rev_chain<T>(s, p, w, id, t);
+    rev_chain<T>(s, p, w, id, t, x1);
   } else {
-    fwd_chain<T>(s, p, w, id, t);
+    fwd_chain<T>(s, p, w, id, t, x2);
   }
 }
 
-std::atomic<int64_t> g_launches{0};
+std::atomic<int64_t> g_launches{0}, g_wgm_launches{0};
+
+template <class T, bool kMbar>
+void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, dim3 grid, cudaStream_t stream) {
+  launch(kda_bwd_sweep_wg_kernel<T, kMbar>, grid, dim3(256), kda_smem_bytes_m<T, kMbar>(), stream, p, w);
+}
+template <bool kMbar>
+void launch_m(const GdnBwdParams& p, const GdnBwdWs& w, dim3 grid, cudaStream_t stream) {
+  if (p.f.io == ElemType::kBF16) launch_t<__nv_bfloat16, kMbar>(p, w, grid, stream);
+  else launch_t<__half, kMbar>(p, w, grid, stream);
+}
 
 }  // namespace
 
 // Default since the H200 A/B at 3d4b025 (tests pass with it; KDA backward 32/32 1x32768 11.20 -> 9.98 ms, fwd+bwd
-// graph 13.47 -> 12.24, 1x4096 backward 1.463 -> 1.341); LINATTN_CUDA_KDA_SWEEP=mma keeps the mma.sync sweeps.
-bool kda_bwd_sweep_wg_enabled() { return env_or("LINATTN_CUDA_KDA_SWEEP", "wg") == "wg"; }
+// graph 13.47 -> 12.24, 1x4096 backward 1.463 -> 1.341); LINATTN_CUDA_KDA_SWEEP=mma keeps the mma.sync sweeps,
+// =wgm takes the mbarrier hand-off.
+bool kda_bwd_sweep_wg_enabled() {
+  const std::string m = env_or("LINATTN_CUDA_KDA_SWEEP", "wg");
+  return m == "wg" || m == "wgm";
+}
 
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 && (f.io == ElemType::kBF16 || f.io == ElemType::kF16);
 }
 
 int64_t kda_bwd_sweep_wg_launches() { return g_launches.load(); }
+int64_t kda_bwd_sweep_wgm_launches() { return g_wgm_launches.load(); }
 
 void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(kda_bwd_sweep_wg_supported(p.f), "kda bwd sweeps (wg): needs KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
   g_launches.fetch_add(1);
-  if (p.f.io == ElemType::kBF16)
-    launch(kda_bwd_sweep_wg_kernel<__nv_bfloat16>, grid, dim3(256), kda_smem_bytes<__nv_bfloat16>(), stream, p, w);
-  else
-    launch(kda_bwd_sweep_wg_kernel<__half>, grid, dim3(256), kda_smem_bytes<__half>(), stream, p, w);
+  if (env_or("LINATTN_CUDA_KDA_SWEEP", "wg") == "wgm") {
+    g_wgm_launches.fetch_add(1);
+    launch_m<true>(p, w, grid, stream);
+  } else {
+    launch_m<false>(p, w, grid, stream);
+  }
 }
 
 }  // namespace linattn::cuda

@@ -12,11 +12,14 @@
 namespace linattn::cuda {
 
 // LINATTN_CUDA_KDA_SWEEP (read per call): unset or "wg" (the default since 3d4b025) selects the wgmma sweeps
-// where supported (BT 64); any other value, e.g. "mma", keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy).
+// where supported (BT 64), "wgm" the same sweeps with the hand-off on mbarriers (bitwise equal; racecheck-clean
+// protocol); any other value, e.g. "mma", keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy).
 bool kda_bwd_sweep_wg_enabled();
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f);
 // Launches of the wgmma KDA sweeps so far in this process (tests check which kernel ran).
 int64_t kda_bwd_sweep_wg_launches();
+// Of those, launches of the mbarrier hand-off ("wgm").
+int64_t kda_bwd_sweep_wgm_launches();
 void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 
 }  // namespace linattn::cuda
