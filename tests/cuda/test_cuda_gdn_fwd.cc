@@ -10,7 +10,9 @@
 // LINATTN_CUDA_WGMMA=1 so even the short cases take the pipelined kernel): every case above at BT 64
 // plus 1-, 2-, 3- and 7-chunk sequences and a varlen batch of partial chunks (the TMA ring's tail
 // zeroing) against the fp64 reference, and the same bits as the step-3 chain (=v3); the TMA instance
-// must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes.
+// must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes;
+// tma3: tma2 with the per-token scales from the prep's records (gdn_chain_scales.cuh): also the same bits as
+// the default, its instance must run, and the workspace grows by the records only with the switch.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/gdn/gdn_fwd.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -133,6 +136,7 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
   const std::string& mode() const { return std::get<1>(GetParam()); }
   void set_mode() const { setenv("LINATTN_CUDA_GDN_CHAIN", mode().c_str(), 1); }
   bool tma() const { return mode().find("tma") != std::string::npos; }
+  bool sc() const { return mode().find("tma3") != std::string::npos; }
   std::vector<Case> chain_cases() const {
     std::vector<Case> r = cases(dt(), 64);
     for (int64_t T : {64, 128, 192, 448}) {  // 1, 2, 3 (every ring stage once), 7 full chunks
@@ -151,8 +155,8 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
 };
 
 TEST_P(CudaGdnFwdChain, SwitchIsRead) {
-  const bool il = mode().find("il") != std::string::npos, tma2 = mode().find("tma2") != std::string::npos;
-  EXPECT_EQ(cuda::gdn_chain_mode_env(), (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0));
+  const bool il = mode().find("il") != std::string::npos, tma2 = mode().find("tma2") != std::string::npos || sc();
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0));
   setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (tma2: both TMA rings)
@@ -163,10 +167,12 @@ TEST_P(CudaGdnFwdChain, SwitchIsRead) {
 
 TEST_P(CudaGdnFwdChain, MatchesReference) {
   for (const Case& c : chain_cases()) {
-    const int64_t before = cuda::gdn_fused_wg_launches(), tma_before = cuda::gdn_fused_wgp_tma_launches();
+    const int64_t before = cuda::gdn_fused_wg_launches(), tma_before = cuda::gdn_fused_wgp_tma_launches(),
+                  sc_before = cuda::gdn_fused_wgp_sc_launches();
     run_case(c, api::CudaGdnPath::kChunked, 64);
     EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << ": the pipelined kernel did not run";
     EXPECT_EQ(cuda::gdn_fused_wgp_tma_launches() > tma_before, tma()) << c.name << ": TMA instance ran iff the mode says tma";
+    EXPECT_EQ(cuda::gdn_fused_wgp_sc_launches() > sc_before, sc()) << c.name << ": tma3 instance ran iff the mode says tma3";
   }
 }
 
@@ -180,19 +186,53 @@ TEST_P(CudaGdnFwdChain, SameBitsAsStep3Chain) {
     set_mode();
     EXPECT_TRUE(same_bits(v3.o, got.o)) << "o differs from the step-3 chain's";
     EXPECT_TRUE(same_bits(v3.final_state, got.final_state)) << "final_state differs from the step-3 chain's";
+    if (sc()) {  // and the default's (unset switch)
+      unsetenv("LINATTN_CUDA_GDN_CHAIN");
+      const ChunkAttnOutTensors def = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
+      set_mode();
+      EXPECT_TRUE(same_bits(def.o, got.o)) << "o differs from the default chain's";
+      EXPECT_TRUE(same_bits(def.final_state, got.final_state)) << "final_state differs from the default chain's";
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdChain,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(std::string("tma"), std::string("il"),
-                                                              std::string("tma2"), std::string("tma2+il"))),
+                                                              std::string("tma2"), std::string("tma2+il"),
+                                                              std::string("tma3"))),
                          [](const auto& info) {
                            std::string m = std::get<1>(info.param);
                            for (char& ch : m)
                              if (ch == '+') ch = '_';
                            return std::string(dtype_name(std::get<0>(info.param))) + "_" + m;
                          });
+
+// tma3's records: [nt_cap, HV] x 196 floats, carved only with the switch, only for GDN (no device needed).
+TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
+  cuda::GdnFwdParams p;
+  p.T_total = 1000;
+  p.N = 3;
+  p.H = 2;
+  p.HV = 6;
+  p.K = 128;
+  p.V = 128;
+  p.cu_seqlens = reinterpret_cast<const void*>(uintptr_t(1));  // sizing only: varlen tables
+  const cuda::GdnFwdPlan plan = cuda::plan_gdn_fwd(p, 132, true);
+  ASSERT_TRUE(plan.chunked) << plan.reason;
+  unsetenv("LINATTN_CUDA_GDN_CHAIN");
+  const size_t def = cuda::gdn_fwd_workspace_bytes(p, plan, false);
+  EXPECT_EQ(cuda::gdn_chain_scales_floats(p, plan.nt_cap), 0u);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
+  const size_t rec = size_t(plan.nt_cap) * p.HV * 196 * sizeof(float);
+  EXPECT_EQ(cuda::gdn_chain_scales_floats(p, plan.nt_cap) * sizeof(float), rec);
+  EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def + (rec + 255) / 256 * 256);
+  cuda::GdnFwdParams kda = p;
+  kda.kda = true;
+  const cuda::GdnFwdPlan kplan = cuda::plan_gdn_fwd(kda, 132, true);
+  EXPECT_EQ(cuda::gdn_chain_scales_floats(kda, kplan.nt_cap), 0u);
+  unsetenv("LINATTN_CUDA_GDN_CHAIN");
+}
 
 TEST(CudaGdnFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";

@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/gdn/gdn_kernels.h"
@@ -40,10 +41,17 @@ bool gdn_fused_wgp_seg_enabled();
 // ring filled by TMA boxes (one thread, mbarriers) instead of per-thread cp.async, "tma2" = WG1's q / P
 // ring as well, "il" = the register passes interleaved with the wgmma steps (gdn_fused_wgp.cu,
 // gdn_fused_wgp_tma.cuh; every mode gives bitwise the same values); unset or not a valid value =
-// kGdnChainDefault (gdn_fused_wgp.cu; "tma2" since 755404e). Returns the mode bits (1 il, 2 tma, 4 WG1's TMA ring).
+// kGdnChainDefault (gdn_fused_wgp.cu; "tma2" since 755404e). Returns the mode bits (1 il, 2 tma, 4 WG1's TMA ring,
+// 8 scale records). "tma3" = tma2 with the per-token scales formed by the prep and loaded with the rings
+// (gdn_chain_scales.cuh; the workspace grows by gdn_chain_scales_floats).
 int gdn_chain_mode_env();
-// Launches of the TMA-ring instances so far in this process (tests check the kernel really ran).
+// Floats of the tma3 scale records for this forward (0 unless the switch asks for tma3 and the pipelined
+// GDN kernel can take it; independent of the V-slice and the tier-3 fields). gdn_fwd.cc carves them.
+size_t gdn_chain_scales_floats(const GdnFwdParams& p, int64_t nt_cap);
+// Launches of the TMA-ring instances so far in this process (tests check the kernel really ran); of them,
+// the tma3 instance's.
 int64_t gdn_fused_wgp_tma_launches();
+int64_t gdn_fused_wgp_sc_launches();
 // The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy);
 // launch_gdn_fused_wg checks eligibility.
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);

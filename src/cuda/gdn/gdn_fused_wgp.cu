@@ -26,7 +26,8 @@
 // workspace has no P (LINATTN_CUDA_GDN_P=fused, gdn_fwd.cc); WG0's chain is the same code.
 // Chain modes (GDN's fused forward; LINATTN_CUDA_GDN_CHAIN, opt-in, bitwise the same values): the rings
 // filled by TMA (gdn_fused_wgp_tma_kernel, gdn_fused_wgp_tma.cuh; WG0's, and with tma2 WG1's too) and /
-// or the register passes interleaved with the wgmma steps (state_warpgroup's MODE).
+// or the register passes interleaved with the wgmma steps (state_warpgroup's MODE); "tma3": tma2 with the
+// per-token scales taken from the prep's records (gdn_chain_scales.cuh) instead of formed in the chunk loops.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -68,13 +69,17 @@ __device__ __forceinline__ void il_pin(float* r) {
 // kChainTma: k / v / Ab arrive by TMA boxes issued by thread 0 on the stage's mbarrier (maps, mbar;
 //   gdn_fused_wgp_tma.cuh), chunk c + 2's right after the top-of-chunk barrier; the per-token
 //   scalars stay per-thread cp.async.
+// kChainSc (with kChainTma and kChainTma1; "tma3"): no per-token scalars and no scales formed here: thread 0
+//   bulk-copies the WG0 part of the chunk's record (erk, wsc, decay; the prep's, gdn_chain_scales.cuh)
+//   onto the stage's mbarrier beside the boxes, so WG0 issues no cp.async at all.
 // Same products, same operands, same order: bitwise the MODE 0 chain's values.
 template <class T, bool KDA, bool SEG = false, int MODE = 0, class Smem>
 __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
                                 int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0,
                                 const StateMaps* maps = nullptr, uint64_t* mbar = nullptr) {
-  constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0;
+  constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0, SC = (MODE & kChainSc) != 0;
   static_assert(MODE == 0 || (!KDA && !SEG), "the chain modes are GDN's forward");
+  static_assert(!SC || TM, "the scale records ride on the TMA ring");
   using Stage0 = typename Smem::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
   Stage0* const ring = s.st0 + wg * kSt;
@@ -92,6 +97,8 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     for (int i = 0; i < 64; ++i)
       S[i] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))) : 0.f;
   }
+  int r0 = 0, rlast = 0;  // SC: the record rows of sequence n
+  if constexpr (SC) chain_sc::record_rows(p, ws, n, r0, rlast);
   if constexpr (TM) {
     if (t == 0) {
       for (int i = 0; i < kSt; ++i) mbar_init(mbar + i, 1);
@@ -100,10 +107,14 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     named_barrier(bar, 128);  // the barriers are initialised before anyone waits on them
     for (int c = 0; c < kAhead; ++c) {
       if (c < nchunks) {
-        if (t == 0) tma_state_tiles<T>(ring[c], *maps, mbar + c, bos + c * kBT, ws.T_cap, h, j, j * p.V + v0);
-        load_state_scalars<T>(ring[c], ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, t);
+        if (t == 0) {
+          tma_state_tiles<T>(ring[c], *maps, mbar + c, bos + c * kBT, ws.T_cap, h, j, j * p.V + v0,
+                             SC ? chain_sc::kBytes0 : 0u);
+          if constexpr (SC) tma_state_record<T>(ring[c], chain_sc::record(ws, p.HV, j, r0, rlast, c), mbar + c);
+        }
+        if constexpr (!SC) load_state_scalars<T>(ring[c], ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, t);
       }
-      cp_async_commit();
+      if constexpr (!SC) cp_async_commit();
     }
   } else {
     for (int c = 0; c < kAhead; ++c) {
@@ -112,7 +123,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       cp_async_commit();
     }
   }
-  if constexpr (!KDA) {
+  if constexpr (!KDA && !SC) {
     cp_async_wait<1>();
     if (nchunks > 0) state_scales<T>(ring[0], chunk_len(bos, eos, 0), t);
   }
@@ -134,7 +145,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
   for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
-    cp_async_wait<kAhead - 1>();  // chunk c's group (GDN: the newest, chunk c+1's, may still be in flight)
+    if constexpr (!SC) cp_async_wait<kAhead - 1>();  // chunk c's group (GDN: the newest, chunk c+1's, may still be in flight)
     if constexpr (TM) {
       mbar_wait(mbar + stage, ph);
       const int len = chunk_len(bos, eos, c);
@@ -164,17 +175,22 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     }
 
     const int ld_stage = stage == 0 ? kSt - 1 : stage - 1;  // chunk c-1's, whose readers all finished
-    if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread
+    if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread (SC: the record by thread 0)
       if (c + kAhead < nchunks) {
         const int64_t t0n = bos + int64_t(c + kAhead) * kBT;
-        if (t == 0) tma_state_tiles<T>(ring[ld_stage], *maps, mbar + ld_stage, t0n, ws.T_cap, h, j, j * p.V + v0);
-        load_state_scalars<T>(ring[ld_stage], ws, t0n, chunk_len(bos, eos, c + kAhead), h, j, t);
+        if (t == 0) {
+          tma_state_tiles<T>(ring[ld_stage], *maps, mbar + ld_stage, t0n, ws.T_cap, h, j, j * p.V + v0,
+                             SC ? chain_sc::kBytes0 : 0u);
+          if constexpr (SC)
+            tma_state_record<T>(ring[ld_stage], chain_sc::record(ws, p.HV, j, r0, rlast, c + kAhead), mbar + ld_stage);
+        }
+        if constexpr (!SC) load_state_scalars<T>(ring[ld_stage], ws, t0n, chunk_len(bos, eos, c + kAhead), h, j, t);
       }
     } else if (c + kAhead < nchunks) {
       load_state_inputs<T, KDA>(ring[ld_stage], p, ws, bos + int64_t(c + kAhead) * kBT, chunk_len(bos, eos, c + kAhead),
                                 h, j, v0, t, r0c + c + kAhead, !mcols);
     }
-    cp_async_commit();
+    if constexpr (!SC) cp_async_commit();
     auto& x = s.xch[c & 1];
     if constexpr (!SEG) {
       if (c >= 2) named_barrier(kBarEmpty + (c & 1), 256);  // WG1 has read chunk c-2's fragments
@@ -293,7 +309,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     }
     // While the update runs: chunk c+1's scales (its group, committed during chunk c-1, is the
     // older of the two in flight); the barrier at the top of chunk c+1 publishes them.
-    if constexpr (!KDA) {
+    if constexpr (!KDA && !SC) {
       cp_async_wait<1>();
       if (c + 1 < nchunks) state_scales<T>(ring[stage == kSt - 1 ? 0 : stage + 1], chunk_len(bos, eos, c + 1), t);
     }
@@ -347,8 +363,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   seq_bounds(p, n, bos, eos);
   const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
   if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
-  else output_warpgroup<T, false, (MODE & kChainTma1) != 0>(s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p,
-                                                             mbar + kStages0<false>);
+  else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0>(
+      s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n);
 }
 
 // GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
@@ -414,10 +430,15 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
   const bool tma1_ok = ws.P != nullptr && reinterpret_cast<uintptr_t>(ws.P) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(p.q) % 16 == 0;
   if (!tma1_ok) mode &= ~kChainTma1;
+  // Scale records (tma3): carved by the forward (gdn_chain_scales_floats) and written by this call's prep;
+  // varlen rows through the chunk offsets; the records ride on both TMA rings.
+  const bool sc_ok = ws.sc != nullptr && reinterpret_cast<uintptr_t>(ws.sc) % 16 == 0 &&
+                     (!p.cu_seqlens || ws.chunk_offsets != nullptr) && (mode & kChainTma) && (mode & kChainTma1);
+  if (!sc_ok) mode &= ~kChainSc;
   return mode;
 }
 
-std::atomic<int64_t> g_tma_launches{0};
+std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0};
 
 template <class T>
 void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cudaStream_t stream) {
@@ -437,8 +458,11 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
   }
   const size_t bytes = sizeof(WgpSmem<T>) + 1024 + (kStages0<false> + kStages1) * sizeof(uint64_t);
   g_tma_launches.fetch_add(1);
-  constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1;
-  if (mode == kT) launch(gdn_fused_wgp_tma_kernel<T, kT>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+  constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1, kSc = kChainSc;
+  if (mode & kSc) {  // tma3 (il, if also asked for, is not instantiated with it)
+    g_sc_launches.fetch_add(1);
+    launch(gdn_fused_wgp_tma_kernel<T, kT | kT1 | kSc>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+  } else if (mode == kT) launch(gdn_fused_wgp_tma_kernel<T, kT>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   else if (mode == (kT | kI)) launch(gdn_fused_wgp_tma_kernel<T, kT | kI>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   else if (mode == (kT | kT1)) launch(gdn_fused_wgp_tma_kernel<T, kT | kT1>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   else launch(gdn_fused_wgp_tma_kernel<T, kT | kT1 | kI>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -486,6 +510,8 @@ int64_t gdn_fused_wgp_pf_launches() { return g_pf_launches.load(); }
 
 int64_t gdn_fused_wgp_tma_launches() { return g_tma_launches.load(); }
 
+int64_t gdn_fused_wgp_sc_launches() { return g_sc_launches.load(); }
+
 // The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h):
 // "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
 // 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
@@ -493,7 +519,8 @@ int64_t gdn_fused_wgp_tma_launches() { return g_tma_launches.load(); }
 constexpr const char* kGdnChainDefault = "tma2";
 
 namespace {
-// "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA); -1 if not a valid value.
+// "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
+// scale records); -1 if not a valid value.
 int parse_chain_mode(const std::string& v) {
   if (v == "v3") return 0;
   int mode = 0;
@@ -504,6 +531,7 @@ int parse_chain_mode(const std::string& v) {
     if (tok == "il") mode |= kChainIl;
     else if (tok == "tma") mode |= kChainTma;
     else if (tok == "tma2") mode |= kChainTma | kChainTma1;
+    else if (tok == "tma3") mode |= kChainTma | kChainTma1 | kChainSc;
     else return -1;
     b = e + 1;
   }
@@ -514,6 +542,15 @@ int parse_chain_mode(const std::string& v) {
 int gdn_chain_mode_env() {
   const int m = parse_chain_mode(env_or("LINATTN_CUDA_GDN_CHAIN", ""));
   return m >= 0 ? m : parse_chain_mode(kGdnChainDefault);
+}
+
+// Independent of the V-slice and of the tier-3 fields, so every gdn_fwd call on one virtual problem
+// (tier 3's prep, state pass and output pass run on different plans) carves the same workspace.
+size_t gdn_chain_scales_floats(const GdnFwdParams& p, int64_t nt_cap) {
+  if (p.kda || p.BT != kBT || p.K != kK || p.V % kVS != 0 || !gdn_fused_wg_enabled() || !gdn_fused_wg_pipelined() ||
+      !(gdn_chain_mode_env() & kChainSc))
+    return 0;
+  return size_t(nt_cap) * size_t(p.HV) * size_t(chain_sc::kRec);
 }
 
 

@@ -16,6 +16,7 @@
 #include "cuda/common/mma.cuh"
 #include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
+#include "cuda/gdn/gdn_chain_scales.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 
@@ -174,11 +175,11 @@ __device__ __forceinline__ void state_scales(typename WgpSmem<T>::Stage0& st, in
   const int tok = t & 63;
   const float g = st.gam[t], r = st.rk[t];
   if (t < 64) {
-    st.erk[tok] = exp2f(g) * r;
+    st.erk[tok] = chain_sc::erk(g, r);
   } else {
     const float gl = st.gl[tok];
-    st.wsc[tok] = tok < len ? exp2f(gl - g) * r : 0.f;
-    if (tok == 0) st.decay = exp2f(gl);
+    st.wsc[tok] = tok < len ? chain_sc::wsc(gl, g, r) : 0.f;
+    if (tok == 0) st.decay = chain_sc::decay(gl);
   }
 }
 
@@ -202,21 +203,36 @@ __device__ __forceinline__ int chunk_len(int64_t bos, int64_t eos, int c) {
   return static_cast<int>(min(int64_t(kBT), eos - (bos + int64_t(c) * kBT)));
 }
 
+// 1-D bulk copy global -> shared (16-byte aligned, bytes a multiple of 16), completing on bar.
+__device__ __forceinline__ void bulk_load_1d(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(smem)),
+               "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // TM1 (GDN; gdn_fused_wgp_tma.cuh): WG1's q tile (2 boxes of map qm) and P tile (pm) by TMA from thread 0
 // on bar; the per-token gam / rq as load_output_inputs. Rows past the chunk end are not zeroed: they
 // reach only O's columns of those tokens (column t of S^T Q^T and of V^T P^T reads q / P row t only),
-// which are never stored.
-template <class T>
+// which are never stored. SC (chain mode tma3): no gam / rq; thread 0 bulk-copies the qsc part of the
+// chunk's scale record rec (gdn_chain_scales.cuh) into st.qsc on the same barrier.
+template <class T, bool SC = false>
 __device__ __forceinline__ void load_output_tma(typename WgpSmem<T>::Stage1& st, const GdnFwdParams& p,
                                                 const GdnChunkWs& ws, const CUtensorMap* qm, const CUtensorMap* pm,
-                                                uint64_t* bar, int64_t t0, int len, int h, int j, int t) {
+                                                uint64_t* bar, int64_t t0, int len, int h, int j, int t,
+                                                const float* rec = nullptr) {
   if (t == 0) {
-    mbar_arrive_expect_tx(bar, 3u * kBT * 128u);
+    mbar_arrive_expect_tx(bar, 3u * kBT * 128u + (SC ? chain_sc::kBytes1 : 0u));
     tma_load_2d(st.q, qm, h * kK, static_cast<int>(t0), bar);
     tma_load_2d(st.q + kBT * 128, qm, h * kK + 64, static_cast<int>(t0), bar);
     tma_load_2d(st.p, pm, 0, static_cast<int>(j * ws.T_cap + t0), bar);
+    if constexpr (SC) bulk_load_1d(st.qsc, rec + chain_sc::kQsc, chain_sc::kBytes1, bar);
   }
-  if (t < 64) {
+  if (!SC && t < 64) {
     const bool valid = t < len;
     cp_async4(st.gam + t, ws.gam + j * ws.T_cap + (valid ? t0 + t : 0), valid);
     cp_async4(st.rq + t, ws.rq + h * ws.T_cap + (valid ? t0 + t : 0), valid);
@@ -225,12 +241,16 @@ __device__ __forceinline__ void load_output_tma(typename WgpSmem<T>::Stage1& st,
 
 // WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
 // TM1 (GDN only): q / P by TMA (load_output_tma; maps qm, pm; mbarriers mbar1[2], one per stage).
-template <class T, bool KDA = false, bool TM1 = false>
+// SC (with TM1; chain mode tma3): qsc from the prep's scale records of sequence n, no cp.async at all.
+template <class T, bool KDA = false, bool TM1 = false, bool SC = false>
 __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
                                  int64_t eos, int nchunks, int h, int j, int v0, int t, const CUtensorMap* qm = nullptr,
-                                 const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr) {
+                                 const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr, int64_t n = 0) {
   static_assert(!(TM1 && KDA), "WG1's TMA ring is GDN's");
+  static_assert(!SC || TM1, "the scale records ride on the TMA ring");
   using Stage1 = typename WgpSmem<T, KDA>::Stage1;
+  int r0 = 0, rlast = 0;  // SC: the record rows of sequence n
+  if constexpr (SC) chain_sc::record_rows(p, ws, n, r0, rlast);
   if constexpr (TM1) {
     if (t == 0) {
       mbar_init(mbar1, 1);
@@ -238,11 +258,13 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
       fence_barrier_init();
     }
     named_barrier(kBarWg1, 128);  // the barriers are initialised before anyone waits on them
-    if (nchunks > 0) load_output_tma<T>(s.st1[0], p, ws, qm, pm, mbar1, bos, chunk_len(bos, eos, 0), h, j, t);
+    if (nchunks > 0)
+      load_output_tma<T, SC>(s.st1[0], p, ws, qm, pm, mbar1, bos, chunk_len(bos, eos, 0), h, j, t,
+                             SC ? chain_sc::record(ws, p.HV, j, r0, rlast, 0) : nullptr);
   } else {
     if (nchunks > 0) load_output_inputs<T, KDA>(s.st1[0], p, ws, bos, chunk_len(bos, eos, 0), h, j, t);
   }
-  cp_async_commit();
+  if constexpr (!SC) cp_async_commit();
   T* o_base = static_cast<T*>(p.o) + int64_t(j) * p.V + v0;
   const int64_t ostride = int64_t(p.HV) * p.V;
   float acc[32];
@@ -257,18 +279,19 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage1));
     const int64_t t0 = bos + int64_t(c) * kBT;
     const int len = chunk_len(bos, eos, c);
-    cp_async_wait<0>();
+    if constexpr (!SC) cp_async_wait<0>();
     if constexpr (TM1) mbar_wait(mbar1 + stage, uint32_t(c >> 1) & 1u);  // stage c % 2's (c / 2)-th round
-    if (!KDA && t < 64) st.qsc[t] = p.scale * exp2f(st.gam[t]) * st.rq[t];  // own copies
+    if (!KDA && !SC && t < 64) st.qsc[t] = chain_sc::qsc(p.scale, st.gam[t], st.rq[t]);  // own copies
     fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
     if (c + 1 < nchunks) {
       if constexpr (TM1)
-        load_output_tma<T>(s.st1[stage ^ 1], p, ws, qm, pm, mbar1 + (stage ^ 1), t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
+        load_output_tma<T, SC>(s.st1[stage ^ 1], p, ws, qm, pm, mbar1 + (stage ^ 1), t0 + kBT, chunk_len(bos, eos, c + 1),
+                               h, j, t, SC ? chain_sc::record(ws, p.HV, j, r0, rlast, c + 1) : nullptr);
       else
         load_output_inputs<T, KDA>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
     }
-    cp_async_commit();
+    if constexpr (!SC) cp_async_commit();
 
     auto& x = s.xch[c & 1];
     named_barrier(kBarFull + (c & 1), 256);  // WG0 has written chunk c's fragments

@@ -22,8 +22,9 @@ namespace linattn::cuda {
 namespace wgp {
 
 // The state chain's modes (bits; gdn_fused_wgp.cu's state_warpgroup MODE): kChainTma1 = WG1's q / P
-// ring by TMA as well (output_warpgroup's TM1, gdn_fused_wgp_common.cuh).
-constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4;
+// ring by TMA as well (output_warpgroup's TM1, gdn_fused_wgp_common.cuh); kChainSc (with both TMA rings;
+// "tma3") = the per-token scales from the prep's records (gdn_chain_scales.cuh), bulk-copied beside the tiles.
+constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8;
 
 // Tensor maps of one launch (built on the host per call, passed by value).
 struct StateMaps {
@@ -42,11 +43,13 @@ __device__ __forceinline__ uint8_t* v_tile(typename WgpSmem<T>::Stage0& st) {
 }
 
 // Thread 0 of WG0: chunk rows [t0, t0 + 64) of k (key head h), v (value head j, columns v0..),
-// Ab (value head j) into stage st, completing on bar.
+// Ab (value head j) into stage st, completing on bar; extra_tx: bytes of further copies the caller
+// issues on bar for the same phase (kChainSc: the record's WG0 part).
 template <class T>
 __device__ __forceinline__ void tma_state_tiles(typename WgpSmem<T>::Stage0& st, const StateMaps& m, uint64_t* bar,
-                                                int64_t t0, int64_t t_cap, int h, int j, int v0) {
-  mbar_arrive_expect_tx(bar, kTmaStageBytes);
+                                                int64_t t0, int64_t t_cap, int h, int j, int v0,
+                                                uint32_t extra_tx = 0) {
+  mbar_arrive_expect_tx(bar, kTmaStageBytes + extra_tx);
   const int row = static_cast<int>(t0);
   tma_load_2d(st.k, &m.k, h * kK, row, bar);
   tma_load_2d(st.k + kBT * 128, &m.k, h * kK + 64, row, bar);
@@ -75,6 +78,25 @@ __device__ __forceinline__ void zero_tail_rows(typename WgpSmem<T>::Stage0& st, 
     *reinterpret_cast<uint4*>(st.k + (part >> 3) * 8192 + row * 128 + (part & 7) * 16) = make_uint4(0u, 0u, 0u, 0u);
   }
 }
+
+// kChainSc, thread 0 of WG0 after tma_state_tiles(..., chain_sc::kBytes0): the record's WG0 part into the
+// stage's erk, wsc, decay (+ 12 bytes of the stage's padding; asserted below).
+template <class T>
+__device__ __forceinline__ void tma_state_record(typename WgpSmem<T>::Stage0& st, const float* rec, uint64_t* bar) {
+  bulk_load_1d(st.erk, rec, chain_sc::kBytes0, bar);
+}
+
+template <class T>
+constexpr bool stage_records_fit() {
+  using S0 = typename WgpSmem<T>::Stage0;
+  using S1 = typename WgpSmem<T>::Stage1;
+  return offsetof(S0, erk) % 16 == 0 && offsetof(S0, wsc) == offsetof(S0, erk) + 4 * chain_sc::kWsc &&
+         offsetof(S0, decay) == offsetof(S0, erk) + 4 * chain_sc::kDecay &&
+         offsetof(S0, erk) + chain_sc::kBytes0 <= sizeof(S0) && offsetof(S1, qsc) % 16 == 0 &&
+         sizeof(S1::qsc) == chain_sc::kBytes1;
+}
+static_assert(stage_records_fit<__nv_bfloat16>() && stage_records_fit<__half>(),
+              "gdn fused (tma3): the scale records' parts must land on Stage0's erk / wsc / decay and Stage1's qsc");
 
 template <class T>
 constexpr bool stage0_boxes_contiguous() {

@@ -39,6 +39,9 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
   }
   if (plan.seq_order && seq_order_env()) r.ws.seq_order = r.seq_order = c.take<int32_t>(size_t(p.N));
   r.ws.T_cap = p.T_total;
+  // tma3 scale records (gdn_fused_wg.h), only with the switch; before the prep outputs, so a training
+  // cache or whether P is carved never moves them.
+  if (const size_t sc = gdn_chain_scales_floats(p, plan.nt_cap)) r.ws.sc = c.take<float>(sc);
   // P last, so whether P is carved never moves another buffer (gdn_p_fused.h).
   if (!cached) carve_prep_outputs(c, p, plan.BT, plan.nt_cap, !gdn_p_in_fused(p, plan.vs), false, r.ws);
   return r;
@@ -156,7 +159,7 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
     build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
                      chunk_indices, chunk_offsets, stream, w.seq_order);
   const int32_t* ci = supplied ? chunk_indices : w.chunk_indices;
-  if (p.kda) w.ws.chunk_offsets = plan.tables ? (supplied ? chunk_offsets : w.chunk_offsets) : nullptr;
+  if (p.kda || w.ws.sc) w.ws.chunk_offsets = plan.tables ? (supplied ? chunk_offsets : w.chunk_offsets) : nullptr;
   if (prep) {
     if (plan.tables && !supplied)
       build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, plan.nt_cap, w.chunk_indices,

@@ -28,6 +28,9 @@ struct GdnChunkWs {
   // [N] varlen, unless LINATTN_CUDA_SEQ_ORDER=0: sequences longest first (build_chunk_meta); the head-level
   // kernel's grid z walks this order so the longest sequences start in the first wave. Null: n = z.
   const int32_t* seq_order = nullptr;
+  // GDN chain mode tma3 only (gdn_chain_scales.cuh): [nt_cap, HV] records of the per-token scales of the
+  // pipelined fused kernel, written by the prep when set; varlen rows through chunk_offsets.
+  float* sc = nullptr;
 };
 
 // Whether the varlen head-level kernels take the longest-first order: on by default since the H200

@@ -9,6 +9,8 @@
 //           writes P of all value heads right after the Gram products, Q K^T in the shared union:
 //           the same values, 3 CTAs per SM)
 //   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
+//   sc      the pipelined fused kernel's per-token scales per (chunk, value head) (only when ws.sc is set:
+//           chain mode tma3, BT 64; the SC instances; gdn_chain_scales.cuh)
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
 // all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
 // contiguous entries of a row of L and P (P stored with 16-byte writes); (I + L) is inverted by
@@ -21,6 +23,7 @@
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
+#include "cuda/gdn/gdn_chain_scales.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_p_fused.h"
@@ -98,7 +101,9 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE>& s, int wa
 
 // WP false (ws.P null): no Q K^T, no P; the qk tile is gone (~65 KB at BT 64: 3 CTAs per SM, 64
 // registers). No minimum-blocks bound: with one, ptxas gives the WP instance 152 registers (1 CTA / SM).
-template <class T, int BT, bool WP, bool PE = false>
+// SC (ws.sc set, BT 64 only: chain mode tma3): the fused kernel's per-token scale records are written too
+// (an instance of its own, so the other instances compile as before).
+template <class T, int BT, bool WP, bool PE = false, bool SC = false>
 __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                             const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -150,6 +155,10 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
     }
   }
   __syncthreads();
+  if constexpr (SC) {  // chain mode tma3: the fused kernel's per-token scales, by its expressions
+    static_assert(BT == chain_sc::kTok, "the scale records are per 64-token chunk");
+    chain_sc::write_records<kThreads>(ws.sc, r, p.HV, h, G, gam_all, s.rk, s.rq, len, p.scale, tid);
+  }
   gram_products<T, BT, WP, PE>(s, warp, lane);
   __syncthreads();  // q/k tiles dead from here: their space holds L and X (PE: first Q K^T)
 
@@ -230,18 +239,24 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
   }
 }
 
-template <class T, int BT>
+template <class T, int BT, bool SC = false>
 void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                    cudaStream_t stream) {
+  if constexpr (BT == chain_sc::kTok && !SC) {
+    if (ws.sc) {
+      launch_prep_t<T, BT, true>(p, ws, ci, nt_cap, stream);
+      return;
+    }
+  }
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
   const dim3 grid(static_cast<unsigned>(nt_cap), p.H);
   if (ws.P && !gdn_prep_v5_env()) {
-    launch(gdn_prep_kernel<T, BT, true>, grid, dim3(kThreads), PrepSmem<T, BT, true>::bytes(p.HV / p.H), stream, p, ws,
-           ci, nts);
+    launch(gdn_prep_kernel<T, BT, true, false, SC>, grid, dim3(kThreads), PrepSmem<T, BT, true>::bytes(p.HV / p.H), stream,
+           p, ws, ci, nts);
     return;
   }
   // The 3-CTAs-per-SM instances (no P, or P first): a hint for the largest shared-memory split.
-  auto kernel = ws.P ? gdn_prep_kernel<T, BT, true, true> : gdn_prep_kernel<T, BT, false>;
+  auto kernel = ws.P ? gdn_prep_kernel<T, BT, true, true, SC> : gdn_prep_kernel<T, BT, false, false, SC>;
   prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
   const size_t bytes = ws.P ? PrepSmem<T, BT, true, true>::bytes(p.HV / p.H) : PrepSmem<T, BT, false>::bytes(p.HV / p.H);
   launch(kernel, grid, dim3(kThreads), bytes, stream, p, ws, ci, nts);
