@@ -119,7 +119,7 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
   // +16) of channels 2 cp, 2 cp + 1 in registers; quarters 0..2 publish their raw totals (gtot, in the
   // staging area, unused until the Gram phase); after the barrier every quarter adds the totals of the
   // quarters before it and stores its 16 rows of gam (log2 units) once.
-  if constexpr (kV9) gate_form_l2<RQ>(p, gin, len - qr * RQ, ga, gb);  // log2 units already
+  if constexpr (kV9) gate_form_l2<RQ>(p, gin, ga, gb);  // log2 units already
   else gate_pairs<RQ>(p, t0, j, 2 * cp, qr * RQ, len, ga, gb);
   {
     float a0 = 0.f, a1 = 0.f;

@@ -4,7 +4,11 @@
 // log2 e scale fuse into one FFMA; the form's per-head constants and beta are loaded before the chunk
 // table chain / with the gate loads instead of after them. Same stability rules as v8: every exponent
 // formed here is the gate's own (ex2 of -|y|, or of the lower_bound sigmoid's argument: inf gives 0
-// through the fast divide), rows past the chunk's end never read and set to 0.
+// through the fast divide); rows past the chunk's end are never read (raw 0) and, unlike v8, not masked
+// after the form: they get the finite gate of a raw 0, which only reaches gam rows >= len (the cumsum is
+// a prefix sum), and those rows' products are dropped by selects downstream (invalid rows of L / P, zero
+// q / k operands, gated operands not stored; a valid left token's reference row n >= len pairs only with
+// right tokens >= n).
 #pragma once
 #include "cuda/kda/kda_fwd_prep_v6_parts.cuh"
 
@@ -26,16 +30,16 @@ __device__ __forceinline__ GateL2In gate_l2_in(const GdnFwdParams& p, int j, int
   return c;
 }
 
-// ga / gb (raw gates of rows e < n, 0 past them) -> g log2 e, masked rows 0.
+// ga / gb (raw gates, 0 past the chunk's end) -> g log2 e (no row mask: see the top).
 //   softplus: -ea log2(1 + e^x) = -ea (max(y, 0) + lg2(1 + 2^-|y|)), y = x log2 e = fma(g, log2 e, d log2 e)
 //   lower_bound: lb log2 e / (1 + 2^(-ea log2 e (g + d)))   (fast divide: denominator >= 1, inf gives 0)
 //   no in-kernel gate: g log2 e
 template <int R>
-__device__ __forceinline__ void gate_form_l2(const GdnFwdParams& p, const GateL2In& c, int n, float (&ga)[R],
+__device__ __forceinline__ void gate_form_l2(const GdnFwdParams& p, const GateL2In& c, float (&ga)[R],
                                              float (&gb)[R]) {
   if (!p.gate_in_kernel) {
 #pragma unroll
-    for (int e = 0; e < R; ++e) ga[e] *= kLog2e, gb[e] *= kLog2e;  // masked rows are 0 already
+    for (int e = 0; e < R; ++e) ga[e] *= kLog2e, gb[e] *= kLog2e;
     return;
   }
   const float ea = p.A_log ? expf(c.alog) : 1.f;
@@ -44,8 +48,7 @@ __device__ __forceinline__ void gate_form_l2(const GdnFwdParams& p, const GateL2
       const float m = -ea * kLog2e, lb = p.lower_bound * kLog2e, md = m * d;
 #pragma unroll
       for (int e = 0; e < R; ++e) {
-        const float v = __fdividef(lb, 1.f + ex2_ftz(fmaf(gv[e], m, md)));
-        gv[e] = e < n ? v : 0.f;
+        gv[e] = __fdividef(lb, 1.f + ex2_ftz(fmaf(gv[e], m, md)));
       }
     } else {
       const float d2 = d * kLog2e;
@@ -54,8 +57,7 @@ __device__ __forceinline__ void gate_form_l2(const GdnFwdParams& p, const GateL2
         const float y = fmaf(gv[e], kLog2e, d2);
         float l2;
         asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(l2) : "f"(1.f + ex2_ftz(-fabsf(y))));
-        const float v = -ea * (fmaxf(y, 0.f) + l2);
-        gv[e] = e < n ? v : 0.f;
+        gv[e] = -ea * (fmaxf(y, 0.f) + l2);
       }
     }
   };
