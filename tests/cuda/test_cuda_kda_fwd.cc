@@ -12,13 +12,15 @@
 // LINATTN_KDA_PREP=v6) runs every case against the reference and against prep v3 (LINATTN_KDA_PREP=v3,
 // fp32 per-element sums: an independent formulation) on the same inputs (BT 32 keeps v3), and
 // through every mma.sync V-slice; prep v7 (opt-in, LINATTN_KDA_PREP=v7) the same, also against v6,
-// and its three CTAs per SM; prep v8 / v8p (opt-in, LINATTN_KDA_PREP=v8 / v8p) the same, also against
-// v6, a long varlen case that reaches v8p's prefetch, and its two CTAs per SM.
+// and its three CTAs per SM; prep v8 / v8p (LINATTN_KDA_PREP=v8 / v8p) the same, also against
+// v6, a long varlen case that reaches v8p's prefetch, and its two CTAs per SM; prep v9 (opt-in,
+// LINATTN_KDA_PREP=v9: v8's body with a shorter gate phase) the same, against v8 instead of v6.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -314,50 +316,64 @@ TEST(CudaKdaFwdPrepV7, ThreeCtasPerSm) {
   EXPECT_EQ(cuda::kda_prep_v7_ctas_per_sm(false), 3) << "fp16";
 }
 
-// Prep v8 / v8p forced (opt-in, LINATTN_KDA_PREP=v8 / v8p: v6's products with fewer shared-memory
-// passes per element; v8p adds an L2 prefetch of a later chunk's inputs) against the fp64 reference
-// on the inputs `d`, and at BT 64 against v6 (the same products in the same order: held to a 10x
-// tighter bar than to v3; the output says whether o was bitwise equal) and v3. An item, row or
-// segment slip in the restructured staging / L, P / Ab passes shows as O(1) errors.
-void check_prep_v8(const ChunkAttnData& d, const std::string& name, DType dt, int bt) {
+// Prep v8 / v8p / v9 forced (LINATTN_KDA_PREP=v8 / v8p: v6's products with fewer shared-memory passes
+// per element; v8p adds an L2 prefetch of a later chunk's inputs; v9: v8's body with a shorter gate
+// phase, the gate formed in log2 units) against the fp64 reference on the inputs `d`, and at BT 64
+// against `base` (v6 for v8 / v8p: the same products in the same order; v8 for v9: the same except
+// the gate's rounding; held to a 10x tighter bar than to v3; the output says whether o was bitwise
+// equal) and v3. An item, row or segment slip in the restructured staging / L, P / Ab passes, or a
+// barrier / row slip in v9's merged gate and norm phases, shows as O(1) errors.
+void check_prep_variants(const ChunkAttnData& d, const std::string& name, DType dt, int bt,
+                         std::initializer_list<const char*> variants, const char* base,
+                         int64_t (*launches)()) {
   const ChunkAttnOutTensors ref = ref_forward(d);
-  ChunkAttnOutTensors v6, v3;
+  ChunkAttnOutTensors vb, v3;
   if (bt == 64) {
-    ScopedEnv on("LINATTN_KDA_PREP", "v6");
-    v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+    ScopedEnv on("LINATTN_KDA_PREP", base);
+    vb = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
     ScopedEnv off("LINATTN_KDA_PREP", "v3");
     v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
   }
   const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in all: valid rows only
   auto valid = [&](const Tensor& o) { return var ? narrow(o.view(), 1, 0, d.valid_tokens) : o.view(); };
-  for (const char* variant : {"v8", "v8p"}) {
+  const std::string vs_base = std::string(" ") + base + " / ";
+  for (const char* variant : variants) {
     SCOPED_TRACE(variant);
-    ChunkAttnOutTensors v8;
+    ChunkAttnOutTensors vx;
     {
       ScopedEnv on("LINATTN_KDA_PREP", variant);
-      const int64_t before = cuda::kda_prep_v8_launches();
-      v8 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-      if (bt == 64) EXPECT_GT(cuda::kda_prep_v8_launches(), before) << "prep " << variant << " did not run";
-      else EXPECT_EQ(cuda::kda_prep_v8_launches(), before) << "BT 32 must keep prep v3";
+      const int64_t before = launches();
+      vx = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+      if (bt == 64) EXPECT_GT(launches(), before) << "prep " << variant << " did not run";
+      else EXPECT_EQ(launches(), before) << "BT 32 must keep prep v3";
     }
-    EXPECT_TRUE(fwd_close(d, ref, v8, dt));
-    EXPECT_TRUE(all_finite(d, v8));
-    check_padding_untouched(d, v8);
+    EXPECT_TRUE(fwd_close(d, ref, vx, dt));
+    EXPECT_TRUE(all_finite(d, vx));
+    check_padding_untouched(d, vx);
     if (bt != 64) continue;
-    EXPECT_TRUE(tensors_close("o v3 / v8", valid(v3.o), valid(v8.o), Tolerance{1e-2, 0.0}));
-    EXPECT_TRUE(tensors_close("o v6 / v8", valid(v6.o), valid(v8.o), Tolerance{1e-3, 0.0}));
+    EXPECT_TRUE(tensors_close("o v3 / variant", valid(v3.o), valid(vx.o), Tolerance{1e-2, 0.0}));
+    EXPECT_TRUE(tensors_close("o" + vs_base + "variant", valid(vb.o), valid(vx.o), Tolerance{1e-3, 0.0}));
     if (v3.final_state.defined()) {
-      EXPECT_TRUE(tensors_close("final_state v3 / v8", v3.final_state, v8.final_state, Tolerance{1e-2, 0.0}));
-      EXPECT_TRUE(tensors_close("final_state v6 / v8", v6.final_state, v8.final_state, Tolerance{1e-3, 0.0}));
+      EXPECT_TRUE(tensors_close("final_state v3 / variant", v3.final_state, vx.final_state, Tolerance{1e-2, 0.0}));
+      EXPECT_TRUE(tensors_close("final_state" + vs_base + "variant", vb.final_state, vx.final_state,
+                                Tolerance{1e-3, 0.0}));
     }
-    bool same = v6.o.numel() == v8.o.numel();  // padding rows are NaN in both
-    for (int64_t e = 0; same && e < v6.o.numel(); ++e) {
-      const double x = v6.o.get(e), y = v8.o.get(e);
+    bool same = vb.o.numel() == vx.o.numel();  // padding rows are NaN in both
+    for (int64_t e = 0; same && e < vb.o.numel(); ++e) {
+      const double x = vb.o.get(e), y = vx.o.get(e);
       same = x == y || (std::isnan(x) && std::isnan(y));
     }
-    std::printf("[ %s ] %s %s: o %s v6\n", variant, dtype_name(dt), name.c_str(),
-                same ? "bitwise equal to" : "differs from");
+    std::printf("[ %s ] %s %s: o %s %s\n", variant, dtype_name(dt), name.c_str(),
+                same ? "bitwise equal to" : "differs from", base);
   }
+}
+
+void check_prep_v8(const ChunkAttnData& d, const std::string& name, DType dt, int bt) {
+  check_prep_variants(d, name, dt, bt, {"v8", "v8p"}, "v6", cuda::kda_prep_v8_launches);
+}
+
+void check_prep_v9(const ChunkAttnData& d, const std::string& name, DType dt, int bt) {
+  check_prep_variants(d, name, dt, bt, {"v9"}, "v8", cuda::kda_prep_v9_launches);
 }
 
 // Every case: -1000 gates, lower_bound -5, GVA, varlen with zero / short lengths, every gate form.
@@ -401,6 +417,49 @@ TEST(CudaKdaFwdPrepV8, TwoCtasPerSm) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   EXPECT_EQ(cuda::kda_prep_v8_ctas_per_sm(true), 2) << "bf16";
   EXPECT_EQ(cuda::kda_prep_v8_ctas_per_sm(false), 2) << "fp16";
+}
+
+// Prep v9 forced (opt-in, LINATTN_KDA_PREP=v9) on every case: -1000 gates (raw and through the
+// in-kernel forms), lower_bound -5 / -3 sigmoid forms, GVA, varlen with zero / short lengths and
+// padding, bf16 raw gates, no decay; vs the fp64 reference, v8 (rel RMS 1e-3) and v3; finite, padding
+// untouched.
+TEST_P(CudaKdaFwd, PrepV9MatchesReferenceAndV8AndV3) {
+  const auto [dt, bt] = GetParam();
+  for (const FwdCase& c : cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    check_prep_v9(make_chunk_attn(c.spec), c.name, dt, bt);
+  }
+}
+
+// Many CTAs per SM slot over a long varlen layout (a zero and a 3-token sequence, padding, 2% of the
+// gates at -1000), so the two resident CTAs of an SM run v9's merged gate / norm phase side by side.
+TEST_P(CudaKdaFwd, PrepV9LongVarlen) {
+  const auto [dt, bt] = GetParam();
+  ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);
+  s.H = 1;
+  s.HV = 2;
+  s.seqlens = {150 * bt + 17, 3, 0, 40 * bt};
+  s.pad_tokens = 9;
+  s.extreme_gate_frac = 0.02;
+  check_prep_v9(make_chunk_attn(s), "long_varlen", dt, bt);
+}
+
+// v9 through the mma.sync fused kernel's V-slices, on the varlen edge lengths and the strong-decay /
+// -1000-gate GVA case.
+TEST_P(CudaKdaFwd, PrepV9EveryVSlice) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  ScopedEnv on("LINATTN_KDA_PREP", "v9");
+  const std::vector<FwdCase> cs = cases(dt, bt);
+  for (int ci : {1, 2})
+    for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+}
+
+// v9 keeps v8's design point: two resident CTAs per SM.
+TEST(CudaKdaFwdPrepV9, TwoCtasPerSm) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  EXPECT_EQ(cuda::kda_prep_v9_ctas_per_sm(true), 2) << "bf16";
+  EXPECT_EQ(cuda::kda_prep_v9_ctas_per_sm(false), 2) << "fp16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,

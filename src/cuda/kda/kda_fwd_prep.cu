@@ -306,13 +306,15 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
 // LINATTN_KDA_PREP=v3 selects this file's kernel, =v7 prep v7 (kda_fwd_prep_v7.cu: v6 with q / k read from
 // global memory, three CTAs per SM; opt-in: 12% slower than v6 in the H200 A/B at d75c503), =v8 prep v8
 // (kda_fwd_prep_v8.cu: v6 with fewer shared-memory passes per element; opt-in until its H200 A/B), =v8p
-// v8 with an L2 prefetch of a later chunk's inputs (read per
+// v8 with an L2 prefetch of a later chunk's inputs, =v9 prep v9 (v8's body with a shorter gate phase:
+// kda_fwd_prep_v9_parts.cuh, perf-notes "Prep v9"; opt-in until its H200 A/B) (read per
 // call, as the fused kernel's switch, so a test can change it in a process).
 int prep_version() {
   const std::string v = env_or("LINATTN_KDA_PREP", "");
   // Default v8 since the H200 A/B at 3d4b025 (bitwise equal to v6 on every tested case; KDA forward 32/32
   // 1x32768 2.283 -> 2.073 ms, 4096x8 1.954 -> 1.745, 1x4096 0.322 -> 0.295); "v6" keeps the previous prep.
-  return v == "v3" ? 3 : v == "v7" ? 7 : v == "v6" ? 6 : v == "v8p" ? 9 : 8;
+  // 9: v8p, 10: v9.
+  return v == "v3" ? 3 : v == "v7" ? 7 : v == "v6" ? 6 : v == "v8p" ? 9 : v == "v9" ? 10 : 8;
 }
 
 }  // namespace
@@ -331,6 +333,8 @@ void launch_kda_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
     launch_kda_prep_v7(p, ws, chunk_indices, nt_cap, stream);
   } else if (version == 8 || version == 9) {  // 9: v8p
     launch_kda_prep_v8(p, ws, chunk_indices, nt_cap, version == 9, stream);
+  } else if (version == 10) {
+    launch_kda_prep_v9(p, ws, chunk_indices, nt_cap, stream);
   } else if (p.BT == 64) {
     bf ? launch_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
        : launch_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);

@@ -206,9 +206,10 @@ __device__ __forceinline__ void gate_pair_loads(const E* g, int64_t gstride, int
   }
 }
 
+// The raw loads only (gate_pairs' first half; v9 issues them before its q / k copies and forms later).
 template <int R>
-__device__ __forceinline__ void gate_pairs(const GdnFwdParams& p, int64_t t0, int j, int ch, int row0, int len,
-                                           float (&ga)[R], float (&gb)[R]) {
+__device__ __forceinline__ void gate_pair_raw(const GdnFwdParams& p, int64_t t0, int j, int ch, int row0, int len,
+                                              float (&ga)[R], float (&gb)[R]) {
   const int64_t gbase = ((t0 + row0) * p.HV + j) * kK + ch, gstride = int64_t(p.HV) * kK;
   const int n = len - row0;  // rows e < n are valid
   if (p.g_type == ElemType::kF32) {
@@ -224,7 +225,14 @@ __device__ __forceinline__ void gate_pairs(const GdnFwdParams& p, int64_t t0, in
     gate_pair_loads<R, __half, __half2>(g, gstride, n, (reinterpret_cast<uintptr_t>(p.g) & 3) == 0,
                                         [](__half2 v) { return __half22float2(v); }, ga, gb);
   }
+}
+
+template <int R>
+__device__ __forceinline__ void gate_pairs(const GdnFwdParams& p, int64_t t0, int j, int ch, int row0, int len,
+                                           float (&ga)[R], float (&gb)[R]) {
+  gate_pair_raw<R>(p, t0, j, ch, row0, len, ga, gb);
   if (!p.gate_in_kernel) return;
+  const int n = len - row0;  // rows e < n are valid
   const float dta = p.dt_bias ? p.dt_bias[j * kK + ch] : 0.f, dtb = p.dt_bias ? p.dt_bias[j * kK + ch + 1] : 0.f;
   const float ea = p.A_log ? expf(p.A_log[j]) : 1.f;
   auto form = [&](float (&gv)[R], float d) {

@@ -22,4 +22,11 @@ int64_t kda_prep_v8_launches();
 // with its shared-memory carveout hint set (the design point is 2; tests check it).
 int kda_prep_v8_ctas_per_sm(bool bf16);
 
+// Prep v9 (LINATTN_KDA_PREP=v9, opt-in): v8's body with a shorter gate phase (kda_fwd_prep_v9_parts.cuh;
+// perf-notes "Prep v9"). Same contract as launch_kda_prep_v8; its own launch counter and occupancy query.
+void launch_kda_prep_v9(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
+                        int64_t nt_cap, cudaStream_t stream);
+int64_t kda_prep_v9_launches();
+int kda_prep_v9_ctas_per_sm(bool bf16);
+
 }  // namespace linattn::cuda

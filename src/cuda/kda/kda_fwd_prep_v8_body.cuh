@@ -24,6 +24,7 @@
 // be bitwise equal to v6's (the tests print it).
 #pragma once
 #include "cuda/kda/kda_fwd_prep_v8_parts.cuh"
+#include "cuda/kda/kda_fwd_prep_v9_parts.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -62,7 +63,13 @@ __device__ __forceinline__ void slot_store_v8(S& s, int w, int g, int t, const f
   }
 }
 
-template <class T, bool kPf>
+// kV9 (LINATTN_KDA_PREP=v9; perf-notes "Prep v9"): the same body with a shorter gate phase
+// (kda_fwd_prep_v9_parts.cuh): gate form constants loaded before the chunk table chain, beta's load
+// issued with the gate loads (v8: after the gate form, by 2 warps while 6 wait at the barrier), the gate
+// loads issued before the q / k copies, the gate formed in log2 units (no rescale of the cumsum), and
+// the q / k copies waited for before the first barrier, so the gam fix-up and the norm pass share one
+// phase (one barrier fewer). Only the gate arithmetic differs from v8 (rounding level).
+template <class T, bool kPf, bool kV9>
 __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const GdnChunkWs& ws,
                                                  const int32_t* chunk_indices, int nts, int pf,
                                                  unsigned char* smem_raw) {
@@ -70,10 +77,19 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t r = blockIdx.x;
   const int j = blockIdx.y, h = j / (p.HV / p.H);
+  constexpr int RQ = kBT / 4;
+  const int cp = tid & (kK / 2 - 1), qr = tid >> 6;
+  GateL2In gin{};
+  if constexpr (kV9) gin = gate_l2_in(p, j, 2 * cp);
   int64_t t0;
   int len;
   if (!chunk_span(p, chunk_indices, nts, r, kBT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
   const int64_t rs = int64_t(p.H) * kK;  // q / k row stride (elements)
+  float ga[RQ], gb[RQ], braw = 0.f;
+  if constexpr (kV9) {
+    gate_pair_raw<RQ>(p, t0, j, 2 * cp, qr * RQ, len, ga, gb);
+    if (tid < len) braw = load_elem(p.beta, p.beta_type, (t0 + tid) * p.HV + j);  // tid < len <= kBT
+  }
   // v8p: the span of the CTA pf ahead in dispatch order (linear id r + gridDim.x j; the next value head's
   // rows after the last row of this one). Its table loads fly with this CTA's gate loads; the prefetches
   // are issued after the first barrier.
@@ -103,10 +119,8 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
   // +16) of channels 2 cp, 2 cp + 1 in registers; quarters 0..2 publish their raw totals (gtot, in the
   // staging area, unused until the Gram phase); after the barrier every quarter adds the totals of the
   // quarters before it and stores its 16 rows of gam (log2 units) once.
-  constexpr int RQ = kBT / 4;
-  const int cp = tid & (kK / 2 - 1), qr = tid >> 6;
-  float ga[RQ], gb[RQ];
-  gate_pairs<RQ>(p, t0, j, 2 * cp, qr * RQ, len, ga, gb);
+  if constexpr (kV9) gate_form_l2<RQ>(p, gin, ga, gb);  // log2 units already
+  else gate_pairs<RQ>(p, t0, j, 2 * cp, qr * RQ, len, ga, gb);
   {
     float a0 = 0.f, a1 = 0.f;
 #pragma unroll
@@ -118,7 +132,12 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
     }
     if (qr < 3) *reinterpret_cast<float2*>(&s.w.gtot[qr][2 * cp]) = make_float2(a0, a1);
   }
-  if (tid < kBT) s.beta[tid] = tid < len ? gdn_beta(p, t0 + tid, j) : 0.f;
+  if constexpr (kV9) {
+    if (tid < kBT) s.beta[tid] = tid < len ? beta_form(p, braw) : 0.f;
+    cp_async_wait<0>();  // q / k visible after this barrier: the norm pass joins the gam fix-up's phase
+  } else {
+    if (tid < kBT) s.beta[tid] = tid < len ? gdn_beta(p, t0 + tid, j) : 0.f;
+  }
   __syncthreads();
   if constexpr (kPf) {  // one 128-B line of g and one of q / k per thread, rows of the CTA pf ahead
     const int row = tid >> 2, part = tid & 3;
@@ -137,16 +156,24 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
       const float2 tq = *reinterpret_cast<const float2*>(&s.w.gtot[q2][2 * cp]);
       b0 += tq.x, b1 += tq.y;
     }
-    b0 *= kLog2e, b1 *= kLog2e;
-    // Quarter 0 as v6 (a kLog2e), the others fma(a, kLog2e, b): the values v6 stored.
+    if constexpr (kV9) {  // log2 units already (b = 0 in quarter 0: a + 0 = a)
 #pragma unroll
-    for (int e = 0; e < RQ; ++e)
-      *reinterpret_cast<float2*>(&s.r.in.gam[qr * RQ + e][2 * cp]) =
-          qr ? make_float2(fmaf(ga[e], kLog2e, b0), fmaf(gb[e], kLog2e, b1))
-             : make_float2(ga[e] * kLog2e, gb[e] * kLog2e);
+      for (int e = 0; e < RQ; ++e)
+        *reinterpret_cast<float2*>(&s.r.in.gam[qr * RQ + e][2 * cp]) = make_float2(ga[e] + b0, gb[e] + b1);
+    } else {
+      b0 *= kLog2e, b1 *= kLog2e;
+      // Quarter 0 as v6 (a kLog2e), the others fma(a, kLog2e, b): the values v6 stored.
+#pragma unroll
+      for (int e = 0; e < RQ; ++e)
+        *reinterpret_cast<float2*>(&s.r.in.gam[qr * RQ + e][2 * cp]) =
+            qr ? make_float2(fmaf(ga[e], kLog2e, b0), fmaf(gb[e], kLog2e, b1))
+               : make_float2(ga[e] * kLog2e, gb[e] * kLog2e);
+    }
   }
-  cp_async_wait<0>();
-  __syncthreads();
+  if constexpr (!kV9) {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
 
   // l2-norm scales, staging normalisers and the raw diagonal q_i . k_i: lane (part, token 8 warp +
   // lane % 8) sums channels 32 m + 8 part (m < 4), then 2 shuffles.
@@ -183,8 +210,13 @@ __device__ __forceinline__ void kda_prep_v8_body(const GdnFwdParams& p, const Gd
     }
   }
   const int lr = len - 1;
-  if (tid < kK) ws.gl[(r * p.HV + j) * kK + tid] = exp2f(s.r.in.gam[lr][tid]);
+  if constexpr (!kV9) {
+    if (tid < kK) ws.gl[(r * p.HV + j) * kK + tid] = exp2f(s.r.in.gam[lr][tid]);
+  }
   __syncthreads();
+  if constexpr (kV9) {  // gam of row lr was fixed up by other threads in the phase before this barrier
+    if (tid < kK) ws.gl[(r * p.HV + j) * kK + tid] = exp2f(s.r.in.gam[lr][tid]);
+  }
 
   // Gram phase. Staging warp w: tokens 8 w + lane % 8 x the round's 32 channels (group cg = lane / 8:
   // channels 32 rd + 8 cg), all six levels; it also writes the fused kernel's operands qg / kg / kgl
