@@ -225,13 +225,13 @@ CACHE_CU = [[0, 130, 131, 300, 420], [0, 1, 64, 65, 193, 320]]
 
 def cache_case(op, cu_list, seed):
     """Leaves (q, k, v, g, beta, A_log, dt_bias, h0), cotangents (do, dht), cu_seqlens and the op's
-    keyword arguments: the layer options (in-kernel l2norm, gate, beta sigmoid); KDA per-channel gates
-    with lower_bound -5 on the second shape."""
+    keyword arguments: the layer options (in-kernel l2norm, gate, beta sigmoid); KDA per-channel fp32
+    gates with dt_bias [HV * K], and lower_bound -5 on the second shape."""
     T, N, HV, K, V = cu_list[-1], len(cu_list) - 1, 4, 128, 64
     gen = torch.Generator().manual_seed(seed)
     t = inputs(T, seed=seed)
     if op == "kda":
-        t[3] = torch.randn(1, T, HV, K, generator=gen).to(torch.bfloat16).to(DEV)
+        t[3] = torch.randn(1, T, HV, K, generator=gen).to(DEV)  # fp32 raw gates (as test_cuda_saved)
         t[6] = (torch.randn(HV * K, generator=gen) - 2.0).to(DEV)
     h0 = (0.1 * torch.randn(N, HV, K, V, generator=gen)).to(DEV)
     do = torch.randn(1, T, HV, V, generator=gen).to(torch.bfloat16).to(DEV)
