@@ -9,6 +9,7 @@ from .ops import (
     ConvGrads,
     causal_conv1d,
     causal_conv1d_bwd,
+    chunk_attn_saved_bytes,
     chunk_gated_delta_rule,
     chunk_gated_delta_rule_bwd,
     chunk_kda,
@@ -19,6 +20,6 @@ chunk_gdn = chunk_gated_delta_rule
 __version__ = version()
 
 __all__ = [
-    "ChunkGrads", "ConvGrads", "causal_conv1d", "causal_conv1d_bwd", "chunk_gated_delta_rule",
+    "ChunkGrads", "ConvGrads", "causal_conv1d", "causal_conv1d_bwd", "chunk_attn_saved_bytes", "chunk_gated_delta_rule",
     "chunk_gated_delta_rule_bwd", "chunk_gdn", "chunk_kda", "chunk_kda_bwd", "version",
 ]

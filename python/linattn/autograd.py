@@ -1,6 +1,12 @@
 """torch.autograd wrappers, used when PyTorch tensors require grad: loss.backward() runs
 linattn's chunked backward (GDN / KDA) or the conv backward. Imported lazily, so NumPy-only
-installs never import torch."""
+installs never import torch.
+
+The chunk Function's forward allocates the training cache (ops.chunk_attn_saved_bytes bytes, uint8,
+on the inputs' device) when an input needs a gradient and the op has one (CUDA chunked paths; 0 on
+the CPU), saves it for backward and hands it to the backward: the backward reads the forward's
+chunk-local prep instead of recomputing it (bitwise the same gradients, faster, more memory held
+between forward and backward). TRAINING_CACHE = False turns that off (recompute, less memory)."""
 from __future__ import annotations
 
 from ._arrays import is_torch
@@ -14,8 +20,19 @@ def wants_grad(*xs) -> bool:
     return False
 
 
+TRAINING_CACHE = True
 _FN = None
 _CONV_FN = None
+
+
+def _new_cache(op, q, k, v, g, beta, a):
+    """The training cache for this forward (a uint8 tensor on q's device), or None where the op
+    keeps none (0 bytes: the CPU backend, token-by-token and tier-3 paths)."""
+    import torch
+
+    from . import ops
+    n = ops.chunk_attn_saved_bytes(op, q, k, v, g, beta, **a)
+    return torch.empty(n, dtype=torch.uint8, device=q.device) if n > 0 else None
 
 
 def _function():
@@ -28,30 +45,34 @@ def _function():
 
     class ChunkAttnFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, op, args, q, k, v, g, beta, h0, A_log, dt_bias):
+        def forward(ctx, op, args, q, k, v, g, beta, h0, A_log, dt_bias, saved):
             a = dict(args, initial_state=h0, A_log=A_log, dt_bias=dt_bias)
-            o, ht = ops._attn_fwd(op, q, k, v, g, beta, **a)
+            if saved is None and TRAINING_CACHE and any(ctx.needs_input_grad):
+                saved = _new_cache(op, q, k, v, g, beta, a)
+            o, ht = ops._attn_fwd(op, q, k, v, g, beta, saved=saved, **a)
             ctx.op, ctx.args = op, args
-            ctx.save_for_backward(q, k, v, g, beta, h0, A_log, dt_bias)
+            ctx.save_for_backward(q, k, v, g, beta, h0, A_log, dt_bias, saved)
             return o, ht
 
         @staticmethod
         def backward(ctx, do, dht):
-            q, k, v, g, beta, h0, A_log, dt_bias = ctx.saved_tensors
+            q, k, v, g, beta, h0, A_log, dt_bias, saved = ctx.saved_tensors
             a = {key: val for key, val in ctx.args.items() if key != "output_final_state"}
             a.update(initial_state=h0, A_log=A_log, dt_bias=dt_bias)
-            gr = ops._attn_bwd(ctx.op, q, k, v, g, beta, do, dht, **a)
+            gr = ops._attn_bwd(ctx.op, q, k, v, g, beta, do, dht, saved=saved, **a)
             return (None, None, gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dinitial_state, gr.dA_log,
-                    gr.ddt_bias)
+                    gr.ddt_bias, None)
 
     _FN = ChunkAttnFunction
     return _FN
 
 
-def apply(op, q, k, v, g, beta, args):
+def apply(op, q, k, v, g, beta, args, saved=None):
+    """saved: a caller's training cache (else allocated in forward when one applies)."""
     fn = _function()
     a = {key: val for key, val in args.items() if key not in ("initial_state", "A_log", "dt_bias")}
-    return fn.apply(op, a, q, k, v, g, beta, args.get("initial_state"), args.get("A_log"), args.get("dt_bias"))
+    return fn.apply(op, a, q, k, v, g, beta, args.get("initial_state"), args.get("A_log"), args.get("dt_bias"),
+                    saved)
 
 
 def _conv_function():

@@ -1,6 +1,8 @@
 """FLA-compatible functional API: chunk_gated_delta_rule, chunk_kda, causal_conv1d, with FLA's
-argument names, shapes, defaults and return values, plus explicit backward functions and the
-graph-mode arguments (use_graph, max_num_seqs, chunk_indices, chunk_offsets)."""
+argument names, shapes, defaults and return values, plus explicit backward functions, the
+graph-mode arguments (use_graph, max_num_seqs, chunk_indices, chunk_offsets) and the training
+cache (chunk_attn_saved_bytes; `saved=` on the chunk forward and backward: the CUDA forward keeps
+its chunk-local prep there and the backward reads it instead of recomputing it)."""
 from __future__ import annotations
 
 from collections import namedtuple
@@ -34,7 +36,7 @@ def _attn_common(op, q, k, v, g, beta, scale, initial_state, use_qk_l2norm_in_ke
     return t, kw
 
 
-def _graph_workspace(op, backward, t, kw, output_final_state=False):
+def _graph_workspace(op, backward, t, kw, output_final_state=False, saved=None):
     """Graph mode on CUDA: the op's scratch, from PyTorch's caching allocator (inside a
     torch.cuda.graph capture that is the graph's private pool, alive as long as the graph).
     None elsewhere (eager CUDA calls allocate stream-ordered; the CPU keeps its own scratch)."""
@@ -42,24 +44,45 @@ def _graph_workspace(op, backward, t, kw, output_final_state=False):
     if not (kw["use_graph"] and is_cuda(q)):
         return None
     size_kw = {key: val for key, val in kw.items() if key != "stream"}
-    n = _C.chunk_attn_workspace_bytes(op, backward, *map(dl, t), output_final_state=bool(output_final_state), **size_kw)
+    n = _C.chunk_attn_workspace_bytes(op, backward, *map(dl, t), output_final_state=bool(output_final_state),
+                                      saved=dl(saved), **size_kw)
     return workspace(q, n)
+
+
+def _saved_bytes(op, t, kw, output_final_state):
+    size_kw = {key: val for key, val in kw.items() if key not in ("stream", "num_threads")}
+    return int(_C.chunk_attn_saved_bytes(op, *map(dl, t), output_final_state=bool(output_final_state), **size_kw))
+
+
+def chunk_attn_saved_bytes(op, q, k, v, g, beta, **kw):
+    """Bytes of the training cache for the chunk op `op` ('gdn' or 'kda') on these inputs, with the
+    forward's keyword arguments (scale, initial_state, output_final_state, cu_seqlens, A_log,
+    dt_bias, chunk_size, use_graph, max_num_seqs, ...). A uint8 buffer of that size on the inputs'
+    device, passed as `saved=` to the forward (chunk_gated_delta_rule / chunk_kda) and then to the
+    explicit backward of the same inputs, lets the backward read the forward's chunk-local prep
+    instead of recomputing it (bitwise the same gradients). 0 where no cache applies (the CPU
+    backend, token-by-token and tier-3 paths); a buffer passed there is ignored. torch autograd
+    allocates and passes it by itself."""
+    return _attn_fwd(op, q, k, v, g, beta, _size_only=True, **kw)
 
 
 def _attn_fwd(op, q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
               allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, chunk_indices=None,
               chunk_offsets=None, A_log=None, dt_bias=None, chunk_size=64, lower_bound=None,
-              safe_gate=False, use_graph=False, max_num_seqs=None, num_threads=0):
+              safe_gate=False, use_graph=False, max_num_seqs=None, num_threads=0, saved=None, _size_only=False):
     t, kw = _attn_common(op, q, k, v, g, beta, scale, initial_state, use_qk_l2norm_in_kernel,
                          use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first,
                          cu_seqlens, chunk_indices, chunk_offsets, A_log, dt_bias, chunk_size, lower_bound,
                          safe_gate, use_graph, max_num_seqs, num_threads)
+    if _size_only:
+        return _saved_bytes(op, t, kw, output_final_state)
     q, k, v, g, beta, A_log, dt_bias, h0, cu, ci, co = t
     o = empty(q, tuple(v.shape[:3]) + (v.shape[3],), q.dtype)
     ht = empty(q, _state_shape(q, v, num_seqs(q, cu), state_v_first), f32(q)) if output_final_state else None
     ws = _graph_workspace(op, False, t, kw, output_final_state)
-    _C.chunk_attn_fwd(op, *map(dl, (q, k, v, g, beta, o, ht, A_log, dt_bias, h0, cu, ci, co)), workspace=dl(ws), **kw)
+    _C.chunk_attn_fwd(op, *map(dl, (q, k, v, g, beta, o, ht, A_log, dt_bias, h0, cu, ci, co)), workspace=dl(ws),
+                      saved=dl(saved), **kw)
     return o, ht
 
 
@@ -67,7 +90,7 @@ def _attn_bwd(op, q, k, v, g, beta, do, dht=None, scale=None, initial_state=None
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
               allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, chunk_indices=None,
               chunk_offsets=None, A_log=None, dt_bias=None, chunk_size=64, lower_bound=None,
-              safe_gate=False, use_graph=False, max_num_seqs=None, num_threads=0):
+              safe_gate=False, use_graph=False, max_num_seqs=None, num_threads=0, saved=None):
     t, kw = _attn_common(op, q, k, v, g, beta, scale, initial_state, use_qk_l2norm_in_kernel,
                          use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first,
                          cu_seqlens, chunk_indices, chunk_offsets, A_log, dt_bias, chunk_size, lower_bound,
@@ -78,9 +101,10 @@ def _attn_bwd(op, q, k, v, g, beta, do, dht=None, scale=None, initial_state=None
                     None if h0 is None else empty_like(h0, f32(q)),
                     None if A_log is None else empty_like(A_log, f32(q)),
                     None if dt_bias is None else empty_like(dt_bias, f32(q)))
-    ws = _graph_workspace(op, True, t, kw)
+    ws = _graph_workspace(op, True, t, kw, saved=saved)
     _C.chunk_attn_bwd(op, *map(dl, (q, k, v, g, beta, A_log, dt_bias, h0, cu, ci, co, do, dht, gr.dq, gr.dk, gr.dv,
-                                    gr.dg, gr.dbeta, gr.dA_log, gr.ddt_bias, gr.dinitial_state)), workspace=dl(ws), **kw)
+                                    gr.dg, gr.dbeta, gr.dA_log, gr.ddt_bias, gr.dinitial_state)), workspace=dl(ws),
+                      saved=dl(saved), **kw)
     return gr
 
 
@@ -89,9 +113,11 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
                            allow_neg_eigval=False, state_v_first=False, cu_seqlens=None,
                            cu_seqlens_cpu=None, chunk_indices=None, *, use_gate_in_kernel=False,
                            A_log=None, dt_bias=None, chunk_size=64, use_graph=False, max_num_seqs=None,
-                           chunk_offsets=None, num_threads=0):
+                           chunk_offsets=None, num_threads=0, saved=None):
     """GatedDeltaNet chunked forward (FLA semantics). Returns (o, final_state or None). With torch
-    tensors that require grad, autograd flows through linattn's backward."""
+    tensors that require grad, autograd flows through linattn's backward (on CUDA with the training
+    cache, allocated here). saved: an optional caller cache (chunk_attn_saved_bytes) the forward fills
+    for chunk_gated_delta_rule_bwd(..., saved=saved)."""
     args = dict(scale=scale, initial_state=initial_state, output_final_state=output_final_state,
                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
                 use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
@@ -100,12 +126,13 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
                 use_graph=use_graph, max_num_seqs=max_num_seqs, num_threads=num_threads)
     from . import autograd
     if autograd.wants_grad(q, k, v, g, beta, initial_state, A_log, dt_bias):
-        return autograd.apply("gdn", q, k, v, g, beta, args)
-    return _attn_fwd("gdn", q, k, v, g, beta, **args)
+        return autograd.apply("gdn", q, k, v, g, beta, args, saved)
+    return _attn_fwd("gdn", q, k, v, g, beta, saved=saved, **args)
 
 
 def chunk_gated_delta_rule_bwd(q, k, v, g, beta, do, dht=None, **kw):
-    """Explicit backward: gradients for the loss sum(o * do) + sum(final_state * dht)."""
+    """Explicit backward: gradients for the loss sum(o * do) + sum(final_state * dht). saved=: the
+    training cache a forward of the same inputs and options filled (chunk_attn_saved_bytes)."""
     return _attn_bwd("gdn", q, k, v, g, beta, do, dht, **kw)
 
 
@@ -114,8 +141,9 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
               allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
               return_intermediate_states=False, state_v_first=False, cu_seqlens=None,
               cu_seqlens_cpu=None, *, A_log=None, dt_bias=None, chunk_size=64, use_graph=False,
-              max_num_seqs=None, chunk_indices=None, chunk_offsets=None, num_threads=0):
-    """Kimi Delta Attention chunked forward (FLA semantics). Returns (o, final_state or None)."""
+              max_num_seqs=None, chunk_indices=None, chunk_offsets=None, num_threads=0, saved=None):
+    """Kimi Delta Attention chunked forward (FLA semantics). Returns (o, final_state or None).
+    Autograd and saved= as in chunk_gated_delta_rule."""
     if return_intermediate_states:
         raise NotImplementedError("return_intermediate_states: linattn never materialises per-chunk states")
     args = dict(scale=scale, initial_state=initial_state, output_final_state=output_final_state,
@@ -127,8 +155,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                 max_num_seqs=max_num_seqs, num_threads=num_threads)
     from . import autograd
     if autograd.wants_grad(q, k, v, g, beta, initial_state, A_log, dt_bias):
-        return autograd.apply("kda", q, k, v, g, beta, args)
-    return _attn_fwd("kda", q, k, v, g, beta, **args)
+        return autograd.apply("kda", q, k, v, g, beta, args, saved)
+    return _attn_fwd("kda", q, k, v, g, beta, saved=saved, **args)
 
 
 def chunk_kda_bwd(q, k, v, g, beta, do, dht=None, **kw):

@@ -2,7 +2,8 @@
 // layers in layer_bind.cc). Tensors arrive through DLPack (NumPy, PyTorch, CuPy, JAX) without
 // copies; outputs (and graph-mode workspaces, any byte array) are allocated by the Python layer
 // and passed in; `stream` is the caller's cudaStream_t as an integer (PyTorch's current stream).
-// The GIL is released while an op runs.
+// The GIL is released while an op runs. `saved` (chunk_attn_fwd writes it, chunk_attn_bwd reads it)
+// is the optional training cache of chunk_attn_saved_bytes: raw bytes on the op's device.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -16,6 +17,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 using linattn::py::Array;
 using linattn::py::OptArray;
+using linattn::py::to_bytes;
 using linattn::py::to_view;
 
 namespace {
@@ -89,9 +91,12 @@ void bind_workspace_sizes(nb::module_& m) {
          OptArray dt_bias, OptArray initial_state, OptArray cu_seqlens, OptArray chunk_indices, OptArray chunk_offsets,
          double scale, int chunk_size, bool l2norm, bool gate_in_kernel, bool beta_sigmoid, bool neg_eigval,
          bool state_v_first, std::optional<double> lower_bound, bool safe_gate, bool output_final_state,
-         bool use_graph, int64_t max_num_seqs, int num_threads) {
-        const auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
-                                    chunk_offsets);
+         bool use_graph, int64_t max_num_seqs, int num_threads, OptArray saved) {
+        auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
+                              chunk_offsets);
+        const auto cache = to_bytes(saved, in.q.device, "saved");  // the backward's, with a cache, is smaller
+        in.saved = cache.data;
+        in.saved_bytes = cache.size;
         const auto opt = attn_options(op, scale, chunk_size, l2norm, gate_in_kernel, beta_sigmoid, neg_eigval,
                                       state_v_first, lower_bound, safe_gate, output_final_state, use_graph,
                                       max_num_seqs);
@@ -102,8 +107,29 @@ void bind_workspace_sizes(nb::module_& m) {
       "initial_state"_a.none(), "cu_seqlens"_a.none(), "chunk_indices"_a.none(), "chunk_offsets"_a.none(),
       "scale"_a, "chunk_size"_a, "l2norm"_a, "gate_in_kernel"_a, "beta_sigmoid"_a, "neg_eigval"_a,
       "state_v_first"_a, "lower_bound"_a.none(), "safe_gate"_a, "output_final_state"_a, "use_graph"_a,
-      "max_num_seqs"_a, "num_threads"_a,
-      "Bytes of caller workspace the chunked forward (backward=False) or backward needs.");
+      "max_num_seqs"_a, "num_threads"_a, "saved"_a.none() = nb::none(),
+      "Bytes of caller workspace the chunked forward (backward=False) or backward (given the training cache "
+      "`saved` it will read, if any) needs.");
+  m.def(
+      "chunk_attn_saved_bytes",
+      [](const std::string& op, Array q, Array k, Array v, Array g, Array beta, OptArray A_log, OptArray dt_bias,
+         OptArray initial_state, OptArray cu_seqlens, OptArray chunk_indices, OptArray chunk_offsets, double scale,
+         int chunk_size, bool l2norm, bool gate_in_kernel, bool beta_sigmoid, bool neg_eigval, bool state_v_first,
+         std::optional<double> lower_bound, bool safe_gate, bool output_final_state, bool use_graph,
+         int64_t max_num_seqs) {
+        const auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
+                                    chunk_offsets);
+        const auto opt = attn_options(op, scale, chunk_size, l2norm, gate_in_kernel, beta_sigmoid, neg_eigval,
+                                      state_v_first, lower_bound, safe_gate, output_final_state, use_graph,
+                                      max_num_seqs);
+        return linattn::chunk_attn_saved_bytes(in, opt);
+      },
+      "op"_a, "q"_a, "k"_a, "v"_a, "g"_a, "beta"_a, "A_log"_a.none(), "dt_bias"_a.none(), "initial_state"_a.none(),
+      "cu_seqlens"_a.none(), "chunk_indices"_a.none(), "chunk_offsets"_a.none(), "scale"_a, "chunk_size"_a,
+      "l2norm"_a, "gate_in_kernel"_a, "beta_sigmoid"_a, "neg_eigval"_a, "state_v_first"_a, "lower_bound"_a.none(),
+      "safe_gate"_a, "output_final_state"_a = false, "use_graph"_a = false, "max_num_seqs"_a = 0,
+      "Bytes of the training cache (`saved`) chunk_attn_fwd can fill for chunk_attn_bwd with these inputs and "
+      "options; 0 where none applies (CPU, token-by-token and tier-3 paths), and then `saved` is ignored.");
   m.def(
       "conv_bwd_workspace_bytes",
       [](Array x, Array weight, OptArray bias, OptArray residual, OptArray initial_state, OptArray cu_seqlens,
@@ -140,13 +166,16 @@ NB_MODULE(_C, m) {
          OptArray A_log, OptArray dt_bias, OptArray initial_state, OptArray cu_seqlens, OptArray chunk_indices,
          OptArray chunk_offsets, double scale, int chunk_size, bool l2norm, bool gate_in_kernel, bool beta_sigmoid,
          bool neg_eigval, bool state_v_first, std::optional<double> lower_bound, bool safe_gate, bool use_graph,
-         int64_t max_num_seqs, uintptr_t stream, int num_threads, OptArray workspace) {
+         int64_t max_num_seqs, uintptr_t stream, int num_threads, OptArray workspace, OptArray saved) {
         const auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
                                     chunk_offsets);
         const auto opt = attn_options(op, scale, chunk_size, l2norm, gate_in_kernel, beta_sigmoid, neg_eigval,
                                       state_v_first, lower_bound, safe_gate, final_state.has_value(), use_graph,
                                       max_num_seqs);
         linattn::ChunkAttnOutputs out{to_view(o, "o"), to_view(final_state, "final_state")};
+        const auto cache = to_bytes(saved, in.q.device, "saved");
+        out.saved = cache.data;
+        out.saved_bytes = cache.size;
         const auto ctx = exec(stream, num_threads, workspace);
         nb::gil_scoped_release nogil;
         linattn::chunk_attn_fwd(in, out, opt, ctx);
@@ -155,7 +184,9 @@ NB_MODULE(_C, m) {
       "dt_bias"_a.none(), "initial_state"_a.none(), "cu_seqlens"_a.none(), "chunk_indices"_a.none(),
       "chunk_offsets"_a.none(), "scale"_a, "chunk_size"_a, "l2norm"_a, "gate_in_kernel"_a, "beta_sigmoid"_a,
       "neg_eigval"_a, "state_v_first"_a, "lower_bound"_a.none(), "safe_gate"_a, "use_graph"_a, "max_num_seqs"_a,
-      "stream"_a, "num_threads"_a, "workspace"_a.none() = nb::none(), "Chunked GDN / KDA forward into preallocated outputs.");
+      "stream"_a, "num_threads"_a, "workspace"_a.none() = nb::none(), "saved"_a.none() = nb::none(),
+      "Chunked GDN / KDA forward into preallocated outputs (and the training cache `saved`, when given and "
+      "chunk_attn_saved_bytes > 0).");
 
   m.def(
       "chunk_attn_bwd",
@@ -165,9 +196,12 @@ NB_MODULE(_C, m) {
          OptArray dA_log, OptArray ddt_bias, OptArray dh0, double scale, int chunk_size, bool l2norm,
          bool gate_in_kernel, bool beta_sigmoid, bool neg_eigval, bool state_v_first,
          std::optional<double> lower_bound, bool safe_gate, bool use_graph, int64_t max_num_seqs, uintptr_t stream,
-         int num_threads, OptArray workspace) {
-        const auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
-                                    chunk_offsets);
+         int num_threads, OptArray workspace, OptArray saved) {
+        auto in = attn_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, chunk_indices,
+                              chunk_offsets);
+        const auto cache = to_bytes(saved, in.q.device, "saved");
+        in.saved = cache.data;
+        in.saved_bytes = cache.size;
         const auto opt = attn_options(op, scale, chunk_size, l2norm, gate_in_kernel, beta_sigmoid, neg_eigval,
                                       state_v_first, lower_bound, safe_gate, false, use_graph, max_num_seqs);
         linattn::ChunkAttnGrads gr;
@@ -190,8 +224,9 @@ NB_MODULE(_C, m) {
       "dq"_a.none(), "dk"_a.none(), "dv"_a.none(), "dg"_a.none(), "dbeta"_a.none(), "dA_log"_a.none(),
       "ddt_bias"_a.none(), "dinitial_state"_a.none(), "scale"_a, "chunk_size"_a, "l2norm"_a, "gate_in_kernel"_a,
       "beta_sigmoid"_a, "neg_eigval"_a, "state_v_first"_a, "lower_bound"_a.none(), "safe_gate"_a, "use_graph"_a,
-      "max_num_seqs"_a, "stream"_a, "num_threads"_a, "workspace"_a.none() = nb::none(),
-      "Chunked GDN / KDA backward into preallocated gradients.");
+      "max_num_seqs"_a, "stream"_a, "num_threads"_a, "workspace"_a.none() = nb::none(), "saved"_a.none() = nb::none(),
+      "Chunked GDN / KDA backward into preallocated gradients (reading the forward's training cache `saved`, "
+      "when given and chunk_attn_saved_bytes > 0).");
 
   m.def(
       "conv_fwd",

@@ -27,6 +27,12 @@ DType dtype_of(const Array& a, const char* name) {
               std::string(name) + ": unsupported dtype (code " + std::to_string(t.code) + ", " +
                   std::to_string(t.bits) + " bits); expected float32/float16/bfloat16/float64/int32/int64");
 }
+Device device_of(const Array& a, const char* name) {
+  if (a.device_type() == nb::device::cpu::value) return Device{DeviceType::kCPU, 0};
+  if (a.device_type() == nb::device::cuda::value) return Device{DeviceType::kCUDA, a.device_id()};
+  throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
+              std::string(name) + ": unsupported device type " + std::to_string(a.device_type()));
+}
 }  // namespace
 
 TensorView to_view(const Array& a, const char* name) {
@@ -37,17 +43,32 @@ TensorView to_view(const Array& a, const char* name) {
                     std::to_string(a.ndim()));
   v.data = const_cast<void*>(a.data());
   v.dtype = dtype_of(a, name);
-  if (a.device_type() == nb::device::cpu::value) v.device = Device{DeviceType::kCPU, 0};
-  else if (a.device_type() == nb::device::cuda::value) v.device = Device{DeviceType::kCUDA, a.device_id()};
-  else
-    throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
-                std::string(name) + ": unsupported device type " + std::to_string(a.device_type()));
+  v.device = device_of(a, name);
   v.ndim = static_cast<int>(a.ndim());
   for (int i = 0; i < v.ndim; ++i) {
     v.shape[i] = static_cast<int64_t>(a.shape(i));
     v.strides[i] = static_cast<int64_t>(a.stride(i));
   }
   return v;
+}
+
+Bytes to_bytes(const OptArray& a, Device device, const char* name) {
+  if (!a) return {};
+  const Device got = device_of(*a, name);
+  if (got != device)
+    throw Error(ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime, __FILE__, __LINE__,
+                std::string(name) + ": expected a buffer on " + device_name(device) + " (the op's device), got " +
+                    device_name(got));
+  int64_t want = 1;  // C-contiguous: strides (in elements) of a dense row-major array
+  for (size_t i = a->ndim(); i-- > 0;) {
+    if (a->shape(i) != 1 && a->stride(i) != want)
+      throw Error(ErrorCode::kInvalidArgument, FailureCategory::kNone, __FILE__, __LINE__,
+                  std::string(name) + ": expected a contiguous byte buffer, got stride " +
+                      std::to_string(a->stride(i)) + " in dimension " + std::to_string(i) + " (want " +
+                      std::to_string(want) + ")");
+    want *= static_cast<int64_t>(a->shape(i));
+  }
+  return {const_cast<void*>(a->data()), a->nbytes()};
 }
 
 void register_error_translator() {

@@ -4,7 +4,10 @@ scripts/gpu-python (and gpu-final) run it on the H200.
 Outputs and gradients (torch autograd) on CUDA equal the C++ CPU path through the same API; the
 op runs on torch's current stream; torch.cuda.graph captures of the op forward + backward and of a
 whole layer forward + backward, replayed with new inputs and new cu_seqlens written in place,
-equal the same fixed-capacity calls run eagerly (bitwise) and the exact-size eager calls."""
+equal the same fixed-capacity calls run eagerly (bitwise) and the exact-size eager calls. The training
+cache: autograd's forward allocates it (chunk_attn_saved_bytes > 0, only with grad) and its backward
+reads it, with outputs and gradients bitwise those of the recomputing backward (GDN and KDA, varlen);
+the explicit saved= API the same; short, misaligned and wrong-device buffers are clear ValueErrors."""
 import pytest
 
 import torch
@@ -214,3 +217,123 @@ def test_layer_torch_cuda_graph_forward_backward():
         assert rel(rep[1][:, :T], xe.grad) < 1e-2, li
         for p in eager.parameters():
             p.grad = None
+
+
+# ---------------------------------------------------------------- the training cache
+CACHE_CU = [[0, 130, 131, 300, 420], [0, 1, 64, 65, 193, 320]]
+
+
+def cache_case(op, cu_list, seed):
+    """Leaves (q, k, v, g, beta, A_log, dt_bias, h0), cotangents (do, dht), cu_seqlens and the op's
+    keyword arguments: the layer options (in-kernel l2norm, gate, beta sigmoid); KDA per-channel fp32
+    gates with dt_bias [HV * K], and lower_bound -5 on the second shape."""
+    T, N, HV, K, V = cu_list[-1], len(cu_list) - 1, 4, 128, 64
+    gen = torch.Generator().manual_seed(seed)
+    t = inputs(T, seed=seed)
+    if op == "kda":
+        t[3] = torch.randn(1, T, HV, K, generator=gen).to(DEV)  # fp32 raw gates (as test_cuda_saved)
+        t[6] = (torch.randn(HV * K, generator=gen) - 2.0).to(DEV)
+    h0 = (0.1 * torch.randn(N, HV, K, V, generator=gen)).to(DEV)
+    do = torch.randn(1, T, HV, V, generator=gen).to(torch.bfloat16).to(DEV)
+    dht = torch.randn(N, HV, K, V, generator=gen).to(DEV)
+    kw = dict(KW, cu_seqlens=torch.tensor(cu_list, dtype=torch.int32, device=DEV))
+    if op == "kda" and len(cu_list) > 5:
+        kw["lower_bound"] = -5.0
+    return t + [h0], (do, dht), kw
+
+
+def cache_fn(op):
+    return linattn.chunk_kda if op == "kda" else linattn.chunk_gated_delta_rule
+
+
+def cache_bwd(op):
+    return linattn.chunk_kda_bwd if op == "kda" else linattn.chunk_gated_delta_rule_bwd
+
+
+def autograd_run(op, src, cot, kw):
+    leaves = [x.clone().requires_grad_(True) for x in src]
+    q, k, v, g, b, A_log, dt_bias, h0 = leaves
+    o, ht = cache_fn(op)(q, k, v, g, b, initial_state=h0, output_final_state=True, A_log=A_log, dt_bias=dt_bias, **kw)
+    torch.autograd.backward([o, ht], list(cot))
+    torch.cuda.synchronize()
+    return [o.detach(), ht.detach()] + [x.grad for x in leaves]
+
+
+class Spy:
+    """Records the `saved` argument of every ops._attn_fwd / _attn_bwd call that runs the op (not the
+    size queries of chunk_attn_saved_bytes)."""
+
+    def __init__(self, monkeypatch):
+        self.fwd, self.bwd = [], []
+        ops = linattn.ops
+        f, b = ops._attn_fwd, ops._attn_bwd
+
+        def fwd(*a, **kw):
+            if not kw.get("_size_only"):
+                self.fwd.append(kw.get("saved"))
+            return f(*a, **kw)
+
+        def bwd(*a, **kw):
+            self.bwd.append(kw.get("saved"))
+            return b(*a, **kw)
+
+        monkeypatch.setattr(ops, "_attn_fwd", fwd)
+        monkeypatch.setattr(ops, "_attn_bwd", bwd)
+
+
+@pytest.mark.parametrize("op", ["gdn", "kda"])
+@pytest.mark.parametrize("cu_list", CACHE_CU)
+def test_training_cache_autograd_bitwise(op, cu_list, monkeypatch):
+    src, cot, kw = cache_case(op, cu_list, seed=20 + len(cu_list))
+    q, k, v, g, b, A_log, dt_bias, h0 = src
+    n = linattn.chunk_attn_saved_bytes(op, q, k, v, g, b, initial_state=h0, output_final_state=True, A_log=A_log,
+                                       dt_bias=dt_bias, **kw)
+    assert n > 0, "the chunked CUDA path should take a training cache"
+    spy = Spy(monkeypatch)
+    cached = autograd_run(op, src, cot, kw)
+    assert len(spy.fwd) == 1 and spy.fwd[0] is not None, "autograd allocated no cache"
+    buf = spy.fwd[0]
+    assert buf.dtype == torch.uint8 and buf.is_cuda and buf.numel() == n
+    assert len(spy.bwd) == 1 and spy.bwd[0] is buf, "the backward did not get the forward's cache"
+    monkeypatch.setattr(linattn.autograd, "TRAINING_CACHE", False)
+    plain = autograd_run(op, src, cot, kw)
+    assert spy.fwd[1] is None and spy.bwd[1] is None
+    names = ["o", "final_state", "dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "dh0"]
+    for name, a, c in zip(names, plain, cached):
+        assert a is not None and c is not None, name
+        assert torch.equal(a, c), f"{op} {cu_list}: {name} differs with the training cache"
+    # no grad (inference): the plain forward, no cache
+    with torch.no_grad():
+        o, _ = cache_fn(op)(q, k, v, g, b, initial_state=h0, A_log=A_log, dt_bias=dt_bias, **kw)
+    assert spy.fwd[2] is None
+    # grad enabled but no input requires grad: the plain path too
+    o2, _ = cache_fn(op)(q, k, v, g, b, initial_state=h0, A_log=A_log, dt_bias=dt_bias, **kw)
+    assert spy.fwd[3] is None and not o2.requires_grad
+    torch.cuda.synchronize()
+    assert torch.equal(o, o2)
+
+
+@pytest.mark.parametrize("op", ["gdn", "kda"])
+def test_training_cache_explicit_api_and_errors(op):
+    src, cot, kw = cache_case(op, CACHE_CU[0], seed=31)
+    q, k, v, g, b, A_log, dt_bias, h0 = src
+    a = dict(initial_state=h0, A_log=A_log, dt_bias=dt_bias, **kw)
+    n = linattn.chunk_attn_saved_bytes(op, q, k, v, g, b, output_final_state=True, **a)
+    assert n > 0
+    buf = torch.empty(n + 512, dtype=torch.uint8, device=DEV)
+    o0, ht0 = cache_fn(op)(q, k, v, g, b, output_final_state=True, **a)
+    gr0 = cache_bwd(op)(q, k, v, g, b, cot[0], cot[1], **a)
+    o1, ht1 = cache_fn(op)(q, k, v, g, b, output_final_state=True, saved=buf[:n], **a)
+    gr1 = cache_bwd(op)(q, k, v, g, b, cot[0], cot[1], saved=buf[:n], **a)
+    torch.cuda.synchronize()
+    assert torch.equal(o0, o1) and torch.equal(ht0, ht1)
+    for name, x, y in zip(gr0._fields, gr0, gr1):
+        assert (x is None) == (y is None), name
+        assert x is None or torch.equal(x, y), f"{op}: {name} differs with the explicit training cache"
+    for bad, want in ((buf[:n - 256], rf"saved: expected at least {n} bytes \(chunk_attn_saved_bytes\), got {n - 256}"),
+                      (buf[16:n + 16], r"saved: expected a 256-byte aligned address"),
+                      (torch.empty(n, dtype=torch.uint8), r"saved: expected a buffer on cuda:0 \(the op's device\), got cpu")):
+        with pytest.raises(ValueError, match=want):
+            cache_fn(op)(q, k, v, g, b, output_final_state=True, saved=bad, **a)
+        with pytest.raises(ValueError, match=want):
+            cache_bwd(op)(q, k, v, g, b, cot[0], cot[1], saved=bad, **a)

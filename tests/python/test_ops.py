@@ -1,6 +1,9 @@
 """The Python package on the CPU backend with NumPy arrays: outputs against NumPy fp64 references,
-gradients of the explicit backward against finite differences, graph-mode arguments, and the
-mapping of C++ errors to Python exceptions."""
+gradients of the explicit backward against finite differences, graph-mode arguments, the
+training cache (0 bytes on the CPU: a `saved` buffer is accepted and ignored; bad buffers rejected
+where the binding checks them), and the mapping of C++ errors to Python exceptions."""
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -120,3 +123,86 @@ def test_errors_map_to_python_exceptions(rng):
     with pytest.raises(NotImplementedError):
         linattn.chunk_kda(q, k, v, np.zeros((1, 8, 2, 16), np.float32), beta, return_intermediate_states=True)
     assert linattn.version() == linattn.__version__
+
+
+@pytest.mark.parametrize("kda", [False, True])
+def test_training_cache_is_empty_and_ignored_on_cpu(rng, kda):
+    """The CPU backward recomputes its forward: chunk_attn_saved_bytes is 0 and a `saved` buffer of any
+    size or alignment is accepted, never written, and changes nothing (outputs and gradients bitwise)."""
+    cu = np.array([0, 9, 9, 40], np.int64)
+    q, k, v, g, beta = make(rng, 40, 2, 2, 16, 8, kda)
+    h0 = rng.standard_normal((3, 2, 16, 8)).astype(np.float32)
+    do = rng.standard_normal(v.shape).astype(np.float32)
+    dht = rng.standard_normal(h0.shape).astype(np.float32)
+    op = "kda" if kda else "gdn"
+    fn = linattn.chunk_kda if kda else linattn.chunk_gated_delta_rule
+    bwd = linattn.chunk_kda_bwd if kda else linattn.chunk_gated_delta_rule_bwd
+    kw = dict(initial_state=h0, cu_seqlens=cu, chunk_size=16)
+    for extra in ({}, dict(output_final_state=True), dict(use_graph=True, max_num_seqs=3)):
+        assert linattn.chunk_attn_saved_bytes(op, q, k, v, g, beta, **kw, **extra) == 0, extra
+    o0, ht0 = fn(q, k, v, g, beta, output_final_state=True, **kw)
+    gr0 = bwd(q, k, v, g, beta, do, dht, **kw)
+    raw = np.zeros(4097, np.uint8)
+    for buf in (raw[:4096], raw[1:2], raw[1:], raw.reshape(17, 241)):  # sizes / alignments the CPU never checks
+        o, ht = fn(q, k, v, g, beta, output_final_state=True, saved=buf, **kw)
+        gr = bwd(q, k, v, g, beta, do, dht, saved=buf, **kw)
+        np.testing.assert_array_equal(o, o0)
+        np.testing.assert_array_equal(ht, ht0)
+        for name, a, b in zip(gr._fields, gr, gr0):
+            if b is not None:
+                np.testing.assert_array_equal(a, b, err_msg=name)
+    assert not raw.any()
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_KEEP = []  # the structs behind the capsules outlive every import of them
+_CAPSULE_NAME = ctypes.c_char_p(b"dltensor")
+
+
+def fake_cuda_bytes(n, device_id=0):
+    """A DLPack capsule of n uint8 that claims to live on cuda:device_id (never dereferenced: the
+    binding rejects it before any op runs), so the device check is tested without a GPU."""
+    shape = (ctypes.c_int64 * 1)(n)
+    host = np.zeros(n, np.uint8)
+    mt = _DLManagedTensor()
+    mt.dl_tensor = _DLTensor(host.ctypes.data, _DLDevice(2, device_id), 1, _DLDataType(1, 8, 1), shape, None, 0)
+    mt.manager_ctx = None
+    mt.deleter = None
+    _KEEP.append((shape, host, mt))
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(mt), _CAPSULE_NAME, None)
+
+
+def test_training_cache_bad_buffers(rng):
+    """What the binding checks wherever a `saved` buffer is passed: it is on the op's device and
+    contiguous (its size and 256-byte alignment are checked by the op where a cache is used: CUDA,
+    tests/python/test_cuda_torch.py)."""
+    q, k, v, g, beta = make(rng, 20, 1, 2, 16, 8)
+    do = rng.standard_normal(v.shape).astype(np.float32)
+    with pytest.raises(ValueError, match=r"saved: expected a buffer on cpu \(the op's device\), got cuda:0"):
+        linattn.chunk_gated_delta_rule(q, k, v, g, beta, saved=fake_cuda_bytes(1024))
+    with pytest.raises(ValueError, match=r"saved: expected a buffer on cpu \(the op's device\), got cuda:1"):
+        linattn.chunk_gated_delta_rule_bwd(q, k, v, g, beta, do, saved=fake_cuda_bytes(1024, 1))
+    with pytest.raises(ValueError, match=r"saved: expected a contiguous byte buffer, got stride 2"):
+        linattn.chunk_gated_delta_rule(q, k, v, g, beta, saved=np.zeros(64, np.uint8)[::2])
+    with pytest.raises(ValueError, match=r"saved: expected a contiguous byte buffer"):
+        linattn.chunk_gated_delta_rule_bwd(q, k, v, g, beta, do, saved=np.zeros((8, 8), np.uint8).T)

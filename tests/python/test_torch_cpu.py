@@ -2,7 +2,8 @@
 path bit for bit, and torch autograd (loss.backward()) through chunk_gated_delta_rule, chunk_kda
 and causal_conv1d gives exactly the explicit backward functions' gradients (weights [D, 1, W] and
 fp32 gradients cast back to the input dtype included); one finite-difference check of the conv's
-autograd in fp64 arithmetic of the reference. Needs PyTorch: scripts/test runs it where torch is
+autograd in fp64 arithmetic of the reference; the training cache on the CPU (none allocated by
+autograd, a caller's `saved` tensor accepted and ignored). Needs PyTorch: scripts/test runs it where torch is
 importable and says so where not; scripts/gpu-python runs it on the H200 (the CUDA side is
 test_cuda_torch.py)."""
 import numpy as np
@@ -100,3 +101,41 @@ def test_no_grad_takes_the_plain_path(rng):
     with torch.no_grad():
         y, ht = linattn.causal_conv1d(x, w)
     assert not y.requires_grad and ht is None
+
+
+@pytest.mark.parametrize("kda", [False, True])
+def test_training_cache_cpu_autograd(rng, kda, monkeypatch):
+    """On the CPU chunk_attn_saved_bytes is 0: autograd's forward allocates no cache (saved=None
+    reaches the op) and a caller's uint8 tensor passed as saved= is ignored (gradients bitwise those
+    of the explicit backward, the buffer untouched)."""
+    cu = np.array([0, 7, 7, 30], np.int64)
+    arrays = attn_inputs(rng, 30, 1, 2, 16, 8, kda)
+    do = rng.standard_normal((1, 30, 2, 8)).astype(np.float32)
+    op = "kda" if kda else "gdn"
+    fn = linattn.chunk_kda if kda else linattn.chunk_gated_delta_rule
+    bwd = linattn.chunk_kda_bwd if kda else linattn.chunk_gated_delta_rule_bwd
+    seen = []
+    fwd = linattn.ops._attn_fwd
+
+    def spy(*a, **kw):
+        if not kw.get("_size_only"):  # not chunk_attn_saved_bytes's query
+            seen.append(kw.get("saved"))
+        return fwd(*a, **kw)
+
+    monkeypatch.setattr(linattn.ops, "_attn_fwd", spy)
+    assert linattn.chunk_attn_saved_bytes(op, *map(t, arrays), cu_seqlens=t(cu), chunk_size=16) == 0
+    gr = bwd(*arrays, do, cu_seqlens=cu, chunk_size=16)
+    buf = torch.zeros(1000, dtype=torch.uint8)
+    for saved in (None, buf, buf[3:]):
+        seen.clear()
+        leaves = [t(a, True) for a in arrays]
+        o, _ = fn(*leaves, cu_seqlens=t(cu), chunk_size=16, saved=saved)
+        assert len(seen) == 1 and seen[0] is saved  # nothing allocated: 0 bytes on the CPU
+        (o * t(do)).sum().backward()
+        for name, leaf, want in zip(("dq", "dk", "dv", "dg", "dbeta"), leaves, gr):
+            np.testing.assert_array_equal(leaf.grad.numpy(), np.asarray(want), err_msg=name)
+    with torch.no_grad():
+        seen.clear()
+        fn(*map(t, arrays), cu_seqlens=t(cu), chunk_size=16)
+        assert seen == [None]
+    assert not buf.any()
