@@ -9,6 +9,7 @@
 //           writes P of all value heads right after the Gram products, Q K^T in the shared union:
 //           the same values, 3 CTAs per SM)
 //   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
+// v6 (LINATTN_CUDA_GDN_PREP=v6, gdn_prep_v6.h): the same values with 3 CTA barriers per value head, not 6.
 //   sc      the pipelined fused kernel's per-token scales per (chunk, value head) (only when ws.sc is set:
 //           chain mode tma3, BT 64; the SC instances; gdn_chain_scales.cuh)
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
@@ -20,6 +21,8 @@
 // 256 threads = 8 warps; K = 128.
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
@@ -28,6 +31,7 @@
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_p_fused.h"
 #include "cuda/gdn/gdn_prep_common.cuh"
+#include "cuda/gdn/gdn_prep_v6.h"
 
 namespace linattn::cuda {
 namespace {
@@ -99,11 +103,125 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE>& s, int wa
   }
 }
 
+// q / k row scales (rq, rk in shared memory and the workspace), one warp per row: row i = warp + 8 u.
+// V6: a warp's 2 BT / 8 rows at once (one 8-byte load per row and lane, the butterflies of all rows
+// interleaved) instead of one row after another (~20% of the prep's stall samples at 3d3a678: each row a
+// chain of 4 loads, 5 dependent shuffles, a predicated store); the same sums in the same order (same bits).
+template <bool V6, class T, int BT, class Smem>
+__device__ __forceinline__ void row_scales(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, int h, int64_t t0,
+                                           int len, int warp, int lane) {
+  if constexpr (!V6) {
+    for (int i = warp; i < 2 * BT; i += kWarps) {
+      const T* row = i < BT ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
+      const float ss = row_sumsq_warp<T, kK>(row, lane);
+      const float rs = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+      if (lane == 0) {
+        const int ri = i < BT ? i : i - BT;
+        (i < BT ? s.rq : s.rk)[ri] = rs;
+        if (ri < len) (i < BT ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
+      }
+    }
+  } else {
+    constexpr int R = 2 * BT / kWarps, RQ = BT / kWarps;  // rows per warp; the first RQ are q rows
+    static_assert(kK / 32 == 4, "one 8-byte load per row and lane");
+    float ss[R];
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      const int i = warp + kWarps * u;
+      const T* row = u < RQ ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
+      const uint2 w = *reinterpret_cast<const uint2*>(row + 4 * lane);
+      const T* e2 = reinterpret_cast<const T*>(&w);
+      ss[u] = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float x = MmaType<T>::to_float(e2[e]);
+        ss[u] += x * x;
+      }
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+#pragma unroll
+      for (int u = 0; u < R; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], d);
+    float mine = 0.f;  // lane u < R stores row u's scale
+#pragma unroll
+    for (int u = 0; u < R; ++u)
+      if (lane == u) mine = ss[u];
+    if (lane < R) {
+      const bool isq = lane < RQ;
+      const int ri = warp + kWarps * lane - (isq ? 0 : BT);
+      const float rs = p.l2norm ? rsqrtf(mine + 1e-6f) : 1.f;
+      (isq ? s.rq : s.rk)[ri] = rs;
+      if (ri < len) (isq ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
+    }
+  }
+}
+
+constexpr int kSeg = 16;  // each thread: 16 contiguous columns of one row of L / P / Ab
+
+// Value head j's L (strictly lower; rows past len zero) into s.u.sv.L and, with zero_upper, zeros into the upper
+// blocks of X (invert_unit_lower leaves them: they stay zero for the next value heads); P of the head too in the
+// WP-without-PE instance.
+template <class T, int BT, bool WP, bool PE, class Smem>
+__device__ __forceinline__ void build_L(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, const float* gam,
+                                        const float* beta, int j, int64_t t0, int len, bool zero_upper, int tid) {
+  constexpr int kSegs = BT / kSeg;
+  static_assert(BT * kSegs <= kThreads * 2, "row-segment mapping");
+  T* P = static_cast<T*>(ws.P);
+  for (int item = tid; item < BT * kSegs; item += kThreads) {
+    const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+    const float gi = gam[i], bi = beta[i];
+    float pv[kSeg];
+#pragma unroll
+    for (int e4 = 0; e4 < kSeg; e4 += 4) {
+      const float4 kk4 = *reinterpret_cast<const float4*>(&s.kk[i][c0 + e4]);
+      float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
+      if constexpr (WP && !PE) qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
+      const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+      float lv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int jc = c0 + e4 + e;
+        const float d = (jc <= i && i < len) ? exp2f(gi - gam[jc]) : 0.f;
+        lv[e] = jc < i ? bi * d * kkv[e] : 0.f;
+        if constexpr (WP && !PE) pv[e4 + e] = p.scale * d * qkv[e];
+      }
+      *reinterpret_cast<float4*>(&s.u.sv.L[i][c0 + e4]) = make_float4(lv[0], lv[1], lv[2], lv[3]);
+      if (zero_upper && (i >> 4) < (c0 >> 4))
+        *reinterpret_cast<float4*>(&s.u.sv.X[i][c0 + e4]) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if constexpr (WP && !PE)
+      if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+  }
+}
+
+// Value head j's rows of Ab = X diag(beta) (and Ai = X for the backward) from s.u.sv.X.
+template <class T, int BT, class Smem>
+__device__ __forceinline__ void store_Ab(const GdnChunkWs& ws, const Smem& s, const float* beta, int j, int64_t t0,
+                                         int len, int tid) {
+  constexpr int kSegs = BT / kSeg;
+  T* Ab = static_cast<T*>(ws.Ab);
+  for (int item = tid; item < BT * kSegs; item += kThreads) {
+    const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+    if (i >= len) continue;
+    float av[kSeg];
+#pragma unroll
+    for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e] * beta[c0 + e];
+    store16<T>(Ab + (j * ws.T_cap + t0 + i) * BT + c0, av);
+    if (ws.Ai) {  // the backward also needs the unscaled inverse
+#pragma unroll
+      for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e];
+      store16<T>(static_cast<T*>(ws.Ai) + (j * ws.T_cap + t0 + i) * BT + c0, av);
+    }
+  }
+}
+
 // WP false (ws.P null): no Q K^T, no P; the qk tile is gone (~65 KB at BT 64: 3 CTAs per SM, 64
 // registers). No minimum-blocks bound: with one, ptxas gives the WP instance 152 registers (1 CTA / SM).
 // SC (ws.sc set, BT 64 only: chain mode tma3): the fused kernel's per-token scale records are written too
 // (an instance of its own, so the other instances compile as before).
-template <class T, int BT, bool WP, bool PE = false, bool SC = false>
+// V6 (LINATTN_CUDA_GDN_PREP=v6, opt-in): row_scales' interleaved rows, the inverse by column chains, and value
+// head j's Ab stores in one phase with head j+1's L: 3 CTA barriers per value head instead of 6 (same bits).
+template <class T, int BT, bool WP, bool PE = false, bool SC = false, bool V6 = false>
 __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                             const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -144,16 +262,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
   cp_async_wait<0>();
   __syncthreads();
 
-  for (int i = warp; i < 2 * BT; i += kWarps) {
-    const T* row = i < BT ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
-    const float ss = row_sumsq_warp<T, kK>(row, lane);
-    const float rs = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
-    if (lane == 0) {
-      const int ri = i < BT ? i : i - BT;
-      (i < BT ? s.rq : s.rk)[ri] = rs;
-      if (ri < len) (i < BT ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
-    }
-  }
+  row_scales<V6, T, BT>(p, ws, s, h, t0, len, warp, lane);
   __syncthreads();
   if constexpr (SC) {  // chain mode tma3: the fused kernel's per-token scales, by its expressions
     static_assert(BT == chain_sc::kTok, "the scale records are per 64-token chunk");
@@ -162,11 +271,9 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
   gram_products<T, BT, WP, PE>(s, warp, lane);
   __syncthreads();  // q/k tiles dead from here: their space holds L and X (PE: first Q K^T)
 
-  constexpr int kSeg = 16, kSegs = BT / kSeg;  // each thread: 16 contiguous columns of one row
-  static_assert(BT * kSegs <= kThreads * 2, "row-segment mapping");
-  T* Ab = static_cast<T*>(ws.Ab);
-  T* P = static_cast<T*>(ws.P);
   if constexpr (PE) {  // every value head's P rows (the expressions of the per-head loop below), then qk dies
+    constexpr int kSegs = BT / kSeg;
+    T* P = static_cast<T*>(ws.P);
     for (int jj = 0; jj < G; ++jj) {
       const int j = h * G + jj;
       const float* gam = gam_all + jj * BT;
@@ -191,53 +298,28 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
     }
     __syncthreads();
   }
-  for (int jj = 0; jj < G; ++jj) {
-    const int j = h * G + jj;
-    const float* gam = gam_all + jj * BT;
-    const float* beta = beta_all + jj * BT;
-    for (int item = tid; item < BT * kSegs; item += kThreads) {
-      const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
-      const float gi = gam[i], bi = beta[i];
-      float pv[kSeg];
-#pragma unroll
-      for (int e4 = 0; e4 < kSeg; e4 += 4) {
-        const float4 kk4 = *reinterpret_cast<const float4*>(&s.kk[i][c0 + e4]);
-        float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
-        if constexpr (WP && !PE) qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
-        const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
-        float lv[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int jc = c0 + e4 + e;
-          const float d = (jc <= i && i < len) ? exp2f(gi - gam[jc]) : 0.f;
-          lv[e] = jc < i ? bi * d * kkv[e] : 0.f;
-          if constexpr (WP && !PE) pv[e4 + e] = p.scale * d * qkv[e];
-        }
-        *reinterpret_cast<float4*>(&s.u.sv.L[i][c0 + e4]) = make_float4(lv[0], lv[1], lv[2], lv[3]);
-        if ((i >> 4) < (c0 >> 4))
-          *reinterpret_cast<float4*>(&s.u.sv.X[i][c0 + e4]) = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-      if constexpr (WP && !PE)
-        if (i < len) store16<T>(P + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+  if constexpr (!V6) {
+    for (int jj = 0; jj < G; ++jj) {
+      const int j = h * G + jj;
+      build_L<T, BT, WP, PE>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, j, t0, len, true, tid);
+      __syncthreads();
+      invert_unit_lower<BT, Smem::kLd>(s.u.sv.L, s.u.sv.X, s.tscr, tid);
+      store_Ab<T, BT>(ws, s, beta_all + jj * BT, j, t0, len, tid);
+      __syncthreads();
     }
-    __syncthreads();
-    invert_unit_lower<BT, Smem::kLd>(s.u.sv.L, s.u.sv.X, s.tscr, tid);
-    for (int item = tid; item < BT * kSegs; item += kThreads) {
-      const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
-      if (i >= len) continue;
-      float av[kSeg];
-#pragma unroll
-      for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e] * beta[c0 + e];
-      store16<T>(Ab + (j * ws.T_cap + t0 + i) * BT + c0, av);
-      if (ws.Ai) {  // the backward also needs the unscaled inverse
-#pragma unroll
-        for (int e = 0; e < kSeg; ++e) av[e] = s.u.sv.X[i][c0 + e];
-        store16<T>(static_cast<T*>(ws.Ai) + (j * ws.T_cap + t0 + i) * BT + c0, av);
-      }
+  } else {  // phase jj: Ab of head jj - 1 beside L of head jj (L is read only by the inverse, Ab only reads X)
+    for (int jj = 0; jj <= G; ++jj) {
+      if (jj > 0) store_Ab<T, BT>(ws, s, beta_all + (jj - 1) * BT, h * G + jj - 1, t0, len, tid);
+      if (jj == G) break;
+      build_L<T, BT, WP, PE>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, h * G + jj, t0, len, jj == 0, tid);
+      __syncthreads();
+      invert_unit_lower_cols<BT, Smem::kLd>(s.u.sv.L, s.u.sv.X, s.tscr, tid);
+      __syncthreads();
     }
-    __syncthreads();
   }
 }
+
+std::atomic<int64_t> g_v6_launches{0};
 
 template <class T, int BT, bool SC = false>
 void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
@@ -256,7 +338,10 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
     return;
   }
   // The 3-CTAs-per-SM instances (no P, or P first): a hint for the largest shared-memory split.
-  auto kernel = ws.P ? gdn_prep_kernel<T, BT, true, true, SC> : gdn_prep_kernel<T, BT, false, false, SC>;
+  const bool v6 = gdn_prep_v6_env();
+  if (v6) g_v6_launches.fetch_add(1);
+  auto kernel = ws.P ? (v6 ? gdn_prep_kernel<T, BT, true, true, SC, true> : gdn_prep_kernel<T, BT, true, true, SC>)
+                     : (v6 ? gdn_prep_kernel<T, BT, false, false, SC, true> : gdn_prep_kernel<T, BT, false, false, SC>);
   prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
   const size_t bytes = ws.P ? PrepSmem<T, BT, true, true>::bytes(p.HV / p.H) : PrepSmem<T, BT, false>::bytes(p.HV / p.H);
   launch(kernel, grid, dim3(kThreads), bytes, stream, p, ws, ci, nts);
@@ -267,6 +352,8 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
 // v5 is the default since the H200 A/B at 73035b5 (bitwise v2's outputs, forward 16/64 1x32768 1.665 ->
 // 1.588 ms); LINATTN_CUDA_GDN_PREP=v2 keeps the 2-CTAs-per-SM instance.
 bool gdn_prep_v5_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") != "v2"; }
+bool gdn_prep_v6_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v6"; }
+int64_t gdn_prep_v6_launches() { return g_v6_launches.load(); }
 
 void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                      int64_t nt_cap, cudaStream_t stream) {
