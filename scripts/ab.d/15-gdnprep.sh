@@ -1,0 +1,61 @@
+# GDN prep v6 (LINATTN_CUDA_GDN_PREP=v6; src/cuda/gdn/gdn_prep.cu, gdn_prep_common.cuh; perf-notes "Prep v6: fewer
+# CTA barriers, interleaved row scales (gdnprep session 10)"): the default prep's arithmetic with the q / k row
+# scales of a warp's 16 rows interleaved (one chain each was ~20% of the prep's stall samples at 3d3a678), the
+# inverse merged by column chains, and a value head's Ab stores in one phase with the next head's L (3 CTA
+# barriers per value head instead of 6). Bitwise the default's outputs. Compiled here, never run on a GPU before
+# this piece. Prediction: prep 0.69 -> ~0.55-0.60 ms, forward 16/64 1x32768 graph ~1.45 -> ~1.33-1.38 ms.
+# 1. test_cuda_gdn_prep (its tests set the switch themselves: fp64 reference, bitwise == default incl. P fused,
+#    tma3 records, backward and training cache); with v6 forced: the GDN graph tests, the training-cache tests
+#    (test_cuda_saved GDN+KDA, test_cuda_graph_bwd's cache replay), the GDN backward's chunked tests; memcheck of
+#    one case; no bench if test_cuda_gdn_prep fails;
+# 2. bench default vs v6 interleaved (16/64 1x32768, 4096x8, 1x2048; --check 1), a second round with the
+#    variant first. Rows into bench.jsonl with env_switch. Own 90 s.
+gpsw=LINATTN_CUDA_GDN_PREP
+gpok=0
+gpend=$(( $(date +%s) + 90 ))
+gpleft() { local m=$(( gpend - $(date +%s) )) l; l=$(left); echo $(( m < l ? m : l )); }
+gptest() {  # gptest CAP BINARY FILTER: with v6 forced
+  [ "$(gpleft)" -gt $(( $1 + 30 )) ] || { say "gdnprep: $2 skipped (no time)"; return; }
+  echo "### $2 ($3) with $gpsw=v6" >>"$OUT/ab-tests.txt"
+  env $gpsw=v6 timeout "$(cap "$1")" stdbuf -oL -eL "$BIN/$2" --gtest_brief=1 --gtest_filter="$3" >>"$OUT/ab-tests.txt" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then say "PASS $2 ($3) with $gpsw=v6"; else status=1; say "FAIL $2 ($3) with $gpsw=v6 (exit $rc)"; fi
+}
+if [ "$(gpleft)" -gt 60 ] && [ -x "$BIN/test_cuda_gdn_prep" ]; then
+  echo "### test_cuda_gdn_prep (the tests set $gpsw themselves)" >>"$OUT/ab-tests.txt"
+  timeout "$(cap 25)" stdbuf -oL -eL "$BIN/test_cuda_gdn_prep" --gtest_brief=1 >>"$OUT/ab-tests.txt" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    gpok=1; say "PASS test_cuda_gdn_prep"
+  else
+    status=1; say "FAIL test_cuda_gdn_prep (exit $rc; 124 = the 25 s cap): no bench of v6"
+  fi
+  if [ $gpok = 1 ]; then
+    gptest 8 test_cuda_graph 'CudaGraphGdn*'
+    gptest 10 test_cuda_saved 'Dtypes/CudaSaved.*/bf16_bt64'
+    gptest 6 test_cuda_graph_bwd 'CudaGraphFwdBwd.TrainingCacheReplayEqualsEagerWithoutCache'
+    gptest 8 test_cuda_gdn_bwd 'Dtypes/CudaGdnBwd.ChunkedMatchesReference/*'
+  fi
+  if [ $gpok = 1 ] && [ "$(gpleft)" -gt 45 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+    gpmc='Dtypes/CudaGdnPrepV6.SameBitsAsDefault/bf16_bt64'
+    echo "### memcheck $gpmc" >>"$OUT/ab-tests.txt"
+    LINATTN_SANITIZED=1 timeout "$(cap 10)" compute-sanitizer --tool memcheck --error-exitcode 99 \
+      "$BIN/test_cuda_gdn_prep" --gtest_filter="$gpmc" >>"$OUT/ab-tests.txt" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=1
+    say "gdnprep memcheck: exit $rc (124 = cut by its cap) ($(grep -E 'ERROR SUMMARY' "$OUT/ab-tests.txt" | tail -n 1))"
+  fi
+else
+  say "gdnprep tests skipped (no time or no test_cuda_gdn_prep binary)"
+fi
+if [ $gpok = 1 ]; then  # one switch per run, interleaved; each while the piece has >= 6 s left
+  gpv=$gpsw=v6
+  for gprow in "1x32768 none" "1x32768 $gpv" "4096x8 none" "4096x8 $gpv" "1x2048 none" "1x2048 $gpv" \
+               "1x32768 $gpv" "1x32768 none" "4096x8 $gpv" "4096x8 none" "1x2048 $gpv" "1x2048 none"; do
+    set -- $gprow
+    [ "$(gpleft)" -gt 6 ] || { say "gdnprep bench $gprow skipped (piece time spent)"; continue; }
+    gpc=$(( $(gpleft) < 20 ? $(gpleft) : 20 ))
+    bench $gpc "$2" bench-cuda --hqk 16 --hv 64 --lengths "$1" --segments 1 --iters 20 --check 1 --commit "$COMMIT"
+  done
+fi
+true
