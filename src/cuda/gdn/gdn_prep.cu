@@ -41,24 +41,36 @@ constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8;
 // WP: P is written (ws.P set). PE (with WP; the default, LINATTN_CUDA_GDN_PREP=v2 turns it off): the P rows of every
 // value head are written right after the Gram products, so Q K^T lives in the shared union (the dead
 // q / k tiles, before L / X use it): ~65 KB at BT 64, 3 CTAs per SM as without P.
-template <class T, int BT, bool WP = true, bool PE = false>
+// V6 (prep v6): kk keeps only its lower 16x16 blocks (the only ones L reads), packed, and the merge scratch only
+// the BT/16 - 1 warps of the column chains: ~51 KB at BT 64 and G 4 (~65 KB without), 4 CTAs per SM with the
+// kernel's 64 registers. Block (a, b), a >= b, at kkb[(a (a + 1) / 2 + b) kKkBlk]: rows of 16 floats, blocks
+// 260 floats apart, so a quarter warp's float4 loads (two rows x four blocks) hit eight distinct bank groups.
+template <class T, int BT, bool WP = true, bool PE = false, bool V6 = false>
 struct PrepSmem {
   static constexpr int kLd = BT + 4;  // fp32 row stride: 16-byte aligned rows
+  static constexpr bool kPacked = V6;
+  static constexpr int kNB = BT / 16, kKkBlk = 16 * 16 + 4, kKkFloats = V6 ? kNB * (kNB + 1) / 2 * kKkBlk : 4;
   union {
     struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;     // until the Gram products
     struct { float L[BT][kLd]; float X[BT][kLd]; } sv;  // then L and X = (I + L)^-1
     float qk[PE ? BT : 1][kLd];                         // PE: Q K^T (as qk below) until P is stored
   } u;
-  float kk[BT][kLd];  // (k_i . k_j) rk_i rk_j
+  float kk[V6 ? 1 : BT][kLd];  // (k_i . k_j) rk_i rk_j (V6: kkb)
   float qk[(WP && !PE) ? BT : 1][kLd];  // (q_i . k_j) rq_i rk_j (WP without PE only)
-  float tscr[kWarps][16][20];  // per-warp 16x16 scratch of the merges
+  float tscr[V6 ? (kNB > 1 ? kNB - 1 : 1) : kWarps][16][20];  // per-warp 16x16 scratch of the merges
   float rq[BT], rk[BT];
+  alignas(16) float kkb[kKkFloats];  // V6: kk's lower blocks, packed
   // followed by gam[G][BT], beta[G][BT] (dynamic)
   static size_t bytes(int G) { return sizeof(PrepSmem) + size_t(G) * BT * 2 * sizeof(float); }
+  // kk[i][c0 ..] (c0 a multiple of 4 in the block of column c0; V6: only blocks with c0 / 16 <= i / 16)
+  __device__ __forceinline__ float* kk_at(int i, int c0) {
+    if constexpr (V6) return &kkb[((i >> 4) * ((i >> 4) + 1) / 2 + (c0 >> 4)) * kKkBlk + (i & 15) * 16 + (c0 & 15)];
+    else return &kk[i][c0];
+  }
 };
 
-template <class T, int BT, bool WP, bool PE>
-__device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE>& s, int warp, int lane) {
+template <class T, int BT, bool WP, bool PE, bool V6>
+__device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE, V6>& s, int warp, int lane) {
   constexpr int WM = BT / 16, WN = kWarps / WM, CW = BT / WN, NTW = CW / 8;
   const int wm = warp % WM, wn = warp / WM;
   float ak[NTW][4] = {}, aq[NTW][4] = {};
@@ -87,7 +99,7 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE>& s, int wa
   }
   const int g = lane >> 2, t = lane & 3;
   if constexpr (PE) __syncthreads();  // qk overwrites the q / k tiles every warp reads above
-  float (*qk)[PrepSmem<T, BT, WP, PE>::kLd] = PE ? s.u.qk : s.qk;
+  float (*qk)[PrepSmem<T, BT, WP, PE, V6>::kLd] = PE ? s.u.qk : s.qk;
 #pragma unroll
   for (int nt = 0; nt < NTW; ++nt) {
     const int col = wn * CW + nt * 8 + 2 * t;
@@ -96,7 +108,7 @@ __device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE>& s, int wa
       const int row = 16 * wm + g + 8 * half;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        s.kk[row][col + e] = ak[nt][2 * half + e] * s.rk[row] * s.rk[col + e];
+        if (!V6 || (col >> 4) <= (row >> 4)) *s.kk_at(row, col + e) = ak[nt][2 * half + e] * s.rk[row] * s.rk[col + e];
         if constexpr (WP) qk[row][col + e] = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
       }
     }
@@ -173,7 +185,8 @@ __device__ __forceinline__ void build_L(const GdnFwdParams& p, const GdnChunkWs&
     float pv[kSeg];
 #pragma unroll
     for (int e4 = 0; e4 < kSeg; e4 += 4) {
-      const float4 kk4 = *reinterpret_cast<const float4*>(&s.kk[i][c0 + e4]);
+      float4 kk4 = make_float4(0.f, 0.f, 0.f, 0.f);  // V6: upper blocks (never read: lv = 0 there) not stored
+      if (!Smem::kPacked || (c0 >> 4) <= (i >> 4)) kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
       float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
       if constexpr (WP && !PE) qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
       const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
@@ -221,11 +234,11 @@ __device__ __forceinline__ void store_Ab(const GdnChunkWs& ws, const Smem& s, co
 // (an instance of its own, so the other instances compile as before).
 // V6 (LINATTN_CUDA_GDN_PREP=v6, opt-in): row_scales' interleaved rows, the inverse by column chains, and value
 // head j's Ab stores in one phase with head j+1's L: 3 CTA barriers per value head instead of 6 (same bits).
-template <class T, int BT, bool WP, bool PE = false, bool SC = false, bool V6 = false>
-__global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnChunkWs ws,
-                                                            const int32_t* chunk_indices, int nts) {
+template <class T, int BT, bool WP, bool PE, bool SC, bool V6>
+__device__ __forceinline__ void prep_body(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
+                                          int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  using Smem = PrepSmem<T, BT, WP, PE>;
+  using Smem = PrepSmem<T, BT, WP, PE, V6>;
   auto& s = *reinterpret_cast<Smem*>(smem_raw);
   const int G = p.HV / p.H;
   float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
@@ -268,7 +281,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
     static_assert(BT == chain_sc::kTok, "the scale records are per 64-token chunk");
     chain_sc::write_records<kThreads>(ws.sc, r, p.HV, h, G, gam_all, s.rk, s.rq, len, p.scale, tid);
   }
-  gram_products<T, BT, WP, PE>(s, warp, lane);
+  gram_products<T, BT, WP, PE, V6>(s, warp, lane);
   __syncthreads();  // q/k tiles dead from here: their space holds L and X (PE: first Q K^T)
 
   if constexpr (PE) {  // every value head's P rows (the expressions of the per-head loop below), then qk dies
@@ -319,6 +332,18 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnC
   }
 }
 
+template <class T, int BT, bool WP, bool PE = false, bool SC = false>
+__global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnFwdParams p, GdnChunkWs ws, const int32_t* chunk_indices,
+                                                            int nts) {
+  prep_body<T, BT, WP, PE, SC, false>(p, ws, chunk_indices, nts);
+}
+// v6: P first (PE) when P is written; 4 CTAs per SM at BT 64 (64 registers, ~51 KB at G 4), 3 at BT 32.
+template <class T, int BT, bool WP, bool SC>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v6_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                                                const int32_t* chunk_indices, int nts) {
+  prep_body<T, BT, WP, WP, SC, true>(p, ws, chunk_indices, nts);
+}
+
 std::atomic<int64_t> g_v6_launches{0};
 
 template <class T, int BT, bool SC = false>
@@ -340,10 +365,12 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
   // The 3-CTAs-per-SM instances (no P, or P first): a hint for the largest shared-memory split.
   const bool v6 = gdn_prep_v6_env();
   if (v6) g_v6_launches.fetch_add(1);
-  auto kernel = ws.P ? (v6 ? gdn_prep_kernel<T, BT, true, true, SC, true> : gdn_prep_kernel<T, BT, true, true, SC>)
-                     : (v6 ? gdn_prep_kernel<T, BT, false, false, SC, true> : gdn_prep_kernel<T, BT, false, false, SC>);
+  auto kernel = ws.P ? (v6 ? gdn_prep_v6_kernel<T, BT, true, SC> : gdn_prep_kernel<T, BT, true, true, SC>)
+                     : (v6 ? gdn_prep_v6_kernel<T, BT, false, SC> : gdn_prep_kernel<T, BT, false, false, SC>);
   prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
-  const size_t bytes = ws.P ? PrepSmem<T, BT, true, true>::bytes(p.HV / p.H) : PrepSmem<T, BT, false>::bytes(p.HV / p.H);
+  const int G = p.HV / p.H;
+  const size_t bytes = ws.P ? (v6 ? PrepSmem<T, BT, true, true, true>::bytes(G) : PrepSmem<T, BT, true, true>::bytes(G))
+                            : (v6 ? PrepSmem<T, BT, false, false, true>::bytes(G) : PrepSmem<T, BT, false>::bytes(G));
   launch(kernel, grid, dim3(kThreads), bytes, stream, p, ws, ci, nts);
 }
 
