@@ -9,6 +9,7 @@
 //    cache (the forward's prep saved, the backward reading it) bitwise the recomputing backward's, close to fp64.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -89,6 +90,12 @@ TEST_P(CudaGdnPrepV6, SwitchIsRead) {
   EXPECT_FALSE(cuda::gdn_prep_v6_env());
   set_prep(nullptr);
   EXPECT_FALSE(cuda::gdn_prep_v6_env());
+}
+
+TEST(CudaGdnPrepV6Occupancy, FourCtasPerSmAtBt64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  for (int G : {1, 4, 8}) EXPECT_EQ(cuda::gdn_prep_v6_ctas_per_sm(G), 4) << "G = " << G;
+  std::printf("gdn prep v6: %d CTAs per SM at G 4\n", cuda::gdn_prep_v6_ctas_per_sm(4));
 }
 
 TEST_P(CudaGdnPrepV6, MatchesReference) {

@@ -381,6 +381,14 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
 bool gdn_prep_v5_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") != "v2"; }
 bool gdn_prep_v6_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v6"; }
 int64_t gdn_prep_v6_launches() { return g_v6_launches.load(); }
+int gdn_prep_v6_ctas_per_sm(int G) {
+  auto kernel = gdn_prep_v6_kernel<__nv_bfloat16, 64, true, false>;
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
+  int n = 0;
+  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &n, kernel, kThreads, PrepSmem<__nv_bfloat16, 64, true, true, true>::bytes(G)));
+  return n;
+}
 
 void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                      int64_t nt_cap, cudaStream_t stream) {

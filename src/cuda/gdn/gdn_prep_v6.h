@@ -11,5 +11,7 @@ namespace linattn::cuda {
 bool gdn_prep_v6_env();
 // Launches of a v6 instance so far in this process (tests check it ran).
 int64_t gdn_prep_v6_launches();
+// Resident CTAs per SM of the bf16 BT-64 v6 kernel (P written) for G value heads per q/k head (4 at G <= 8).
+int gdn_prep_v6_ctas_per_sm(int G);
 
 }  // namespace linattn::cuda
