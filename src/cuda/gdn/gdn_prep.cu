@@ -172,7 +172,7 @@ constexpr int kSeg = 16;  // each thread: 16 contiguous columns of one row of L 
 
 // Value head j's L (strictly lower; rows past len zero) into s.u.sv.L and, with zero_upper, zeros into the upper
 // blocks of X (invert_unit_lower leaves them: they stay zero for the next value heads); P of the head too in the
-// WP-without-PE instance.
+// WP-without-PE instance. V6 (packed kk): the upper 16x16 blocks of L are skipped (no instance there writes P).
 template <class T, int BT, bool WP, bool PE, class Smem>
 __device__ __forceinline__ void build_L(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, const float* gam,
                                         const float* beta, int j, int64_t t0, int len, bool zero_upper, int tid) {
@@ -181,12 +181,18 @@ __device__ __forceinline__ void build_L(const GdnFwdParams& p, const GdnChunkWs&
   T* P = static_cast<T*>(ws.P);
   for (int item = tid; item < BT * kSegs; item += kThreads) {
     const int i = item / kSegs, c0 = (item % kSegs) * kSeg;
+    if (Smem::kPacked && (c0 >> 4) > (i >> 4)) {  // V6: upper blocks of L are never read; X's are zeroed once
+      if (zero_upper)
+#pragma unroll
+        for (int e4 = 0; e4 < kSeg; e4 += 4)
+          *reinterpret_cast<float4*>(&s.u.sv.X[i][c0 + e4]) = make_float4(0.f, 0.f, 0.f, 0.f);
+      continue;
+    }
     const float gi = gam[i], bi = beta[i];
     float pv[kSeg];
 #pragma unroll
     for (int e4 = 0; e4 < kSeg; e4 += 4) {
-      float4 kk4 = make_float4(0.f, 0.f, 0.f, 0.f);  // V6: upper blocks (never read: lv = 0 there) not stored
-      if (!Smem::kPacked || (c0 >> 4) <= (i >> 4)) kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
+      const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
       float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
       if constexpr (WP && !PE) qk4 = *reinterpret_cast<const float4*>(&s.qk[i][c0 + e4]);
       const float kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w}, qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
