@@ -1,9 +1,9 @@
-# GDN prep v6 (LINATTN_CUDA_GDN_PREP=v6; src/cuda/gdn/gdn_prep.cu, gdn_prep_common.cuh; perf-notes "Prep v6: fewer
-# CTA barriers, interleaved row scales (gdnprep session 10)"): the default prep's arithmetic with the q / k row
-# scales of a warp's 16 rows interleaved (one chain each was ~20% of the prep's stall samples at 3d3a678), the
-# inverse merged by column chains, and a value head's Ab stores in one phase with the next head's L (3 CTA
-# barriers per value head instead of 6). Bitwise the default's outputs. Compiled here, never run on a GPU before
-# this piece. Prediction: prep 0.69 -> ~0.55-0.60 ms, forward 16/64 1x32768 graph ~1.45 -> ~1.33-1.38 ms.
+# GDN prep v6 (LINATTN_CUDA_GDN_PREP=v6; src/cuda/gdn/gdn_prep.cu, gdn_prep_common.cuh, gdn_prep_v6.h; perf-notes
+# "Prep v6: four CTAs per SM, interleaved row scales, fewer barriers"): the default prep's arithmetic with kk's lower
+# blocks packed (4 CTAs per SM instead of 3), the q / k row scales of a warp's 16 rows interleaved, the inverse
+# merged by column chains, a value head's Ab stores beside the next head's L (3 CTA barriers per head, not 6).
+# Bitwise the default's outputs. Compiled here, never run on a GPU before this piece. Prediction: prep 0.69 ->
+# ~0.50-0.58 ms, forward 16/64 1x32768 graph ~1.44 -> ~1.30-1.36 ms, 1x2048 0.122 -> ~0.10 (one prep wave).
 # 1. test_cuda_gdn_prep (its tests set the switch themselves: fp64 reference, bitwise == default incl. P fused,
 #    tma3 records, backward and training cache); with v6 forced: the GDN graph tests, the training-cache tests
 #    (test_cuda_saved GDN+KDA, test_cuda_graph_bwd's cache replay), the GDN backward's chunked tests; memcheck of

@@ -9,9 +9,10 @@
 //           writes P of all value heads right after the Gram products, Q K^T in the shared union:
 //           the same values, 3 CTAs per SM)
 //   Ai      (I + L)^-1 (only when ws.Ai is set: the backward)
-// v6 (LINATTN_CUDA_GDN_PREP=v6, gdn_prep_v6.h): the same values with 3 CTA barriers per value head, not 6.
 //   sc      the pipelined fused kernel's per-token scales per (chunk, value head) (only when ws.sc is set:
 //           chain mode tma3, BT 64; the SC instances; gdn_chain_scales.cuh)
+// v6 (LINATTN_CUDA_GDN_PREP=v6, gdn_prep_v6.h; gdn_prep_v6_kernel): the same values, 4 CTAs per SM (packed kk),
+// interleaved row scales, 3 CTA barriers per value head instead of 6.
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
 // all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
 // contiguous entries of a row of L and P (P stored with 16-byte writes); (I + L) is inverted by
@@ -238,8 +239,9 @@ __device__ __forceinline__ void store_Ab(const GdnChunkWs& ws, const Smem& s, co
 // registers). No minimum-blocks bound: with one, ptxas gives the WP instance 152 registers (1 CTA / SM).
 // SC (ws.sc set, BT 64 only: chain mode tma3): the fused kernel's per-token scale records are written too
 // (an instance of its own, so the other instances compile as before).
-// V6 (LINATTN_CUDA_GDN_PREP=v6, opt-in): row_scales' interleaved rows, the inverse by column chains, and value
-// head j's Ab stores in one phase with head j+1's L: 3 CTA barriers per value head instead of 6 (same bits).
+// V6 (LINATTN_CUDA_GDN_PREP=v6, opt-in; gdn_prep_v6_kernel): packed kk (PrepSmem), row_scales' interleaved rows,
+// the inverse by column chains, and value head j's Ab stores in one phase with head j+1's L: 3 CTA barriers per
+// value head instead of 6 (same bits).
 template <class T, int BT, bool WP, bool PE, bool SC, bool V6>
 __device__ __forceinline__ void prep_body(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                                           int nts) {
