@@ -391,10 +391,11 @@ bool gdn_prep_v6_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v6"; }
 int64_t gdn_prep_v6_launches() { return g_v6_launches.load(); }
 int gdn_prep_v6_ctas_per_sm(int G) {
   auto kernel = gdn_prep_v6_kernel<__nv_bfloat16, 64, true, false>;
-  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
+  const size_t bytes = PrepSmem<__nv_bfloat16, 64, true, true, true>::bytes(G);
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));  // as launch_prep_t and launch() set them
+  if (bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
   int n = 0;
-  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &n, kernel, kThreads, PrepSmem<__nv_bfloat16, 64, true, true, true>::bytes(G)));
+  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, bytes));
   return n;
 }
 
