@@ -6,6 +6,7 @@
 // substitution (15 dependent steps, one column per thread); the off-diagonal blocks are merged
 // by distance, X_ab = -X_aa sum_m L_am X_mb, one warp per block on TF32 tensor cores (FLA's
 // precision for these merges). Needs >= BT threads and >= BT/16 - 1 warps; tscr: per-warp scratch.
+// invert_unit_lower_cols: the same blocks merged by column chains (one warp per column block, warp barriers).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -33,12 +34,10 @@ __device__ __forceinline__ void mma16x16_tf32(float (&acc)[2][4], const float (*
   }
 }
 
-// X = (I + L)^-1 for the strictly lower L (upper blocks of X already zeroed by the caller).
+// The 16x16 diagonal blocks of X = (I + L)^-1, one column per thread (threads 0 .. BT-1), right-looking.
 template <int BT, int LD>
-__device__ __forceinline__ void invert_unit_lower(const float (*L)[LD], float (*X)[LD], float (*tscr)[16][20],
-                                                  int tid) {
-  constexpr int NB = BT / 16;
-  if (tid < BT) {  // diagonal blocks, one column per thread, right-looking
+__device__ __forceinline__ void solve_diag_blocks(const float (*L)[LD], float (*X)[LD], int tid) {
+  if (tid < BT) {
     const int o = 16 * (tid / 16), col = tid % 16;
     float x[16];
 #pragma unroll
@@ -50,35 +49,67 @@ __device__ __forceinline__ void invert_unit_lower(const float (*L)[LD], float (*
 #pragma unroll
     for (int r = 0; r < 16; ++r) X[o + r][o + col] = x[r];
   }
+}
+
+// One off-diagonal block by one warp: X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb (a > b; X_aa and every X_mb
+// of the sum final); tw: the warp's 16x16 scratch.
+template <int LD>
+__device__ __forceinline__ void merge_block(const float (*L)[LD], float (*X)[LD], float (*tw)[20], int a, int b,
+                                            int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  float acc[2][4] = {};
+  for (int m = b; m < a; ++m) mma16x16_tf32<LD, LD>(acc, L, 16 * a, 16 * m, X, 16 * m, 16 * b, lane);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    tw[g][8 * nt + 2 * t] = acc[nt][0];
+    tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+    tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+    tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+  }
+  __syncwarp();
+  float res[2][4] = {};
+  mma16x16_tf32<LD, 20>(res, X, 16 * a, 16 * a, tw, 0, 0, lane);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int c = 16 * b + 8 * nt + 2 * t;
+    X[16 * a + g][c] = -res[nt][0];
+    X[16 * a + g][c + 1] = -res[nt][1];
+    X[16 * a + g + 8][c] = -res[nt][2];
+    X[16 * a + g + 8][c + 1] = -res[nt][3];
+  }
+}
+
+// X = (I + L)^-1 for the strictly lower L (upper blocks of X already zeroed by the caller).
+template <int BT, int LD>
+__device__ __forceinline__ void invert_unit_lower(const float (*L)[LD], float (*X)[LD], float (*tscr)[16][20],
+                                                  int tid) {
+  constexpr int NB = BT / 16;
+  solve_diag_blocks<BT, LD>(L, X, tid);
   __syncthreads();
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int warp = tid >> 5, lane = tid & 31;
 #pragma unroll
   for (int d = 1; d < NB; ++d) {
-    if (warp < NB - d) {
-      const int b = warp, a = warp + d;
-      float acc[2][4] = {};
-      for (int m = b; m < a; ++m) mma16x16_tf32<LD, LD>(acc, L, 16 * a, 16 * m, X, 16 * m, 16 * b, lane);
-      float (*tw)[20] = tscr[warp];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        tw[g][8 * nt + 2 * t] = acc[nt][0];
-        tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
-        tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
-        tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
-      }
-      __syncwarp();
-      float res[2][4] = {};
-      mma16x16_tf32<LD, 20>(res, X, 16 * a, 16 * a, tw, 0, 0, lane);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int c = 16 * b + 8 * nt + 2 * t;
-        X[16 * a + g][c] = -res[nt][0];
-        X[16 * a + g][c + 1] = -res[nt][1];
-        X[16 * a + g + 8][c] = -res[nt][2];
-        X[16 * a + g + 8][c + 1] = -res[nt][3];
-      }
-    }
+    if (warp < NB - d) merge_block<LD>(L, X, tscr[warp], warp + d, warp, lane);
     __syncthreads();
+  }
+}
+
+// The same X by column chains (GDN prep v6): a column block b of X depends only on itself, so warp b merges
+// X_(b+1)b, X_(b+2)b, ... in order with warp barriers only: one CTA barrier (after the diagonal blocks)
+// instead of BT/16; every block is the same products in the same order as invert_unit_lower (same bits).
+// The caller synchronises after it (the merges' X stores).
+template <int BT, int LD>
+__device__ __forceinline__ void invert_unit_lower_cols(const float (*L)[LD], float (*X)[LD], float (*tscr)[16][20],
+                                                       int tid) {
+  constexpr int NB = BT / 16;
+  solve_diag_blocks<BT, LD>(L, X, tid);
+  __syncthreads();
+  const int warp = tid >> 5, lane = tid & 31;
+  if (warp < NB - 1) {
+    for (int a = warp + 1; a < NB; ++a) {
+      merge_block<LD>(L, X, tscr[warp], a, warp, lane);
+      __syncwarp();  // X_ab (other lanes' stores) is read by the next block of the chain; tw is rewritten
+    }
   }
 }
 

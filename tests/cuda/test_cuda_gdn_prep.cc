@@ -1,0 +1,237 @@
+// GDN prep v6 (LINATTN_CUDA_GDN_PREP=v6, src/cuda/gdn/gdn_prep.cu): the default prep's arithmetic with fewer CTA
+// barriers, so with the switch every GDN forward case (the layer options with GVA 2, varlen with edge lengths 0,
+// 1, BT-1, BT, BT+1, 2BT+3, padding and int64 cu_seqlens, strong decays with -1000 gates, a zero-length sequence
+// and GVA 3, negative eigenvalues with bf16 gates and V 64, V 256) in bf16 and fp16, BT 64 and 32, must
+//  - match the fp64 reference (the forward tests' bars), with the v6 instance really launched;
+//  - give bitwise the default prep's o and final state (also with P formed in the fused kernel: the no-P
+//    instance, and with chain mode tma3: the prep's scale records, on the chain tests' partial chunks);
+//  - give bitwise the default's gradients in the backward (whose prep writes Ai too), and through the training
+//    cache (the forward's prep saved, the backward reading it) bitwise the recomputing backward's, close to fp64.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/compare.h"
+#include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/gdn/gdn_prep_v6.h"
+#include "cuda_bwd_util.h"
+#include "cuda_fwd_util.h"
+
+namespace linattn::test {
+namespace {
+
+std::vector<FwdCase> gdn_cases(DType dt, int bt) {
+  std::vector<FwdCase> r;
+  r.push_back({"layer_options_dense", layer_options_spec(dt, bt, ChunkOp::kGdn)});
+  r.push_back({"varlen_edges_mixed_decay", varlen_edges_spec(dt, bt, ChunkOp::kGdn)});
+  r.push_back({"varlen_strong_decay_no_h0_gva3", varlen_strong_spec(dt, bt, ChunkOp::kGdn)});
+  ChunkAttnSpec s = fwd_base_spec(dt, bt);
+  s.opt.use_beta_sigmoid_in_kernel = true;
+  s.opt.allow_neg_eigval = true;
+  s.opt.use_qk_l2norm_in_kernel = true;
+  s.gate = GateDist::kNoDecay;
+  s.V = 64;
+  s.T = 257;
+  s.B = 1;
+  s.gate_dtype = DType::kBF16;
+  s.state_dtype = DType::kBF16;
+  r.push_back({"neg_eigval_no_decay_v64_bf16_gates", s});
+  ChunkAttnSpec l = fwd_base_spec(dt, bt);
+  l.V = 256;
+  l.H = l.HV = l.B = 1;
+  l.T = 1000;
+  l.opt.output_final_state = false;
+  r.push_back({"long_v256_no_ht", l});
+  if (std::getenv("LINATTN_SANITIZED")) r.resize(2);  // compute-sanitizer runs: the layer options and varlen edges
+  return r;
+}
+
+void set_prep(const char* v) {
+  if (v) setenv("LINATTN_CUDA_GDN_PREP", v, 1);
+  else unsetenv("LINATTN_CUDA_GDN_PREP");
+}
+
+// o and final state of d with the prep switch at v (nullptr: unset, the default).
+ChunkAttnOutTensors fwd_with(const ChunkAttnData& d, const char* v, int vs = 0) {
+  set_prep(v);
+  ChunkAttnOutTensors o = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+  set_prep(nullptr);
+  return o;
+}
+
+void expect_same_fwd(const ChunkAttnOutTensors& a, const ChunkAttnOutTensors& b) {
+  EXPECT_TRUE(same_bits(a.o, b.o)) << "o differs from the default prep's";
+  EXPECT_TRUE(same_bits(a.final_state, b.final_state)) << "final_state differs from the default prep's";
+}
+
+class CudaGdnPrepV6 : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+  void TearDown() override {
+    unsetenv("LINATTN_CUDA_GDN_PREP");
+    unsetenv("LINATTN_CUDA_GDN_P");
+    unsetenv("LINATTN_CUDA_GDN_CHAIN");
+    unsetenv("LINATTN_CUDA_WGMMA");
+  }
+  DType dt() const { return std::get<0>(GetParam()); }
+  int bt() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(CudaGdnPrepV6, SwitchIsRead) {
+  set_prep("v6");
+  EXPECT_TRUE(cuda::gdn_prep_v6_env());
+  set_prep("v5");
+  EXPECT_FALSE(cuda::gdn_prep_v6_env());
+  set_prep(nullptr);
+  EXPECT_FALSE(cuda::gdn_prep_v6_env());
+}
+
+TEST(CudaGdnPrepV6Occupancy, FourCtasPerSmAtBt64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  for (int G : {1, 4, 8}) EXPECT_EQ(cuda::gdn_prep_v6_ctas_per_sm(G), 4) << "G = " << G;
+  std::printf("gdn prep v6: %d CTAs per SM at G 4\n", cuda::gdn_prep_v6_ctas_per_sm(4));
+}
+
+TEST_P(CudaGdnPrepV6, MatchesReference) {
+  for (const FwdCase& c : gdn_cases(dt(), bt())) {
+    const int64_t before = cuda::gdn_prep_v6_launches();
+    set_prep("v6");
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+    set_prep(nullptr);
+    EXPECT_GT(cuda::gdn_prep_v6_launches(), before) << c.name << ": the v6 prep did not run";
+  }
+}
+
+TEST_P(CudaGdnPrepV6, SameBitsAsDefault) {
+  for (const FwdCase& c : gdn_cases(dt(), bt())) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    expect_same_fwd(fwd_with(d, nullptr), fwd_with(d, "v6"));
+    if (c.name == "varlen_edges_mixed_decay")
+      for (int vs : {32, 64, 128}) expect_same_fwd(fwd_with(d, nullptr, vs), fwd_with(d, "v6", vs));
+  }
+}
+
+// P formed in the pipelined fused kernel: the prep's no-P instance (BT 64 only; elsewhere the prep writes P).
+TEST_P(CudaGdnPrepV6, SameBitsWithPInTheFusedKernel) {
+  setenv("LINATTN_CUDA_WGMMA", "1", 1);
+  setenv("LINATTN_CUDA_GDN_P", "fused", 1);
+  for (const FwdCase& c : gdn_cases(dt(), bt())) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    expect_same_fwd(fwd_with(d, nullptr, 64), fwd_with(d, "v6", 64));
+  }
+}
+
+// Chain mode tma3: the prep also writes the fused kernel's scale records (BT 64); partial chunks at every
+// ring stage as in the chain tests.
+TEST_P(CudaGdnPrepV6, SameBitsWithTma3Records) {
+  if (bt() != 64) GTEST_SKIP() << "tma3 is BT 64 only";
+  setenv("LINATTN_CUDA_WGMMA", "1", 1);
+  setenv("LINATTN_CUDA_GDN_P", "prep", 1);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
+  std::vector<FwdCase> cs = gdn_cases(dt(), 64);
+  ChunkAttnSpec v = varlen_edges_spec(dt(), 64, ChunkOp::kGdn);
+  v.seqlens = {200, 63, 1, 130, 321, 65, 0, 255};
+  v.pad_tokens = 5;
+  v.opt.use_qk_l2norm_in_kernel = true;
+  v.opt.state_v_first = true;
+  cs.push_back({"varlen_partial_chunks_v_first", v});
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    const int64_t sc_before = cuda::gdn_fused_wgp_sc_launches();
+    const ChunkAttnOutTensors got = fwd_with(d, "v6", 64);
+    EXPECT_GT(cuda::gdn_fused_wgp_sc_launches(), sc_before) << "the tma3 instance did not run";
+    expect_same_fwd(fwd_with(d, nullptr, 64), got);
+    set_prep("v6");
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 64);
+    set_prep(nullptr);
+  }
+}
+
+// The backward's own prep (Ab, Ai, P, gam, rq, rk) with v6: bitwise the default's gradients, close to fp64.
+TEST_P(CudaGdnPrepV6, BackwardSameBitsAsDefault) {
+  std::vector<FwdCase> cs = gdn_cases(dt(), bt());
+  cs.resize(3);  // the backward tests' GDN shapes (K = V = 128)
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(5);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt(), true);
+    const ChunkAttnGradTensors def = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+    set_prep("v6");
+    const int64_t before = cuda::gdn_prep_v6_launches();
+    const ChunkAttnGradTensors v6 = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+    EXPECT_GT(cuda::gdn_prep_v6_launches(), before) << "the v6 prep did not run in the backward";
+    set_prep(nullptr);
+    EXPECT_TRUE(grads_bitwise(def, v6));
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), v6, dt()));
+    EXPECT_TRUE(grads_padding_zero(d, v6));
+  }
+}
+
+// Forward then backward through the public ops; with `cache`, the forward's prep fills the training cache and
+// the backward reads it.
+struct FwdBwd {
+  ChunkAttnOutTensors out;
+  ChunkAttnGradTensors grads;
+};
+FwdBwd fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& cot, bool cache) {
+  auto dev = to_device(d);
+  ChunkAttnOutputs out = dev->out;
+  ChunkAttnInputs in = dev->in;
+  DevArena a;
+  if (cache) {
+    const size_t bytes = chunk_attn_saved_bytes(dev->in, d.opt());
+    EXPECT_GT(bytes, 0u) << "the chunked CUDA path should take a training cache";
+    const TensorView buf = a.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
+    out.saved = buf.data;
+    in.saved = buf.data;
+    out.saved_bytes = in.saved_bytes = bytes;
+  }
+  chunk_attn_fwd(dev->in, out, d.opt());
+  auto g = grads_to_device(alloc_grads(d, DType::kF32, DType::kF32), cot);
+  const size_t wb = chunk_attn_bwd_workspace_bytes(in, d.opt());
+  const TensorView w = a.alloc(DType::kI32, {static_cast<int64_t>(wb / 4 + 1)});
+  chunk_attn_bwd(in, g->d_o, g->dht, g->g, d.opt(), ExecContext{nullptr, w.data, wb});
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {outputs_to_host(*dev), grads_to_host(g->g)};
+}
+
+// The training cache: the v6 forward's prep outputs, read by the backward, give bitwise the default's
+// gradients (with and without the cache) and the v6 forward's outputs are the default's.
+TEST_P(CudaGdnPrepV6, TrainingCacheSameBitsAsDefault) {
+  std::vector<FwdCase> cs = gdn_cases(dt(), bt());
+  cs.resize(3);
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(17);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt(), true);
+    const FwdBwd plain = fwd_bwd(d, cot, false);
+    set_prep("v6");
+    const FwdBwd cached = fwd_bwd(d, cot, true);
+    set_prep(nullptr);
+    EXPECT_TRUE(same_bits(plain.out.o, cached.out.o)) << "o differs";
+    EXPECT_TRUE(same_bits(plain.out.final_state, cached.out.final_state)) << "final_state differs";
+    EXPECT_TRUE(grads_bitwise(plain.grads, cached.grads));
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), cached.grads, dt()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepV6,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+}  // namespace
+}  // namespace linattn::test
