@@ -1,7 +1,7 @@
 // The wgmma versions of the fused GDN forward: same GdnFwdParams / GdnChunkWs contract as
 // launch_gdn_fused, for GDN with BT 64, K 128, bf16 / fp16. Two kernels behind one switch
 // (LINATTN_CUDA_WGMMA, below): the pipelined kernel (gdn_fused_wgp.cu: transposed register-resident
-// state, state / output warpgroups, V-slice always 64, V % 64 == 0); "v1" = the first version
+// state, state / output warpgroups, V-slice 64, or 32 with LINATTN_CUDA_WGP_VS below; V % 64 == 0); "v1" = the first version
 // (gdn_fused_wg.cu: V-slice 64 / 128 as planned, kept for A/B measurements).
 #pragma once
 #include <cuda_runtime.h>

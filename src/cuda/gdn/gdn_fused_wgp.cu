@@ -10,7 +10,8 @@
 // guarded by named barriers (full: WG0 arrives / WG1 syncs; empty: the reverse), so WG1 computes the
 // output of chunk c while WG0 runs the state chain of chunk c+1. Each warpgroup streams its own
 // inputs by cp.async (WG0: k, v, Ab, 3 stages; WG1: q, P, 2 stages; rows past the chunk end
-// zero-filled). Scope: as gdn_fused_wg.cu but V % 64 == 0 (the V-slice is always 64). The shared
+// zero-filled). Scope: as gdn_fused_wg.cu but V % 64 == 0 (V-slice 64 here; the opt-in V-slice 32 instance,
+// S held [key][v], is gdn_fused_wgp_vs32.cu, launched from launch_gdn_fused_wgp). The shared
 // layout, loaders and WG1 live in gdn_fused_wgp_common.cuh; this file is the step-3 state chain
 // (LINATTN_CUDA_WGMMA=1).
 // Gate policy KDA (opt-in, LINATTN_CUDA_KDA_WGMMA=1; gdn_fused_wg.h): the same chain on the KDA prep's
