@@ -13,6 +13,10 @@
 // must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes;
 // tma3: tma2 with the per-token scales from the prep's records (gdn_chain_scales.cuh): also the same bits as
 // the default, its instance must run, and the workspace grows by the records only with the switch.
+// V-slice 32 of the pipelined kernel (LINATTN_CUDA_WGP_VS=32, where the plan's V-slice is 32): the chain-mode
+// cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
+// wgmma shapes, so other fp32 summation orders), under every chain-mode value; its instance must run only
+// where it applies (planned V-slice 32, P in the workspace), and the workspace does not change with it.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -21,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_fwd.h"
 #include "cuda_fwd_util.h"
@@ -208,6 +213,71 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdChain,
                            return std::string(dtype_name(std::get<0>(info.param))) + "_" + m;
                          });
 
+// (dtype, LINATTN_CUDA_GDN_CHAIN value): the V-slice 32 instance runs its cp.async rings whatever the mode.
+class CudaGdnFwdVs32 : public CudaGdnFwdChain {
+ protected:
+  void SetUp() override {
+    CudaGdnFwdChain::SetUp();
+    setenv("LINATTN_CUDA_WGP_VS", "32", 1);
+  }
+  void TearDown() override {
+    unsetenv("LINATTN_CUDA_WGP_VS");
+    CudaGdnFwdChain::TearDown();
+  }
+};
+
+TEST_P(CudaGdnFwdVs32, MatchesReference) {
+  for (const Case& c : chain_cases()) {
+    const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
+    run_case(c, api::CudaGdnPath::kChunked, 32);
+    EXPECT_GT(cuda::gdn_fused_wgp_vs32_launches(), before) << c.name << ": the V-slice 32 instance did not run";
+  }
+}
+
+// Same bf16 operands and roundings per element as V-slice 64; only the wgmmas' fp32 summation order differs.
+TEST_P(CudaGdnFwdVs32, CloseToVSlice64) {
+  const Tolerance tol{1e-2, 0.0};
+  for (const Case& c : chain_cases()) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
+    unsetenv("LINATTN_CUDA_WGP_VS");
+    const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
+    const ChunkAttnOutTensors def = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
+    EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << "the V-slice 32 instance ran without its switch";
+    setenv("LINATTN_CUDA_WGP_VS", "32", 1);
+    const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
+    const TensorView o_def = var ? narrow(def.o, 1, 0, d.valid_tokens) : TensorView(def.o);
+    const TensorView o_got = var ? narrow(got.o, 1, 0, d.valid_tokens) : TensorView(got.o);
+    EXPECT_TRUE(tensors_close("o", o_def, o_got, tol));
+    if (def.final_state.defined()) {
+      EXPECT_TRUE(tensors_close("final_state", def.final_state, got.final_state, tol));
+    }
+  }
+}
+
+// Planned V-slices of 64 / 128, and GDN with P formed in WG1 (no P in the workspace), keep V-slice 64.
+TEST_P(CudaGdnFwdVs32, OnlyWherePlannedAndPInWorkspace) {
+  const Case c = chain_cases()[1];
+  for (int vs : {64, 128}) {
+    const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
+    run_case(c, api::CudaGdnPath::kChunked, vs);
+    EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << "planned V-slice " << vs << " took the V-slice 32 instance";
+  }
+  setenv("LINATTN_CUDA_GDN_P", "fused", 1);
+  const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
+  run_case(c, api::CudaGdnPath::kChunked, 32);
+  EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << "P formed in WG1 took the V-slice 32 instance";
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdVs32,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(std::string("v3"), std::string("tma2"),
+                                                              std::string("tma3"))),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+                         });
+
 // tma3's records: [nt_cap, HV] x 196 floats, carved only with the switch, only for GDN (no device needed).
 TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   cuda::GdnFwdParams p;
@@ -232,6 +302,9 @@ TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   const cuda::GdnFwdPlan kplan = cuda::plan_gdn_fwd(kda, 132, true);
   EXPECT_EQ(cuda::gdn_chain_scales_floats(kda, kplan.nt_cap), 0u);
   unsetenv("LINATTN_CUDA_GDN_CHAIN");
+  setenv("LINATTN_CUDA_WGP_VS", "32", 1);  // the V-slice 32 instance reads the same workspace
+  EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def);
+  unsetenv("LINATTN_CUDA_WGP_VS");
 }
 
 TEST(CudaGdnFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {

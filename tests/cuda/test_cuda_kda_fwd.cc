@@ -15,6 +15,8 @@
 // and its three CTAs per SM; prep v8 / v8p (LINATTN_KDA_PREP=v8 / v8p) the same, also against
 // v6, a long varlen case that reaches v8p's prefetch, and its two CTAs per SM; prep v9 (opt-in,
 // LINATTN_KDA_PREP=v9: v8's body with a shorter gate phase) the same, against v8 instead of v6.
+// The pipelined kernel's V-slice 32 instance (LINATTN_CUDA_WGP_VS=32, planned V-slice 32): every case against
+// the reference (BT 64 runs it, BT 32 keeps mma.sync) and against V-slice 64 on the same inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -181,6 +183,54 @@ TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
       EXPECT_TRUE(tensors_close("o", o_mma, o_wg, tol));
       if (mma.final_state.defined()) {
         EXPECT_TRUE(tensors_close("final_state", mma.final_state, wg.final_state, tol));
+      }
+    }
+}
+
+// The V-slice 32 instance on every case (the -1000 and lower_bound = -5 gates included) where the plan's
+// V-slice is 32; planned 64 keeps V-slice 64.
+TEST_P(CudaKdaFwd, PipelinedVSlice32) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
+  ScopedEnv vs32("LINATTN_CUDA_WGP_VS", "32");
+  for (const FwdCase& c : cases(dt, bt)) {
+    const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 32);
+    if (bt == 64) EXPECT_GT(cuda::gdn_fused_wgp_vs32_launches(), before) << c.name << ": V-slice 32 did not run";
+    else EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << c.name << ": BT 32 must keep the mma.sync kernel";
+  }
+  const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
+  run_fwd_case(cases(dt, bt)[1], api::CudaGdnPath::kChunked, 64);
+  EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << "planned V-slice 64 took the V-slice 32 instance";
+}
+
+// V-slice 32 against V-slice 64 on the same inputs: the same bf16 / fp16 operands and roundings per
+// element, other wgmma shapes (fp32 summation order); a layout slip shows as O(1) errors.
+TEST(CudaKdaFwdWgmma, VSlice32CloseToVSlice64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (const FwdCase& c : cases(dt, 64)) {
+      SCOPED_TRACE(c.name + " " + dtype_name(dt));
+      const ChunkAttnData d = make_chunk_attn(c.spec);
+      ChunkAttnOutTensors v32, v64;
+      {
+        ScopedEnv vs("LINATTN_CUDA_WGP_VS", "32");
+        const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
+        v32 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
+        EXPECT_GT(cuda::gdn_fused_wgp_vs32_launches(), before) << "the V-slice 32 instance did not run";
+      }
+      {
+        ScopedEnv vs("LINATTN_CUDA_WGP_VS", "64");
+        v64 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
+      }
+      const Tolerance tol{1e-2, 0.0};
+      const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
+      const TensorView o64 = var ? narrow(v64.o, 1, 0, d.valid_tokens) : TensorView(v64.o);
+      const TensorView o32 = var ? narrow(v32.o, 1, 0, d.valid_tokens) : TensorView(v32.o);
+      EXPECT_TRUE(tensors_close("o", o64, o32, tol));
+      if (v64.final_state.defined()) {
+        EXPECT_TRUE(tensors_close("final_state", v64.final_state, v32.final_state, tol));
       }
     }
 }

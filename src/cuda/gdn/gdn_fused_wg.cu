@@ -305,7 +305,7 @@ void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cu
                 "state pass; got kda ", p.kda, ", BT ", p.BT, ", K ", p.K, ", V ", p.V, ", V-slice ", vs);
   g_launches.fetch_add(1);
   if (pipelined) {
-    launch_gdn_fused_wgp(p, ws, stream);
+    launch_gdn_fused_wgp(p, ws, stream, gdn_fused_wgp_vs(p, ws, vs));
     return;
   }
   const bool bf = p.io == ElemType::kBF16;

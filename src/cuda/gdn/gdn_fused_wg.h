@@ -1,7 +1,7 @@
 // The wgmma versions of the fused GDN forward: same GdnFwdParams / GdnChunkWs contract as
 // launch_gdn_fused, for GDN with BT 64, K 128, bf16 / fp16. Two kernels behind one switch
 // (LINATTN_CUDA_WGMMA, below): the pipelined kernel (gdn_fused_wgp.cu: transposed register-resident
-// state, state / output warpgroups, V-slice always 64, V % 64 == 0); "v1" = the first version
+// state, state / output warpgroups, V-slice 64, or 32 with LINATTN_CUDA_WGP_VS below; V % 64 == 0); "v1" = the first version
 // (gdn_fused_wg.cu: V-slice 64 / 128 as planned, kept for A/B measurements).
 #pragma once
 #include <cuda_runtime.h>
@@ -30,7 +30,7 @@ bool gdn_fused_wg_kda_enabled();
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs);
 // Launches so far in this process (tests check the kernel really ran).
 int64_t gdn_fused_wg_launches();
-// Launches the selected kernel (the pipelined one ignores vs and uses 64).
+// Launches the selected kernel (the pipelined one uses 64, or 32 where gdn_fused_wgp_vs says so).
 void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
 // Environment LINATTN_CUDA_SEG_WGMMA (read per call): "1" = the tier-3 state pass (GdnFwdParams::seg_M)
 // takes the pipelined kernel's state-pass mode (gdn_fused_wgp.cu) wherever the pipelined kernel is
@@ -52,8 +52,18 @@ size_t gdn_chain_scales_floats(const GdnFwdParams& p, int64_t nt_cap);
 // the tma3 instance's.
 int64_t gdn_fused_wgp_tma_launches();
 int64_t gdn_fused_wgp_sc_launches();
-// The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy);
-// launch_gdn_fused_wg checks eligibility.
-void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
+// The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy) at V-slice vs (64, or
+// 32: gdn_fused_wgp_vs32.cuh); launch_gdn_fused_wg checks eligibility.
+void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs = 64);
+// Environment LINATTN_CUDA_WGP_VS (read per call; opt-in): "32" = the pipelined kernel's V-slice 32
+// instance (twice the CTAs: S held [key][v], m64n32 products, cp.async rings whatever the chain mode)
+// wherever the planner chose V-slices of 32 (N * HV * V / 64 under ~0.7 SMs), V % 32 == 0, not the tier-3
+// state pass, and for GDN with P in the workspace; else (and unset) V-slice 64. Returns the V-slice.
+// The workspace does not depend on it.
+int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs);
+// Launches of the V-slice 32 instance so far in this process (tests check it really ran).
+int64_t gdn_fused_wgp_vs32_launches();
+// The V-slice 32 instance itself (gdn_fused_wgp_vs32.cu; launch_gdn_fused_wgp checks its scope).
+void launch_gdn_fused_wgp_vs32(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
 
 }  // namespace linattn::cuda

@@ -10,7 +10,8 @@
 // guarded by named barriers (full: WG0 arrives / WG1 syncs; empty: the reverse), so WG1 computes the
 // output of chunk c while WG0 runs the state chain of chunk c+1. Each warpgroup streams its own
 // inputs by cp.async (WG0: k, v, Ab, 3 stages; WG1: q, P, 2 stages; rows past the chunk end
-// zero-filled). Scope: as gdn_fused_wg.cu but V % 64 == 0 (the V-slice is always 64). The shared
+// zero-filled). Scope: as gdn_fused_wg.cu but V % 64 == 0 (V-slice 64 here; the opt-in V-slice 32 instance,
+// S held [key][v], is gdn_fused_wgp_vs32.cu, launched from launch_gdn_fused_wgp). The shared
 // layout, loaders and WG1 live in gdn_fused_wgp_common.cuh; this file is the step-3 state chain
 // (LINATTN_CUDA_WGMMA=1).
 // Gate policy KDA (opt-in, LINATTN_CUDA_KDA_WGMMA=1; gdn_fused_wg.h): the same chain on the KDA prep's
@@ -555,9 +556,23 @@ size_t gdn_chain_scales_floats(const GdnFwdParams& p, int64_t nt_cap) {
 
 
 
-void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
+int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs) {
+  if (env_or("LINATTN_CUDA_WGP_VS", "") != "32") return 64;
+  // The V-slice 32 instance covers the output forward only: the tier-3 state pass and GDN with P formed in
+  // WG1 (no P in the workspace) keep V-slice 64, as do plans of wider slices (enough CTAs already).
+  return planned_vs == 32 && p.V % 32 == 0 && !p.seg_M && (p.kda || ws.P != nullptr) ? 32 : 64;
+}
+
+void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs) {
   LINATTN_CHECK(!p.seg_M || (p.seg_S && p.V % kVS == 0 && p.K == kK), "gdn fused (pipelined) state pass: needs seg_S, ",
                 "V % 64 == 0 and K 128");
+  LINATTN_CHECK(vs == 64 || (vs == 32 && !p.seg_M && p.V % 32 == 0 && (p.kda || ws.P)),
+                "gdn fused (pipelined): V-slice 32 needs the output forward (no tier-3 state pass), V % 32 == 0 and, for "
+                "GDN, P in the workspace; got V-slice ", vs);
+  if (vs == 32) {  // gdn_fused_wgp_vs32.cu, any chain mode (its cp.async rings)
+    launch_gdn_fused_wgp_vs32(p, ws, stream);
+    return;
+  }
   const bool bf = p.io == ElemType::kBF16;
   if (p.kda) bf ? launch_t<__nv_bfloat16, true>(p, ws, stream) : launch_t<__half, true>(p, ws, stream);
   else bf ? launch_t<__nv_bfloat16, false>(p, ws, stream) : launch_t<__half, false>(p, ws, stream);

@@ -40,12 +40,32 @@ struct KdaStage0<true> {
   float gk[kK];                            // 2^gam_L per key (the state's per-key decay)
 };
 
-template <class T, bool KDA = false>
-struct WgpSmem {
+// The hand-off buffer of one chunk per V-slice width. VS 64: S^T / V^T as bf16 A fragments in fragment
+// order. VS 32 (gdn_fused_wgp_vs32.cuh): S^T [32 v][128 keys] and V^T [32 v][64 tokens] as K-major
+// 128-byte-swizzled B tiles (WG1's Q S and P V^ read them by descriptor), and w, WG0's own scratch tile
+// [32 v][64 tokens] for X^T and then H^T of the chunk (the B operands of Ab X and of the update).
+template <int VS>
+struct WgpXch;
+template <>
+struct WgpXch<64> {  // bf16 A fragments of chunk c in fragment order: [register / 4][thread]
+  uint4 s[8][128];   // S^T (K = 128 keys)
+  uint4 v[4][128];   // V^T (K = 64 tokens)
+};
+template <>
+struct WgpXch<32> {
+  alignas(1024) uint8_t s[2 * 32 * 128];  // S^T [v][key], 2 panels of 64 keys
+  alignas(1024) uint8_t v[32 * 128];      // V^T [v][token]
+  alignas(1024) uint8_t w[32 * 128];      // X^T, then H^T [v][token] (WG0 only)
+};
+
+// VS: the V-slice (columns of v / o per CTA), 64 (the default kernel) or 32 (the VS-32 instance).
+template <class T, bool KDA, int VS>
+struct WgpSmemT {
+  static_assert(VS == 64 || VS == 32, "gdn fused (pipelined): V-slice 64 or 32");
   struct alignas(1024) Stage0 {  // WG0's inputs of one chunk
     alignas(1024) uint8_t k[kBT * kK * 2];   // [token][key] K-major, panels of 64 keys
     alignas(1024) uint8_t a[kBT * kBT * 2];  // Ab [t][s]
-    T v[kBT][kLdV];                          // [token][v]
+    T v[kBT][VS + 8];                        // [token][v]
     // Raw per-token inputs, one private copy per thread (thread t: token t % 64), so each thread
     // turns its own cp.async copies into a scale without a barrier: threads 0-63 e^gam rk,
     // threads 64-127 e^(gam_L - gam) rk (gl: gam of the chunk's last valid row).
@@ -60,15 +80,14 @@ struct WgpSmem {
     float gam[kBT], rq[kBT];  // raw inputs, thread t < 64 copies token t
     float qsc[kBT];           // scale e^gam rq per token
   };
-  struct Xch {     // bf16 A fragments of chunk c in fragment order: [register / 4][thread]
-    uint4 s[8][128];  // S^T (K = 128 keys)
-    uint4 v[4][128];  // V^T (K = 64 tokens)
-  };
+  using Xch = WgpXch<VS>;
   Stage0 st0[kStages0<KDA>];
   Stage1 st1[kStages1];
   Xch xch[2];
-  T o[kBT][kLdV];  // output staging [token][v]
+  T o[kBT][VS + 8];  // output staging [token][v]
 };
+template <class T, bool KDA = false>
+using WgpSmem = WgpSmemT<T, KDA, 64>;
 
 __device__ __forceinline__ uint32_t kmaj(int row, int col, int rows) {
   return uint32_t(col >> 6) * uint32_t(rows) * 128u + sw128_offset(row, col & 63);
@@ -127,10 +146,20 @@ __device__ __forceinline__ void acc_to_frag(uint32_t (&f)[R / 2], const float (&
   for (int i = 0; i < R / 2; ++i) f[i] = MmaType<T>::pack(d[2 * i], d[2 * i + 1]);
 }
 
+// The v tile [token][VS + 8] of one chunk at VS 32 (v: the slice's row-0 source, vstride elements per
+// token): thread t copies chunk t % 4 of rows t / 4 + 32u (VS 64: load_state_inputs' own copy).
+template <class T, int VS>
+__device__ __forceinline__ void copy_v_rows(T (*dst)[VS + 8], const T* v, int64_t vstride, int t, int len) {
+  constexpr int kCh = VS / 8, kShift = VS == 64 ? 3 : 2, kStep = 128 / kCh;  // 16-byte chunks per row
+  const int vr = t >> kShift, vc = (t & (kCh - 1)) * 8;
+  copy_rows<kBT / kStep>(reinterpret_cast<uint8_t*>(&dst[vr][vc]), uint32_t(kStep) * (VS + 8) * sizeof(T),
+                         v + vr * vstride + vc, kStep * vstride, v, vr, kStep, len);
+}
+
 // gl_row (KDA): the chunk's row of ws.gl (the prep grid's chunk row). load_v false (the tier-3
 // state pass's transition columns, v = 0): no v tile.
-template <class T, bool KDA = false>
-__device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stage0& st, const GdnFwdParams& p,
+template <class T, bool KDA = false, int VS = 64>
+__device__ __forceinline__ void load_state_inputs(typename WgpSmemT<T, KDA, VS>::Stage0& st, const GdnFwdParams& p,
                                                   const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int v0,
                                                   int t, int64_t gl_row = 0, bool load_v = true) {
   if constexpr (KDA) {  // kg / kgl [HV, T_cap, K] in place of k; gl instead of the per-token inputs
@@ -143,9 +172,13 @@ __device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stag
     const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;  // as for GDN below
     copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kK + kc, 8 * kK, k, kr, 8, len);
     copy_rows<8>(st.kda.kl + kmaj(kr, kc, kBT), 1024u, kl + kr * kK + kc, 8 * kK, kl, kr, 8, len);
-    if (load_v)
-      copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
-                   v, vr, 16, len);
+    if constexpr (VS == 64) {
+      if (load_v)
+        copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
+                     v, vr, 16, len);
+    } else if (load_v) {
+      copy_v_rows<T, VS>(st.v, v, vstride, t, len);
+    }
     copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
     if (t < kK / 4) cp_async16(&st.kda.gk[4 * t], ws.gl + (gl_row * p.HV + j) * kK + 4 * t, true);
     return;
@@ -157,9 +190,13 @@ __device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stag
   // k: thread t copies chunk t % 16 of rows t / 16 + 8u; v, Ab: chunk t % 8 of rows t / 8 + 16u.
   const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;
   copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kstride + kc, 8 * kstride, k, kr, 8, len);
-  if (load_v)
-    copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
-                 v, vr, 16, len);
+  if constexpr (VS == 64) {
+    if (load_v)
+      copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
+                   v, vr, 16, len);
+  } else if (load_v) {
+    copy_v_rows<T, VS>(st.v, v, vstride, t, len);
+  }
   copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
   const int tok = t & 63;
   const bool valid = tok < len;
@@ -170,8 +207,8 @@ __device__ __forceinline__ void load_state_inputs(typename WgpSmem<T, KDA>::Stag
 
 // The per-token scales of one chunk, computed once (one value per thread) from the thread's own
 // copies: the caller has waited for the chunk's cp.async group; a later WG0 barrier publishes them.
-template <class T>
-__device__ __forceinline__ void state_scales(typename WgpSmem<T>::Stage0& st, int len, int t) {
+template <class T, int VS = 64>
+__device__ __forceinline__ void state_scales(typename WgpSmemT<T, false, VS>::Stage0& st, int len, int t) {
   const int tok = t & 63;
   const float g = st.gam[t], r = st.rk[t];
   if (t < 64) {
@@ -183,8 +220,8 @@ __device__ __forceinline__ void state_scales(typename WgpSmem<T>::Stage0& st, in
   }
 }
 
-template <class T, bool KDA = false>
-__device__ __forceinline__ void load_output_inputs(typename WgpSmem<T, KDA>::Stage1& st, const GdnFwdParams& p,
+template <class T, bool KDA = false, int VS = 64>
+__device__ __forceinline__ void load_output_inputs(typename WgpSmemT<T, KDA, VS>::Stage1& st, const GdnFwdParams& p,
                                                    const GdnChunkWs& ws, int64_t t0, int len, int h, int j, int t) {
   const T* q = KDA ? static_cast<const T*>(ws.qg) + (j * ws.T_cap + t0) * kK : static_cast<const T*>(p.q) + (t0 * p.H + h) * kK;
   const T* P = static_cast<const T*>(ws.P) + (j * ws.T_cap + t0) * kBT;
