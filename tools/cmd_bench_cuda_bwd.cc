@@ -295,7 +295,7 @@ int cmd_bench_cuda_bwd(const Args& args) {
   const std::string commit = flag(args, "commit", "unknown");
   cudaDeviceProp prop{};
   LINATTN_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
-  // The KDA backward variant (LINATTN_CUDA_KDA_BWD: token | chunked | chunked2 | chunked3; unset = default).
+  // The KDA backward variant (LINATTN_CUDA_KDA_BWD: token | chunked | chunked7; unset = default).
   const std::string kda_bwd = env_or("LINATTN_CUDA_KDA_BWD", "default");
   std::printf(
       "{\"kind\":\"env\",\"device\":\"%s\",\"sm_count\":%d,\"commit\":\"%s\",\"backend\":\"cuda\","

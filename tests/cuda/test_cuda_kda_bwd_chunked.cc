@@ -1,4 +1,4 @@
-// The chunked CUDA KDA backward (KDA prep + sweeps with the KDA policy + kda_bwd_chunk.cu), forced
+// The chunked CUDA KDA backward (KDA prep + sweeps with the KDA policy + kda_bwd_chunk5.cu), forced
 // with LINATTN_CUDA_KDA_BWD=chunked for this whole binary, against the fp64 reference gradients
 // (dq, dk, dv, dg [T, HV, K], dbeta, dA_log, ddt_bias, dh0) for bf16 / fp16 x BT 64 / 32 and every
 // gate option: in-kernel softplus form, lower_bound -5 with safe_gate, lower_bound without A_log,
@@ -8,26 +8,14 @@
 // finite, passes d_final_state to dh0 for zero-length sequences; two runs are bitwise equal; every
 // gate at -1000 or -5 stays finite; LINATTN_CUDA_KDA_BWD=token refuses the forced chunked path;
 // forward + backward captured in one CUDA graph (GRAPH_CONTRACT.md section 8, cuda_graph_seq.h).
-// Every case also runs the other chunk kernels LINATTN_CUDA_KDA_BWD=chunked2 (parallel gate chain),
-// =chunked3 (+ tensor-core off-diagonal intra blocks) and =chunked4 (+ overlapped first tile loads,
-// batched gate loads, decay tables), kda/kda_bwd_chunk2.cu: against the fp64 reference and against the
-// first chunked kernel (same bars), padding, finiteness, determinism, extreme gates, the public op and
-// the graph sequence (under LINATTN_SANITIZED: chunked2 .. chunked4 on the first case, chunked, chunked3,
-// chunked4 and chunked5 in the other tests). =chunked5 (chunked4's arithmetic in less code,
-// kda/kda_bwd_chunk5.cu) is also held to chunked4's values (the bf16 bars) and says whether it is bitwise
-// equal to it; =chunked6 (chunked5 with the split-TF32 operands by truncation) runs like chunked2 .. 4
-// (its memory accesses are chunked5's, so the sanitized runs leave it out); =chunked7 (chunked5 with
-// rolled mma k-steps) runs in every test too, held to chunked5's values (the bf16 bars) with a log line
-// saying whether it is bitwise equal to chunked5; =chunked8 (chunked7 with the diagonal blocks' lower-left
-// quadrants on split-TF32 at V = 128) likewise against chunked7 (not expected bitwise), sanitized too;
-// =chunked9 (chunked8 with the fp32 raw gates as one cp.async tile) against chunked8 (expected bitwise).
+// The chunk kernel is chunked7, the only one since session 10: LINATTN_CUDA_KDA_BWD=chunked7 runs the
+// same path as =chunked (checked bitwise), and a removed mode (chunked2 .. chunked6, chunked8, chunked9)
+// is an invalid-argument error naming the variable, the value and the accepted values, thrown by the
+// workspace query and the plan (no kernel runs).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <iostream>
-#include <iterator>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "cuda_bwd_util.h"
@@ -39,20 +27,7 @@ namespace {
 
 const bool kChunkedOn = setenv("LINATTN_CUDA_KDA_BWD", "chunked", 1) == 0;
 
-// The chunk-kernel variants every case runs ("chunked" = the first kernel, the cross-check; "chunked4" /
-// "chunked5" = the previous defaults; "chunked7" = the default since 95f8975; "chunked6" / 8 / 9 = opt-in).
-const char* const kVariants[] = {"chunked",  "chunked2", "chunked3", "chunked4", "chunked5",
-                                 "chunked6", "chunked7", "chunked8", "chunked9"};
-
 bool sanitized() { return std::getenv("LINATTN_SANITIZED") != nullptr; }
-
-// The variants the determinism, graph, public-op and extreme-gate tests run: the first kernel (cross-check),
-// chunked5, the default chunked7, chunked8 and chunked9 (new code); chunked2 / 3 / 4 / 6 (older opt-in
-// kernels) run in every case of the reference test only (run_case), which bounds the binary's time (all nine
-// in every test ran past gpu-final's 150 s cap at 3d4b025). Under compute-sanitizer: the same.
-std::vector<const char*> variants() {
-  return {kVariants[0], kVariants[4], kVariants[6], kVariants[7], kVariants[8]};
-}
 
 // Sets LINATTN_CUDA_KDA_BWD for a scope, back to "chunked" at its end.
 struct KdaBwdMode {
@@ -63,39 +38,6 @@ struct KdaBwdMode {
 };
 
 using Case = BwdCase;
-
-// chunked5 keeps chunked4's operations in the same order (chunked7 chunked5's), so it should be bitwise
-// equal; held to the bf16 bars (a compiler may contract differently), and the log (tag) says which.
-void check_same_arithmetic(const ChunkAttnData& d, const ChunkAttnGradTensors& old_g, const ChunkAttnGradTensors& new_g,
-                           const std::string& name, const char* tag, const char* old_v, const char* new_v) {
-  EXPECT_TRUE(bwd_close(d, old_g, new_g, DType::kBF16)) << new_v << " vs " << old_v;
-  const ::testing::AssertionResult same = grads_bitwise(old_g, new_g);
-  std::cout << "[" << tag << "] " << name << ": " << new_v << " " << (same ? "==" : "!=") << " " << old_v
-            << " bitwise " << same.message() << "\n";
-}
-void check_same_arithmetic(const ChunkAttnData& d, const ChunkAttnGradTensors& old_g, const ChunkAttnGradTensors& new_g,
-                           const std::string& name) {
-  check_same_arithmetic(d, old_g, new_g, name, "kdabwd8", "chunked5", "chunked7");
-}
-
-// Each variant's gradients of one case by name; chunked7 against chunked5, chunked8 against 7, 9 against 8.
-struct ByVariant {
-  std::vector<std::pair<std::string, ChunkAttnGradTensors>> got;
-  void add(const char* v, const ChunkAttnGradTensors& g) { got.emplace_back(v, g); }
-  const ChunkAttnGradTensors* find(const std::string& v) const {
-    for (const auto& e : got)
-      if (e.first == v) return &e.second;
-    return nullptr;
-  }
-  void check_chunked7(const ChunkAttnData& d, const std::string& name) const {
-    const ChunkAttnGradTensors *c5 = find("chunked5"), *c7 = find("chunked7"), *c8 = find("chunked8"),
-                               *c9 = find("chunked9");
-    ASSERT_TRUE(c5 != nullptr && c7 != nullptr && c8 != nullptr && c9 != nullptr) << "chunked5, 7, 8 and 9 all run";
-    check_same_arithmetic(d, *c5, *c7, name);
-    check_same_arithmetic(d, *c7, *c8, name, "kdabwd9", "chunked7", "chunked8");
-    check_same_arithmetic(d, *c8, *c9, name, "kdabwd9", "chunked8", "chunked9");
-  }
-};
 
 ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt, ChunkOp::kKda); }
 
@@ -117,7 +59,7 @@ std::vector<Case> cases(DType dt, int bt) {
   return r;
 }
 
-void run_case(const Case& c, bool with_token, bool with_variants) {
+void run_case(const Case& c, bool with_token, bool with_chunked7) {
   SCOPED_TRACE(c.name);
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(c.spec.seed * 31 + 7);
@@ -132,28 +74,10 @@ void run_case(const Case& c, bool with_token, bool with_variants) {
     const ChunkAttnGradTensors tok = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kRecurrent);
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
-  if (!with_variants) return;
-  // Under compute-sanitizer without chunked5 .. 9 (the other tests run chunked5, 7, 8 and 9 sanitized).
-  std::vector<const char*> vs = {kVariants[1], kVariants[2], kVariants[3]};
-  if (!sanitized()) vs.insert(vs.end(), {kVariants[4], kVariants[5], kVariants[6], kVariants[7], kVariants[8]});
-  std::vector<ChunkAttnGradTensors> vars;
-  for (const char* v : vs) {
-    SCOPED_TRACE(v);
-    KdaBwdMode mode(v);
-    const ChunkAttnGradTensors var = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(bwd_close(d, ref, var, c.spec.dtype)) << v << " vs fp64 reference";
-    EXPECT_TRUE(bwd_close(d, got, var, c.spec.dtype)) << v << " vs the first chunked kernel";
-    EXPECT_TRUE(grads_padding_zero(d, var));
-    EXPECT_TRUE(grads_finite(var));
-    check_zero_length_dh0(d, cot, var);
-    vars.push_back(var);
-  }
-  if (vars.size() == 8) {
-    check_same_arithmetic(d, vars[2], vars[3], c.name, "kdabwd7", "chunked4", "chunked5");
-    check_same_arithmetic(d, vars[3], vars[5], c.name);
-    check_same_arithmetic(d, vars[5], vars[6], c.name, "kdabwd9", "chunked7", "chunked8");
-    check_same_arithmetic(d, vars[6], vars[7], c.name, "kdabwd9", "chunked8", "chunked9");
-  }
+  if (!with_chunked7) return;
+  KdaBwdMode mode("chunked7");  // the kernel's own name: the same path
+  EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
+      << "chunked7 vs chunked";
 }
 
 class CudaKdaBwdChunked : public ::testing::TestWithParam<std::tuple<DType, int>> {
@@ -168,7 +92,7 @@ TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
   const auto [dt, bt] = GetParam();
   auto all = cases(dt, bt);
   if (sanitized()) all.resize(2);
-  for (size_t i = 0; i < all.size(); ++i) run_case(all[i], !sanitized(), !sanitized() || i == 0);
+  for (size_t i = 0; i < all.size(); ++i) run_case(all[i], !sanitized(), i == 0);
 }
 
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
@@ -177,16 +101,9 @@ TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const ChunkAttnData d = make_chunk_attn(c.spec);
   Rng rng(5);
   const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-  ByVariant by;
-  for (const char* v : variants()) {
-    SCOPED_TRACE(v);
-    KdaBwdMode mode(v);
-    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(a, b));
-    by.add(v, a);
-  }
-  by.check_chunked7(d, "deterministic_" + c.name);
+  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  EXPECT_TRUE(grads_bitwise(a, b));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,
@@ -211,17 +128,10 @@ TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
       Rng rng(21);
       const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
       const ChunkAttnGradTensors ref = ref_backward(d, cot);
-      ByVariant by;
-      for (const char* v : variants()) {
-        SCOPED_TRACE(v);
-        KdaBwdMode mode(v);
-        const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
-        EXPECT_TRUE(grads_finite(got));
-        EXPECT_TRUE(grads_padding_zero(d, got));
-        EXPECT_TRUE(bwd_close(d, ref, got, DType::kBF16));
-        by.add(v, got);
-      }
-      by.check_chunked7(d, "extreme_gate_" + std::to_string(x) + "_bt" + std::to_string(bt));
+      const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+      EXPECT_TRUE(grads_finite(got));
+      EXPECT_TRUE(grads_padding_zero(d, got));
+      EXPECT_TRUE(bwd_close(d, ref, got, DType::kBF16));
     }
 }
 
@@ -238,10 +148,44 @@ TEST(CudaKdaBwdChunkedApi, PublicOpWithAndWithoutWorkspace) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ChunkAttnSpec s = base(DType::kBF16, 64);
   s.opt.use_gate_in_kernel = true;
-  for (const char* v : variants()) {
+  check_public_op_varlen(s);
+}
+
+// The removed chunk kernels (session 10) and any other unknown value: an invalid-argument error that names
+// LINATTN_CUDA_KDA_BWD, the value and the accepted values, from the workspace query and from the call (its
+// plan), for the forced chunked path and the default one; "chunked7" and "" are accepted.
+TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  const ChunkAttnData d = make_chunk_attn(base(DType::kBF16, 64));
+  Rng rng(4);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+  const auto expect_rejected = [&](const char* v, const char* what, const auto& call) {
+    try {
+      call();
+      ADD_FAILURE() << v << ": " << what << " accepted a removed mode";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << msg;
+      for (const std::string& part : {std::string("LINATTN_CUDA_KDA_BWD=") + v, std::string("accepted"),
+                                     std::string("chunked7"), std::string("token")})
+        EXPECT_NE(msg.find(part), std::string::npos) << what << ": no '" << part << "' in: " << msg;
+    }
+  };
+  for (const char* v : {"chunked2", "chunked3", "chunked4", "chunked5", "chunked6", "chunked8", "chunked9", "wg"}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
-    check_public_op_varlen(s);
+    auto dev = to_device(d);
+    expect_rejected(v, "workspace query", [&] { (void)chunk_attn_bwd_workspace_bytes(dev->in, d.opt()); });
+    expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
+    expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
+  }
+  for (const char* v : {"chunked7", ""}) {
+    SCOPED_TRACE(v);
+    KdaBwdMode mode(v);
+    auto dev = to_device(d);
+    EXPECT_NO_THROW((void)chunk_attn_bwd_workspace_bytes(dev->in, d.opt()));
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked),
+                          DType::kBF16));
   }
 }
 
@@ -252,11 +196,7 @@ TEST(CudaKdaBwdChunkedGraph, SevenLayoutsReplayEqualsEagerFixed) {
                                 {ChunkOp::kKda, DType::kF16, 32, false, false, DType::kF16},
                                 {ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}};
   if (sanitized()) gcs.resize(1);
-  for (const char* v : variants()) {
-    SCOPED_TRACE(v);
-    KdaBwdMode mode(v);
-    for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
-  }
+  for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
 }
 
 }  // namespace

@@ -3,9 +3,8 @@
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
-// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is
-// kda/kda_bwd_chunk5.cu (default: its mode 7; =chunked5 / =chunked6 its other modes), chunked4 (=chunked4), chunked3 (=chunked3),
-// without the split-TF32 tensor-core blocks (=chunked2), the first kernel kda/kda_bwd_chunk.cu (=chunked)).
+// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk5.cu,
+// chunked7, the only one since session 10).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -91,14 +90,16 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
-// LINATTN_CUDA_KDA_BWD = token | chunked | chunked2 | ... | chunked9, read on every call (plan and workspace
-// query agree; chunked2 / chunked3 pick the opt-in chunk-gradient kernel variants, same workspace).
+// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked7 (the chunked path, its one chunk kernel) |
+// token, read on every call (plan and workspace query agree). Any other value, the removed chunk kernels
+// chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws here, before any launch.
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
   if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
-  if (mode == "chunked" || mode == "chunked2" || mode == "chunked3" || mode == "chunked4" || mode == "chunked5" ||
-      mode == "chunked6" || kKdaChunkedDefault)
-    return nullptr;
+  LINATTN_CHECK(mode.empty() || mode == "chunked" || mode == "chunked7", "LINATTN_CUDA_KDA_BWD=", mode,
+                " is not a KDA backward mode; accepted: unset or empty (default), chunked, chunked7, token (the "
+                "chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed: docs/perf-notes.md)");
+  if (!mode.empty() || kKdaChunkedDefault) return nullptr;
   return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
 }
 
@@ -202,21 +203,9 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
-    // Default: chunked7 (chunked5 with its six products' k-steps rolled, half the spills, bitwise equal
-    // to chunked5; H200 A/B at 95f8975: backward 11.86 -> 11.12 ms at 32/32 1x32768). chunked5 =
-    // chunked4's arithmetic in 42% of its code (bitwise equal; d75c503: 16.0 -> 11.9 ms); "chunked6" =
-    // chunked5 with a truncating TF32 split (not bitwise), "chunked5" / "chunked4" / "chunked3" = the
-    // previous defaults (d75c503 / 4988c89 / c050891),
-    // "chunked2" = without the split-TF32 tensor-core blocks, "chunked" = the first chunk kernel; "chunked8" (opt-in)
-    // = chunked7 with the diagonal blocks' lower-left quadrants on split-TF32 (not bitwise, V = 128 only);
-    // "chunked9" (opt-in) = chunked8 with the fp32 raw gates as one cp.async tile (same bits as chunked8).
-    const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
-    if (mode == "chunked") launch_kda_bwd_chunk(p, w, st);
-    else if (mode == "chunked2" || mode == "chunked3") launch_kda_bwd_chunk2(p, w, mode == "chunked3", st);
-    else if (mode == "chunked4") launch_kda_bwd_chunk4(p, w, st);
-    else
-      launch_kda_bwd_chunk5(
-          p, w, mode == "chunked5" ? 5 : mode == "chunked6" ? 6 : mode == "chunked8" ? 8 : mode == "chunked9" ? 9 : 7, st);
+    // chunked7 (H200 A/B at 95f8975: backward 11.86 -> 11.12 ms at 32/32 1x32768 against chunked5); the
+    // other chunk kernels were removed in session 10 (last in 154ad2a).
+    launch_kda_bwd_chunk5(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

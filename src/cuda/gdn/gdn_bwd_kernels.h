@@ -36,19 +36,10 @@ void launch_gdn_bwd_sweeps(const GdnBwdParams& p, const GdnBwdWs& w, int vs, cud
 // (chunk row, q/k head).
 void launch_gdn_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 
-// KDA (per-channel gate; kda/kda_bwd_chunk.cu): prep = launch_kda_prep with c.Ai set, the same
+// KDA (per-channel gate; kda/kda_bwd_chunk5.cu, chunked7): prep = launch_kda_prep with c.Ai set, the same
 // sweeps (KDA policy), then this chunk kernel (dq, dk, dg [T, HV, K], dbeta, per-channel gate
 // partials part [nt_cap, HV, K, 2]) and its reduction (dA_log [HV], ddt_bias [HV, K]).
-void launch_kda_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// Opt-in variants of it (kda/kda_bwd_chunk2.cu, LINATTN_CUDA_KDA_BWD=chunked2 / chunked3): same inputs,
-// outputs and launch geometry; parallel gate chain, and with tensor_core_intra the off-diagonal intra
-// blocks on TF32 mma.
-void launch_kda_bwd_chunk2(const GdnBwdParams& p, const GdnBwdWs& w, bool tensor_core_intra, cudaStream_t stream);
-// The default KDA chunk kernel (chunked4): chunked3 + overlapped first tile loads, batched gate loads, decay tables.
-void launch_kda_bwd_chunk4(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked5 (kda/kda_bwd_chunk5.cu): chunked4's arithmetic in less code; variant 5 = chunked5, 6 = chunked6
-// (split-TF32 operands by truncation), 7 = chunked7 (chunked5 with rolled mma k-steps, same bits).
-void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, int variant, cudaStream_t stream);
+void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
 

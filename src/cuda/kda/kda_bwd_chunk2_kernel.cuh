@@ -1,8 +1,12 @@
-// The chunk-gradient kernel of the chunk2 family (LINATTN_CUDA_KDA_BWD=chunked2 / chunked3 / chunked4,
-// instantiated in kda_bwd_chunk2.cu; chunked5, instantiated in kda_bwd_chunk5.cu), moved here unchanged
-// from kda_bwd_chunk2.cu but for the MODE 5 branches. Grid (chunk row, q/k head), KTiling<BT, V>::NT
-// threads, KdaChunk2Smem; one CTA walks the G value heads of its q/k head (dq / dk group sums in
-// registers), see kda_bwd_chunk2.cu for the math of each mode and kda_bwd_chunk5_parts.cuh for MODE 5.
+// The chunk-gradient kernel of the chunked KDA backward (chunked7, the one kernel since session 10; the older
+// modes chunked .. chunked6, chunked8, chunked9 were removed, last in 154ad2a: docs/perf-notes.md "CUDA KDA
+// backward"), instantiated in kda_bwd_chunk5.cu. Grid (chunk row, q/k head), KTiling<BT, V>::NT threads,
+// KdaChunk2Smem; one CTA walks the G value heads of its q/k head (dq / dk group sums in registers).
+// Per-channel gates: the decays a = e^g staged element-parallel, the 16-row block products (blk) for the
+// eg / egl walks, the <S, dS'> row dots on every thread, the off-diagonal 16 x 16 intra blocks on 3xTF32
+// mma.sync (mma_3xtf32; at V = 128 their decay factors from DecayTab), the diagonal blocks per element,
+// the reverse cumsum + gate chain as row groups per channel; code rolled where that keeps the values
+// (kda_bwd_chunk5_parts.cuh: tile loads, gate formula, dq / dk through shared memory, mma k-steps).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,16 +14,15 @@
 
 #include "cuda/common/launch.h"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
-#include "cuda/kda/kda_bwd_chunk8_parts.cuh"
 
 namespace linattn::cuda {
 namespace {
 
 using namespace kda_bwd;
 
-// The decay tables (chunked4) live in shared memory that is dead during the intra-chunk phase: pre in
-// dS' (dead after dk_inter), suf across the adjacent y and dO tiles (dead after pm / lm). Both fit only
-// for V = 128; V = 64 walks the decays per fragment as chunked3 does.
+// The decay tables live in shared memory that is dead during the intra-chunk phase: pre in dS' (dead
+// after dk_inter), suf across the adjacent y and dO tiles (dead after pm / lm). Both fit only for V = 128;
+// V = 64 walks the decays per fragment (decay_pair).
 template <class T, int BT, int V>
 constexpr bool tables_fit() {
   using S0 = KdaChunkSmem<T, BT, V>;
@@ -27,27 +30,14 @@ constexpr bool tables_fit() {
   return V == 128 && ds >= tab && 2 * y >= tab && offsetof(S0, dO) == offsetof(S0, y) + y;
 }
 
-// MODE 2 = chunked2, 3 = chunked3 (+ split-TF32 off-diagonal intra blocks), 4 = chunked4 (chunked3 +
-// the next head's tiles issued with q / k so the row scales overlap them, batched gate loads, decay
-// tables for the off-diagonal blocks at V = 128), 5 = chunked5 (chunked4's arithmetic with less code:
-// kda_bwd_chunk5_parts.cuh), 6 = chunked6 (chunked5 with the split-TF32 operands by truncation), 7 = chunked7
-// (chunked5 with the k-steps of the six mma_tile products rolled: mma_tile_r, same bits), 8 = chunked8 (chunked7
-// with the diagonal intra blocks' lower-left 8 x 8 quadrants on the split-TF32 path where the decay tables
-// exist: kda_bwd_chunk8_parts.cuh; V = 64 runs chunked7's code), 9 = chunked9 (chunked8 with fp32 raw gates as
-// one cp.async tile into a, issued before the head's tiles, and the eg / egl row walks unrolled 4: same bits).
-template <class T, int BT, int V, int MODE>
+template <class T, int BT, int V>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
-  constexpr bool TC = MODE >= 3, V4 = MODE >= 4, R5 = MODE >= 5, TRUNC = MODE == 6, RM = MODE >= 7;
-  constexpr bool TAB = V4 && tables_fit<T, BT, V>();
-  static_assert(!V4 || TAB == (V == 128), "chunked4 keeps its decay tables at V = 128");
-  constexpr bool Q8 = MODE >= 8 && TAB, G9 = MODE == 9;
-  using S0 = KdaChunkSmem<T, BT, V>;
-  static_assert(!G9 || (offsetof(S0, a) % 16 == 0 && kLdF % 4 == 0), "16-byte rows of a (gate tile)");
-  [[maybe_unused]] const bool gtile = G9 && gate_tile_ok(p.f);  // uniform
+  constexpr bool TAB = tables_fit<T, BT, V>();
+  static_assert(TAB == (V == 128), "the decay tables fit at V = 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
   const GdnFwdParams& f = p.f;
@@ -61,22 +51,10 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   const int ck = wn * Tl::CK, cv = wn * Tl::CV, cb = wn * Tl::CB;
 
   const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
-  if constexpr (R5) {
-    load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
-    load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
-  } else {
-    load_rows_async<T, BT, kK, kLdK, Tl::NT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
-    load_rows_async<T, BT, kK, kLdK, Tl::NT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
-  }
+  load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
+  load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
   cp_async_commit();
-  [[maybe_unused]] const auto row_scales = [&] {  // the forward prep's formula
-    for (int i = warp; i < 2 * BT; i += Tl::NW) {
-      const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
-      const float ss = row_sumsq_warp<T, kK>(row, lane);
-      if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = f.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
-    }
-  };
-  [[maybe_unused]] const auto row_scales_r = [&] {  // the same, one row per step (R5)
+  const auto row_scales_r = [&] {  // the forward prep's formula, one row per step
 #pragma unroll 1
     for (int i = warp; i < 2 * BT; i += Tl::NW) {
       const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
@@ -84,54 +62,27 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = f.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
     }
   };
-  if constexpr (!R5) {
-    if constexpr (V4) {  // the first head's tiles stream while the row scales run
-      load_head<T, BT, V>(s, p, w, r, t0, len, h * G, tid);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    row_scales();
-  }
 
   float dqA[NTK][4] = {}, dkA[NTK][4] = {};
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
-    if constexpr (R5) {  // one copy of the tile loads; the first head's stream while the row scales run
-      if (gtile) {  // chunked9: the raw gates first, into a (free: the last head's gate chain is done)
-        load_gate_tile<BT, Tl::NT>(s.a, f, t0, len, j, tid);
-        cp_async_commit();
-      }
-      load_head<T, BT, V, true>(s, p, w, r, t0, len, j, tid);
-      cp_async_commit();
-      if (jj == 0) {
-        cp_async_wait<1>();
-        __syncthreads();
-        row_scales_r();
-      } else if (gtile) {
-        cp_async_wait<1>();
-        __syncthreads();
-      }
-    } else if (!V4 || jj > 0) {
-      load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
-      cp_async_commit();
+    // one copy of the tile loads; the first head's stream while the row scales run
+    load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
+    cp_async_commit();
+    if (jj == 0) {
+      cp_async_wait<1>();
+      __syncthreads();
+      row_scales_r();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    if (gtile)
-      stage_decays_tile<BT, Tl::NT>(s.a, p, len, j, tid);
-    else if constexpr (R5)
-      stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);
-    else
-      stage_decays<BT, Tl::NT, V4>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
     cp_async_wait<0>();
     __syncthreads();
 
     float dgam[NTK][4], dbp[2] = {0.f, 0.f}, xh[NTK][4], eg[NTK][4];
     {  // Y = Ai^T dV^ (registers until every warp has read dV^); Y.v
       float Y[Tl::NTV][4] = {};
-      mma_tile_x<RM, T, Tl::NTV, BT, true, false>(Y, &s.ai[0][0], Sm::kLdA, 16 * wm, &s.y[0][0], Sm::kLdV, cv, lane);
+      mma_tile_r<T, Tl::NTV, BT, true, false>(Y, &s.ai[0][0], Sm::kLdA, 16 * wm, &s.y[0][0], Sm::kLdV, cv, lane);
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int rr = r0 + 8 * hf;
@@ -172,13 +123,10 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         for (int nt = 0; nt < Tl::NTV; ++nt)
           st_pair(&s.y[r0 + 8 * hf][cv + nt * 8 + 2 * tq], Y[nt][2 * hf], Y[nt][2 * hf + 1]);
     }
-    if constexpr (R5)
-      frag_eg_blk_r<BT, NTK, G9 ? 4 : 1>(eg, s.a, s.blk, wm, r0, ck, tq);
-    else
-      frag_eg_blk<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
+    frag_eg_blk_r<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
     {  // dq_inter = eg (.) scale (dO S^T)
       float t[NTK][4] = {};
-      mma_tile_x<RM, T, NTK, V, false, true>(t, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
+      mma_tile_r<T, NTK, V, false, true>(t, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
       frag_rows<T, NTK>(xh, s.q, s.rq, r0, ck, tq);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
@@ -192,11 +140,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // k^ from here on
     {  // dk_inter = egl (.) (V^ dS'^T); its column sums of k^ (.) dk_inter feed the last row
       float t[NTK][4] = {}, egl[NTK][4];
-      mma_tile_x<RM, T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
-      if constexpr (R5)
-        frag_egl_blk_r<BT, NTK, G9 ? 4 : 1>(egl, s.a, s.blk, wm, r0, ck, tq, len);
-      else
-        frag_egl_blk<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
+      mma_tile_r<T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
+      frag_egl_blk_r<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt) {
         float z[2] = {0.f, 0.f};
@@ -221,7 +166,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 
     {  // xn = Y S^T: dk^ -= beta eg xn; dgam -= beta eg k^ xn; dbeta -= eg k^ . xn
       float t[NTK][4] = {};
-      mma_tile_x<RM, T, NTK, V, false, true>(t, &s.y[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
+      mma_tile_r<T, NTK, V, false, true>(t, &s.y[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
@@ -234,8 +179,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         }
     }
     float pm[Tl::NTB][4] = {}, lm[Tl::NTB][4] = {};
-    mma_tile_x<RM, T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
-    mma_tile_x<RM, T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
+    mma_tile_r<T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
+    mma_tile_r<T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
     __syncthreads();  // S, dS' dead: the union takes daqk / dL
     [[maybe_unused]] const DecayTab tab{reinterpret_cast<float(*)[kLdT]>(&s.u.st.dS[0][0]),
                                         reinterpret_cast<float(*)[kLdT]>(&s.y[0][0])};
@@ -257,13 +202,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
-      if constexpr (Q8) {  // + the diagonal block's lower-left quadrant; the per-element walk on its 8 x 8 halves
-        offdiag_rows_q<T, BT, V, NTK>(s, dq2, rp, wm, ck, g, tq, tab);
-        intra_rows_q<T, BT, V, NTK>(s, dq2, rp, r0, g, ck, tq);
-      } else {
-        if constexpr (TC) offdiag_rows<T, BT, V, NTK, TAB, TRUNC>(s, dq2, rp, wm, ck, g, tq, tab);
-        intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, TC ? 16 * wm : 0, !TC);
-      }
+      offdiag_rows<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);
+      intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
 #pragma unroll
@@ -280,13 +220,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // column side: dk^ += dka; dgam -= k^ (.) dka
       float ca[NTK][4];
       // blocks below the diagonal
-      if constexpr (Q8) {
-        offdiag_cols_q<T, BT, V, NTK>(s, ca, wm, ck, g, tq, tab);
-        intra_cols_q<T, BT, V, NTK>(s, ca, r0, g, ck, tq, len);
-      } else {
-        if constexpr (TC) offdiag_cols<T, BT, V, NTK, TAB, TRUNC>(s, ca, wm, ck, g, tq, tab);
-        intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, TC ? min(len, 16 * wm + 16) : len, !TC);
-      }
+      offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
+      intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
@@ -309,10 +244,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    if constexpr (R5)
-      gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
-    else
-      gate_chain<T, BT, V, Tl::NT, V4>(s, p, w, r, t0, len, j, tid);
+    gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
   }
 
@@ -343,61 +275,43 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       cq = fq * fq * fq * sq;
       cpk = fk * fk * fk * sk;
     }
-    if constexpr (R5) {  // the finished values through shared memory (a, u: dead), stored below
-#pragma unroll
-      for (int nt = 0; nt < NTK; ++nt) {
-        const int col = ck + nt * 8 + 2 * tq;
-        const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
-        float* oq = &s.a[rr][col];
-        float* ok = stage_dk(s) + rr * kLdF + col;
-        oq[0] = fq * dqA[nt][2 * hf] - cq * qv.x;
-        oq[1] = fq * dqA[nt][2 * hf + 1] - cq * qv.y;
-        ok[0] = fk * dkA[nt][2 * hf] - cpk * kv.x;
-        ok[1] = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
-      }
-      continue;
-    }
-    const int64_t base = ((t0 + rr) * f.H + h) * int64_t(kK);
+    // the finished values through shared memory (a, u: dead), stored below
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
       const int col = ck + nt * 8 + 2 * tq;
       const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
-      if (p.dq.p) {
-        store_out(p.dq.p, p.dq.t, base + col, fq * dqA[nt][2 * hf] - cq * qv.x);
-        store_out(p.dq.p, p.dq.t, base + col + 1, fq * dqA[nt][2 * hf + 1] - cq * qv.y);
-      }
-      if (p.dk.p) {
-        store_out(p.dk.p, p.dk.t, base + col, fk * dkA[nt][2 * hf] - cpk * kv.x);
-        store_out(p.dk.p, p.dk.t, base + col + 1, fk * dkA[nt][2 * hf + 1] - cpk * kv.y);
-      }
+      float* oq = &s.a[rr][col];
+      float* ok = stage_dk(s) + rr * kLdF + col;
+      oq[0] = fq * dqA[nt][2 * hf] - cq * qv.x;
+      oq[1] = fq * dqA[nt][2 * hf + 1] - cq * qv.y;
+      ok[0] = fk * dkA[nt][2 * hf] - cpk * kv.x;
+      ok[1] = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
     }
   }
-  if constexpr (R5) store_dqdk_r<T, BT, V, Tl::NT>(s, p, t0, len, h, tid);
+  store_dqdk_r<T, BT, V, Tl::NT>(s, p, t0, len, h, tid);
 }
 
-
-// Host side: the instantiation per (io type, BT, V) of MODE (kda_bwd_chunk2.cu: 2, 3, 4; kda_bwd_chunk5.cu: 5 .. 9).
-template <class T, int BT, int V, int MODE>
+// Host side: the instantiation per (io type, BT, V).
+template <class T, int BT, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(kda_bwd_chunk2_kernel<T, BT, V, MODE>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
 }
 
-template <class T, int BT, int MODE>
+template <class T, int BT>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, MODE>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, MODE>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <int MODE>
-void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+inline void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, MODE>(p, w, stream) : launch_bt<__half, 64, MODE>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64>(p, w, stream) : launch_bt<__half, 64>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, MODE>(p, w, stream) : launch_bt<__half, 32, MODE>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32>(p, w, stream) : launch_bt<__half, 32>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }

@@ -1,10 +1,8 @@
-// Pieces of the chunk2 kernel family (kda_bwd_chunk2.cu: LINATTN_CUDA_KDA_BWD=chunked2 / chunked3 /
-// chunked4) moved out of it unchanged, plus chunked4's additions: the 16-row block products (blk) and
-// the eg / egl walks over them, the element-parallel decay staging and gate chain (chunked4: raw gate
-// loads issued together, one type switch outside them, gate constants once per (head, channel)), the
-// split-TF32 product, and the off-diagonal intra blocks with their decay factors either walked per
-// fragment (decay_pair, chunked3) or read from per-channel 8-row-group prefix / suffix product tables
-// built once per (chunk, head) in shared memory that is dead by then (DecayTab, chunked4 at V = 128).
+// Pieces of the KDA chunk-gradient kernel (kda_bwd_chunk2_kernel.cuh): the shared memory with the 16-row
+// block products (blk), the gate constants once per (head, channel), the split-TF32 product, and the
+// off-diagonal intra blocks with their decay factors either walked per fragment (decay_pair, V = 64) or
+// read from per-channel 8-row-group prefix / suffix product tables built once per (chunk, head) in shared
+// memory that is dead by then (DecayTab, V = 128).
 // Every factor is a product of decays a <= 1: no exponent is ever positive, nothing is divided.
 #pragma once
 #include "cuda/kda/kda_bwd_chunk_common.cuh"
@@ -17,91 +15,6 @@ template <class T, int BT, int V>
 struct KdaChunk2Smem : KdaChunkSmem<T, BT, V> {
   float blk[BT / 16][kK];
 };
-
-// eg[nt][e] = prod_{t <= row} a[t][ch] = prod_{b < wm} blk[b][ch] * prod_{16 wm <= t <= row} a[t][ch]
-// (rows past len: 0, as a = 0 there).
-template <int BT, int NTK>
-__device__ __forceinline__ void frag_eg_blk(float (&eg)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
-                                            int wm, int r0, int ck, int tq) {
-  float pre[NTK][2];  // one loop over the blocks for all 8 channels of the thread
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt) pre[nt][0] = pre[nt][1] = 1.f;
-  for (int b = 0; b < wm; ++b)
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 bv = *reinterpret_cast<const float2*>(&blk[b][ck + nt * 8 + 2 * tq]);
-      pre[nt][0] *= bv.x;
-      pre[nt][1] *= bv.y;
-    }
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) eg[nt][e] = pre[nt][e & 1];
-  mul_decay_rows<NTK>(eg, a, 16 * wm, r0, ck, tq);
-}
-
-// egl[nt][e] = prod_{row < t < len} a[t][ch] = prod_{row < t < min(len, 16 wm + 16)} a[t][ch] *
-// prod_{b > wm} blk[b][ch]; 0 for rows >= len.
-template <int BT, int NTK>
-__device__ __forceinline__ void frag_egl_blk(float (&egl)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
-                                             int wm, int r0, int ck, int tq, int len) {
-  float suf[NTK][2];
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt) suf[nt][0] = suf[nt][1] = 1.f;
-  for (int b = wm + 1; b < BT / 16; ++b)
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 bv = *reinterpret_cast<const float2*>(&blk[b][ck + nt * 8 + 2 * tq]);
-      suf[nt][0] *= bv.x;
-      suf[nt][1] *= bv.y;
-    }
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) egl[nt][e] = (r0 + 8 * (e >> 1)) < len ? suf[nt][e & 1] : 0.f;
-  const int tend = min(len, 16 * wm + 16);
-  for (int t = r0 + 1; t < tend; ++t) {
-    const bool hi = t > r0 + 8;
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 av = *reinterpret_cast<const float2*>(&a[t][ck + nt * 8 + 2 * tq]);
-      egl[nt][0] *= av.x;
-      egl[nt][1] *= av.y;
-      if (hi) {
-        egl[nt][2] *= av.x;
-        egl[nt][3] *= av.y;
-      }
-    }
-  }
-}
-
-// Raw gates g[t0 + i0 + STEP m, j, c] (0 for rows >= len) of N rows: the type switch sits outside the
-// loads, so all N are in flight before the first use.
-template <int N, int STEP>
-__device__ __forceinline__ void load_gate_raw(float (&v)[N], const GdnFwdParams& f, int64_t t0, int i0, int len,
-                                              int j, int c) {
-  const int64_t base = (t0 * f.HV + j) * int64_t(kK) + c, rs = int64_t(f.HV) * kK;
-  switch (f.g_type) {
-    case ElemType::kF16: {
-      const __half* g = static_cast<const __half*>(f.g);
-#pragma unroll
-      for (int m = 0; m < N; ++m) v[m] = i0 + STEP * m < len ? __half2float(g[base + (i0 + STEP * m) * rs]) : 0.f;
-      break;
-    }
-    case ElemType::kBF16: {
-      const __nv_bfloat16* g = static_cast<const __nv_bfloat16*>(f.g);
-#pragma unroll
-      for (int m = 0; m < N; ++m)
-        v[m] = i0 + STEP * m < len ? __bfloat162float(g[base + (i0 + STEP * m) * rs]) : 0.f;
-      break;
-    }
-    default: {
-      const float* g = static_cast<const float*>(f.g);
-#pragma unroll
-      for (int m = 0; m < N; ++m) v[m] = i0 + STEP * m < len ? g[base + (i0 + STEP * m) * rs] : 0.f;
-    }
-  }
-}
 
 // bwd_gate_deriv split into its per-(head, channel) constants (dt_bias, e^A_log) and the per-token part
 // of a raw value: the same expressions, so the same values.
@@ -129,130 +42,6 @@ __device__ __forceinline__ GateDeriv gate_deriv_raw(const GdnFwdParams& f, float
   return {f.lower_bound * s, ds * k.ea, f.A_log ? ds * k.ea * x : 0.f};
 }
 
-// a[i][c] = e^(g_ic) for rows i < len, 0 past the end (the gate is never read there); batches of 8
-// independent gate loads per thread in flight (16 in one batch spilled more at the 128-register cap).
-// BATCH (chunked4): thread (c = tid % K, rows tid / K + (NT / K) m), loads through load_gate_raw.
-template <int BT, int NT, bool BATCH = false>
-__device__ __forceinline__ void stage_decays(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len, int j,
-                                             int tid) {
-  constexpr int PER = BT * kK / NT, B = 8;
-  static_assert(PER * NT == BT * kK && PER % B == 0, "whole tile per pass");
-  if constexpr (BATCH) {
-    constexpr int RG = NT / kK;
-    const int c = tid % kK, i0 = tid / kK;
-    const GateConst gc = gate_const(p.f, j, c);
-#pragma unroll 1
-    for (int m0 = 0; m0 < PER; m0 += B) {
-      float v[B];
-      load_gate_raw<B, RG>(v, p.f, t0, i0 + RG * m0, len, j, c);
-#pragma unroll
-      for (int m = 0; m < B; ++m) {
-        const int i = i0 + RG * (m0 + m);
-        a[i][c] = i < len ? expf(gate_deriv_raw(p.f, v[m], gc).g) : 0.f;
-      }
-    }
-  } else {
-#pragma unroll 1
-    for (int m0 = 0; m0 < PER; m0 += B) {
-      float v[B];
-#pragma unroll
-      for (int m = 0; m < B; ++m) {
-        const int idx = tid + (m0 + m) * NT, i = idx / kK, c = idx % kK;
-        v[m] = i < len ? expf(bwd_gate_deriv(p, t0 + i, j, c).g) : 0.f;
-      }
-#pragma unroll
-      for (int m = 0; m < B; ++m) {
-        const int idx = tid + (m0 + m) * NT;
-        a[idx / kK][idx % kK] = v[m];
-      }
-    }
-  }
-}
-
-// s.a holds dgam (0 past len), s.red[0] the dbeta row partials. Thread (channel c, row group grp):
-// dg_t = draw_t * (egL sd + zsum + sum_{t' >= t} dgam_t'), per-chunk partials pA / pT summed over the
-// groups in a fixed order, dbeta through the sigmoid chain. Uses s.u.in as scratch (daqk / dL dead).
-// BATCH (chunked4): the group's raw gates are loaded together and turned into draw / dA inside the
-// chain (16 live raw values instead of 32 derivatives).
-template <class T, int BT, int V, int NT, bool BATCH = false>
-__device__ __forceinline__ void gate_chain(KdaChunk2Smem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
-                                           int64_t r, int64_t t0, int len, int j, int tid) {
-  constexpr int RG = NT / kK, RPG = BT / RG;
-  static_assert(RG * kK == NT && RG * RPG == BT, "row groups tile the chunk");
-  static_assert(RG * kK * 2 <= BT * (BT + 4), "scratch fits in daqk / dL");
-  const GdnFwdParams& f = p.f;
-  const int c = tid % kK, grp = tid / kK, i0 = grp * RPG;
-  float* gs = &s.u.in.daqk[0][0];  // [RG][kK] group sums of dgam
-  float* gp = &s.u.in.dL[0][0];    // [RG][kK][2] group gate partials
-  float draw[RPG], dA[RPG], raw[RPG];
-  GateConst gc{};
-  if constexpr (BATCH) {
-    load_gate_raw<RPG, 1>(raw, f, t0, i0, len, j, c);
-    gc = gate_const(f, j, c);
-  } else {
-#pragma unroll
-    for (int u = 0; u < RPG; ++u) {
-      draw[u] = 0.f;
-      dA[u] = 0.f;
-      if (i0 + u < len) {
-        const GateDeriv gd = bwd_gate_deriv(p, t0 + i0 + u, j, c);
-        draw[u] = gd.draw;
-        dA[u] = gd.dA;
-      }
-    }
-  }
-  float ps = 0.f;
-#pragma unroll
-  for (int u = 0; u < RPG; ++u) ps += s.a[i0 + u][c];
-  gs[grp * kK + c] = ps;
-  __syncthreads();
-  float zs = 0.f;
-#pragma unroll
-  for (int m = 0; m < BT / 16; ++m) zs += s.zsum[m][c];
-  float egL = 1.f;  // prod over the chunk's rows < len
-#pragma unroll
-  for (int b = 0; b < BT / 16; ++b) egL *= s.blk[b][c];
-  float acc = egL * s.sd[c] + zs, pA = 0.f, pT = 0.f;
-  for (int q = RG - 1; q > grp; --q) acc += gs[q * kK + c];
-#pragma unroll
-  for (int u = RPG - 1; u >= 0; --u) {
-    const int i = i0 + u;
-    if (i >= len) continue;
-    if constexpr (BATCH) {
-      const GateDeriv gd = gate_deriv_raw(f, raw[u], gc);
-      draw[u] = gd.draw;
-      dA[u] = gd.dA;
-    }
-    acc += s.a[i][c];
-    const float dgo = acc * draw[u];
-    if (f.gate_in_kernel) {
-      pA += acc * dA[u];
-      pT += dgo;
-    }
-    if (p.dg.p) store_out(p.dg.p, p.dg.t, ((t0 + i) * f.HV + j) * int64_t(kK) + c, dgo);
-  }
-  gp[(grp * kK + c) * 2] = pA;
-  gp[(grp * kK + c) * 2 + 1] = pT;
-  __syncthreads();
-  if (grp == 0) {
-    float sA = 0.f, sT = 0.f;
-#pragma unroll
-    for (int q = RG - 1; q >= 0; --q) {
-      sA += gp[(q * kK + c) * 2];
-      sT += gp[(q * kK + c) * 2 + 1];
-    }
-    float* o = w.part + ((r * f.HV + j) * kK + c) * 2;
-    o[0] = sA;
-    o[1] = sT;
-  } else if (tid < kK + BT) {
-    const int i = tid - kK;
-    if (i < len && p.dbeta.p) {
-      const float db = ((s.red[0][i][0] + s.red[0][i][1]) + s.red[0][i][2]) + s.red[0][i][3];
-      store_out(p.dbeta.p, p.dbeta.t, (t0 + i) * f.HV + j, db * gdn_beta_draw(f, t0 + i, j));
-    }
-  }
-}
-
 // 3xTF32 (split precision): x = hi + lo with hi, lo TF32 (~21 significant bits together), and
 // acc += A B as A_lo B_hi + A_hi B_lo + A_hi B_hi (the A_lo B_lo term is below fp32 rounding). Plain
 // TF32 (10 bits) would round the row side (q^ . dq2) and the column side (k^ . dka) of each intra term
@@ -265,22 +54,6 @@ __device__ __forceinline__ Tf32x2 split_tf32(float x) {
   constexpr uint32_t kMask = 0xffffe000u;  // the 19 TF32 bits (the mma ignores the 13 below)
   const uint32_t hi = to_tf32(x) & kMask;
   return {hi, to_tf32(x - __uint_as_float(hi)) & kMask};
-}
-// chunked6: the split by truncation, hi = x's top 19 bits and lo = x - hi (exact), its top 19 bits: 3 ALU
-// instructions instead of two emulated round-to-nearest conversions (~5 each); ~22 significant bits of x
-// reach the mma (11 + 11 with the implicit ones) against ~21, and no exponent changes (every factor stays
-// the same product of decays <= 1). split_tf32_t<false> is split_tf32 (chunked3 / 4 / 5 unchanged).
-__device__ __forceinline__ Tf32x2 split_tf32_trunc(float x) {
-  constexpr uint32_t kMask = 0xffffe000u;
-  const uint32_t hi = __float_as_uint(x) & kMask;
-  return {hi, __float_as_uint(x - __uint_as_float(hi)) & kMask};
-}
-template <bool TRUNC>
-__device__ __forceinline__ Tf32x2 split_tf32_t(float x) {
-  if constexpr (TRUNC)
-    return split_tf32_trunc(x);
-  else
-    return split_tf32(x);
 }
 __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32x2 (&a)[4], Tf32x2 b0, Tf32x2 b1) {
   const uint32_t ahi[4] = {a[0].hi, a[1].hi, a[2].hi, a[3].hi}, alo[4] = {a[0].lo, a[1].lo, a[2].lo, a[3].lo};
@@ -353,7 +126,7 @@ __device__ __forceinline__ void decay_pair_t(const float (*a)[kLdF], const Decay
 
 // Row side, blocks left of the diagonal (row block I = wm, columns j < R1 = 16 I): sets
 // dq2 = E_iR (.) sum_j daqk_ij k^_j E_Rj and rp likewise with dL (0 for I = 0).
-template <class T, int BT, int V, int NTK, bool TAB = false, bool TRUNC = false>
+template <class T, int BT, int V, int NTK, bool TAB = false>
 __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, float (&dq2)[NTK][4],
                                              float (&rp)[NTK][4], int wm, int ck, int g, int tq,
                                              const DecayTab& tb = DecayTab{}) {
@@ -375,8 +148,8 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int row = r0 + 8 * (x & 1), col = br + tq + 4 * (x >> 1);
-      fq[x] = split_tf32_t<TRUNC>(s.u.in.daqk[row][col]);
-      fl[x] = split_tf32_t<TRUNC>(s.u.in.dL[row][col]);
+      fq[x] = split_tf32(s.u.in.daqk[row][col]);
+      fl[x] = split_tf32(s.u.in.dL[row][col]);
     }
     const float rk1 = s.rk[br + tq], rk2 = s.rk[br + tq + 4];
 #pragma unroll
@@ -384,8 +157,8 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
       const int d = ck + 8 * nt + g;
       float e1, e2;
       decay_pair_t<true, TAB>(s.a, tb, br, d, tq, pc[nt], e1, e2);
-      const Tf32x2 b0 = split_tf32_t<TRUNC>(rk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1);
-      const Tf32x2 b1 = split_tf32_t<TRUNC>(rk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2);
+      const Tf32x2 b0 = split_tf32(rk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1);
+      const Tf32x2 b1 = split_tf32(rk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2);
       mma_3xtf32(dq2[nt], fq, b0, b1);
       mma_3xtf32(rp[nt], fl, b0, b1);
     }
@@ -435,7 +208,7 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
 
 // Column side, blocks below the diagonal (column block J = wm, rows i >= R1 = 16 J + 16, reference
 // R = R1 - 1): sets ca = E_Rj (.) sum_i (daqk_ij q^_i + beta_i dL_ij k^_i) E_iR (0 for the last block).
-template <class T, int BT, int V, int NTK, bool TAB = false, bool TRUNC = false>
+template <class T, int BT, int V, int NTK, bool TAB = false>
 __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, float (&ca)[NTK][4], int wm, int ck,
                                              int g, int tq, const DecayTab& tb = DecayTab{}) {
 #pragma unroll
@@ -452,8 +225,8 @@ __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, fl
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int row = br + tq + 4 * (x >> 1), col = r0 + 8 * (x & 1);
-      fq[x] = split_tf32_t<TRUNC>(s.u.in.daqk[row][col]);
-      fl[x] = split_tf32_t<TRUNC>(s.u.in.dL[row][col]);
+      fq[x] = split_tf32(s.u.in.daqk[row][col]);
+      fl[x] = split_tf32(s.u.in.dL[row][col]);
     }
     const float sq1 = s.rq[br + tq], sq2 = s.rq[br + tq + 4];
     const float sk1 = s.beta[br + tq] * s.rk[br + tq], sk2 = s.beta[br + tq + 4] * s.rk[br + tq + 4];
@@ -462,10 +235,10 @@ __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, fl
       const int d = ck + 8 * nt + g;
       float e1, e2;
       decay_pair_t<false, TAB>(s.a, tb, br, d, tq, pc[nt], e1, e2);
-      mma_3xtf32(ca[nt], fq, split_tf32_t<TRUNC>(sq1 * MmaType<T>::to_float(s.q[br + tq][d]) * e1),
-                 split_tf32_t<TRUNC>(sq2 * MmaType<T>::to_float(s.q[br + tq + 4][d]) * e2));
-      mma_3xtf32(ca[nt], fl, split_tf32_t<TRUNC>(sk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1),
-                 split_tf32_t<TRUNC>(sk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2));
+      mma_3xtf32(ca[nt], fq, split_tf32(sq1 * MmaType<T>::to_float(s.q[br + tq][d]) * e1),
+                 split_tf32(sq2 * MmaType<T>::to_float(s.q[br + tq + 4][d]) * e2));
+      mma_3xtf32(ca[nt], fl, split_tf32(sk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1),
+                 split_tf32(sk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2));
     }
   }
   float ej[NTK][4];  // E_Rj = prod_{j < t < R1} a_t, columns j = r0 (e 0, 1), r0 + 8 (e 2, 3)

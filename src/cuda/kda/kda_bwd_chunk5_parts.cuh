@@ -1,6 +1,6 @@
-// chunked5 (LINATTN_CUDA_KDA_BWD=chunked5, MODE 5 of kda_bwd_chunk2_kernel.cuh): chunked4's arithmetic
-// with less code (chunked7, MODE 7: chunked5 with the six tile products' k-steps rolled, mma_tile_r).
-// chunked4 is instruction-fetch bound (ncu at 4988c89: "no instruction" the first stall
+// The rolled pieces of the KDA chunk-gradient kernel (kda_bwd_chunk2_kernel.cuh; they were chunked5, and
+// chunked7 = chunked5 with the six tile products' k-steps rolled, mma_tile_r). The older chunked4
+// (removed in session 10) was instruction-fetch bound (ncu at 4988c89: "no instruction" the first stall
 // reason, 26.8% of samples): ~13 K SASS instructions run once per (chunk, head), straight-line, so every
 // CTA streams its ~200 KB of code. The pieces here keep every value and its order of operations and roll
 // what chunked4 unrolls only for address math or inlines once per element:
@@ -20,7 +20,7 @@ namespace linattn::cuda {
 namespace kda_bwd {
 
 // mma_tile (gdn_bwd_common.cuh) with the k-steps rolled (chunked7): the same fragments and mma.sync calls
-// in the same order per accumulator, so the same bits, in one k-step of code. ROLL = false: mma_tile.
+// in the same order per accumulator, so the same bits, in one k-step of code.
 template <class T, int NTW, int KD, bool A_T, bool B_NK>
 __device__ __forceinline__ void mma_tile_r(float (&acc)[NTW][4], const T* a, int lda, int m0, const T* b, int ldb,
                                            int n0, int lane) {
@@ -45,15 +45,10 @@ __device__ __forceinline__ void mma_tile_r(float (&acc)[NTW][4], const T* a, int
     }
   }
 }
-template <bool ROLL, class T, int NTW, int KD, bool A_T, bool B_NK>
-__device__ __forceinline__ void mma_tile_x(float (&acc)[NTW][4], const T* a, int lda, int m0, const T* b, int ldb,
-                                           int n0, int lane) {
-  if constexpr (ROLL) mma_tile_r<T, NTW, KD, A_T, B_NK>(acc, a, lda, m0, b, ldb, n0, lane);
-  else mma_tile<T, NTW, KD, A_T, B_NK>(acc, a, lda, m0, b, ldb, n0, lane);
-}
 
-// load_gate_raw<N, STEP> with one copy of the loads for both 16-bit gate types (the bits, then the
-// conversion of the type: the same values) and one for fp32.
+// Raw gates g[t0 + i0 + STEP m, j, c] (0 for rows >= len) of N rows, all N in flight before the first use:
+// one copy of the loads for both 16-bit gate types (the bits, then the conversion of the type) and one for
+// fp32.
 template <int N, int STEP>
 __device__ __forceinline__ void load_gate_raw_r(float (&v)[N], const GdnFwdParams& f, int64_t t0, int i0, int len,
                                                 int j, int c) {
@@ -76,13 +71,13 @@ __device__ __forceinline__ void load_gate_raw_r(float (&v)[N], const GdnFwdParam
   }
 }
 
-// frag_eg_blk / frag_egl_blk (and mul_decay_rows) with the row walks rolled: the same products in the
-// same order. U: the row walks' unroll factor (1: chunked5 .. 8; chunked9 4, so the shared loads of
-// several rows are in flight: the walks were short-scoreboard bound at 3d3a678).
-template <int NTK, int U = 1>
+// eg[nt][e] = prod_{t <= row} a[t][ch] = prod_{b < wm} blk[b][ch] * prod_{16 wm <= t <= row} a[t][ch] (rows
+// past len: 0, as a = 0 there); egl[nt][e] = prod_{row < t < len} a[t][ch] = prod_{row < t < min(len, 16 wm
+// + 16)} a[t][ch] * prod_{b > wm} blk[b][ch], 0 for rows >= len. Row walks rolled.
+template <int NTK>
 __device__ __forceinline__ void mul_decay_rows_r(float (&eg)[NTK][4], const float (*a)[kLdF], int t0, int r0, int ck,
                                                  int tq) {
-#pragma unroll U
+#pragma unroll 1
   for (int t = t0; t <= r0 + 8; ++t) {
     const bool lo = t <= r0;
 #pragma unroll
@@ -97,7 +92,7 @@ __device__ __forceinline__ void mul_decay_rows_r(float (&eg)[NTK][4], const floa
     }
   }
 }
-template <int BT, int NTK, int U = 1>
+template <int BT, int NTK>
 __device__ __forceinline__ void frag_eg_blk_r(float (&eg)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
                                               int wm, int r0, int ck, int tq) {
   float pre[NTK][2];
@@ -115,9 +110,9 @@ __device__ __forceinline__ void frag_eg_blk_r(float (&eg)[NTK][4], const float (
   for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) eg[nt][e] = pre[nt][e & 1];
-  mul_decay_rows_r<NTK, U>(eg, a, 16 * wm, r0, ck, tq);
+  mul_decay_rows_r<NTK>(eg, a, 16 * wm, r0, ck, tq);
 }
-template <int BT, int NTK, int U = 1>
+template <int BT, int NTK>
 __device__ __forceinline__ void frag_egl_blk_r(float (&egl)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
                                                int wm, int r0, int ck, int tq, int len) {
   float suf[NTK][2];
@@ -136,7 +131,7 @@ __device__ __forceinline__ void frag_egl_blk_r(float (&egl)[NTK][4], const float
 #pragma unroll
     for (int e = 0; e < 4; ++e) egl[nt][e] = (r0 + 8 * (e >> 1)) < len ? suf[nt][e & 1] : 0.f;
   const int tend = min(len, 16 * wm + 16);
-#pragma unroll U
+#pragma unroll 1
   for (int t = r0 + 1; t < tend; ++t) {
     const bool hi = t > r0 + 8;
 #pragma unroll
@@ -152,8 +147,9 @@ __device__ __forceinline__ void frag_egl_blk_r(float (&egl)[NTK][4], const float
   }
 }
 
-// stage_decays<BT, NT, true>: same thread mapping (c = tid % K, rows tid / K + (NT / K) m), same batches
-// of 8 raw loads, same values; the raw gates wait in a[i][c] and one rolled loop evaluates the formula.
+// a[i][c] = e^(g_ic) for rows i < len, 0 past the end (the gate is never read there). Thread (c = tid % K,
+// rows tid / K + (NT / K) m), batches of 8 raw loads in flight (16 spilled more at the 128-register cap);
+// the raw gates wait in a[i][c] and one rolled loop evaluates the formula.
 template <int BT, int NT>
 __device__ __forceinline__ void stage_decays_r(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len, int j,
                                                int tid) {
@@ -186,9 +182,11 @@ __device__ __forceinline__ float (*gate_scratch(KdaChunk2Smem<T, BT, V>& s))[kK]
   return reinterpret_cast<float(*)[kK]>(&s.vh[0][0]);
 }
 
-// gate_chain<T, BT, V, NT, true> with the per-row work in a rolled loop: the group's raw gates load
-// together (16 in flight), wait in gate_scratch, and the reverse walk evaluates the formula per row in
-// the same order as chunked4 (same values).
+// s.a holds dgam (0 past len), s.red[0] the dbeta row partials. Thread (channel c, row group grp):
+// dg_t = draw_t * (egL sd + zsum + sum_{t' >= t} dgam_t'), per-chunk partials pA / pT summed over the
+// groups in a fixed order, dbeta through the sigmoid chain. Uses s.u.in as scratch (daqk / dL dead).
+// The group's raw gates load together (16 in flight), wait in gate_scratch, and the reverse walk
+// evaluates the formula per row in a rolled loop.
 template <class T, int BT, int V, int NT>
 __device__ __forceinline__ void gate_chain_r(KdaChunk2Smem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
                                              int64_t r, int64_t t0, int len, int j, int tid) {

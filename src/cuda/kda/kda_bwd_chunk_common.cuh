@@ -1,11 +1,9 @@
-// Shared pieces of the chunked KDA backward's chunk-gradient kernels (kda_bwd_chunk.cu, the default;
-// kda_bwd_chunk2.cu, the opt-in LINATTN_CUDA_KDA_BWD=chunked2 / chunked3 variants): the CTA tiling
-// (4 column warps x BT / 16 row warps, thread rows r0 / r0 + 8, 8 channels per thread), the shared-memory
-// layout, the per-head tile loads and the fp32 per-element intra-chunk sums in the mma fragment layout
-// (running products of the per-token decays a <= 1, so no exponent is ever positive). intra_rows walks
-// j from the row down to jlo, intra_cols walks i from the column up to ihi - 1 (the default kernel uses
-// the full ranges 0 and len; the tensor-core variant only the diagonal 16 x 16 block, adding to its
-// off-diagonal sums with init = false).
+// Shared pieces of the chunked KDA backward's chunk-gradient kernel (kda_bwd_chunk2_kernel.cuh): the CTA
+// tiling (4 column warps x BT / 16 row warps, thread rows r0 / r0 + 8, 8 channels per thread), the
+// shared-memory layout, the per-head tile loads and the fp32 per-element intra-chunk sums in the mma
+// fragment layout (running products of the per-token decays a <= 1, so no exponent is ever positive).
+// intra_rows walks j from the row down to jlo, intra_cols walks i from the column up to ihi - 1 (the
+// kernel walks only the diagonal 16 x 16 block, adding to its off-diagonal sums with init = false).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -63,39 +61,28 @@ __device__ __forceinline__ void load_rows_async_r(T (*dst)[LD], const T* src, in
   }
 }
 
-// load_rows_async, or its rolled form (ROLL: chunked5 / 7).
-template <bool ROLL, class T, int ROWS, int COLS, int LD, int NT>
-__device__ __forceinline__ void load_rows_x(T (*dst)[LD], const T* src, int64_t stride, int len, int tid) {
-  if constexpr (ROLL) load_rows_async_r<T, ROWS, COLS, LD, NT>(dst, src, stride, len, tid);
-  else load_rows_async<T, ROWS, COLS, LD, NT>(dst, src, stride, len, tid);
-}
-
-// A head's tiles: S, dS (K x V), vh, dvh, dO (BT x V), Ai (BT x BT). ROLL (chunked5 / 7): the rolled
-// loops, d_o through the converting loader only when it is not loadable directly.
-template <class T, int BT, int V, bool ROLL = false>
+// A head's tiles: S, dS (K x V), vh, dvh, dO (BT x V), Ai (BT x BT), in rolled loops; d_o through the
+// converting loader only when it is not loadable directly.
+template <class T, int BT, int V>
 __device__ __forceinline__ void load_head(KdaChunkSmem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
                                           int64_t r, int64_t t0, int len, int j, int tid) {
   using Sm = KdaChunkSmem<T, BT, V>;
   constexpr int NT = KTiling<BT, V>::NT;
   const GdnFwdParams& f = p.f;
   const int64_t soff = (r * f.HV + j) * int64_t(kK) * V;
-  load_rows_x<ROLL, T, kK, V, Sm::kLdV, NT>(s.u.st.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-  load_rows_x<ROLL, T, kK, V, Sm::kLdV, NT>(s.u.st.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+  load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+  load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
   const int64_t toff = (j * w.c.T_cap + t0) * V;
-  load_rows_x<ROLL, T, BT, V, Sm::kLdV, NT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
-  load_rows_x<ROLL, T, BT, V, Sm::kLdV, NT>(s.y, static_cast<const T*>(w.dvh) + toff, V, len, tid);
-  load_rows_x<ROLL, T, BT, BT, Sm::kLdA, NT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * BT, BT,
+  load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
+  load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.y, static_cast<const T*>(w.dvh) + toff, V, len, tid);
+  load_rows_async_r<T, BT, BT, Sm::kLdA, NT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * BT, BT,
                                              len, tid);
-  if constexpr (ROLL) {
-    if (w.do_direct) {
-      const int64_t base = (t0 * f.HV + j) * int64_t(V);
-      load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.dO, static_cast<const T*>(p.d_o) + base, int64_t(f.HV) * V, len,
-                                                tid);
-    } else {
-      load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, false, t0, len, j, 0, tid);
-    }
+  if (w.do_direct) {
+    const int64_t base = (t0 * f.HV + j) * int64_t(V);
+    load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.dO, static_cast<const T*>(p.d_o) + base, int64_t(f.HV) * V, len,
+                                              tid);
   } else {
-    load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, w.do_direct, t0, len, j, 0, tid);
+    load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, false, t0, len, j, 0, tid);
   }
 }
 
@@ -128,58 +115,6 @@ __device__ __forceinline__ void frag_rows(float (&x)[NTK][4], const T (*m)[kLdK]
       const float2 v = ld_pair(&m[r0 + 8 * hf][ck + nt * 8 + 2 * tq]);
       x[nt][2 * hf] = sc * v.x;
       x[nt][2 * hf + 1] = sc * v.y;
-    }
-  }
-}
-
-// eg[nt][e] *= prod_{t0 <= t <= row} a[t][ch] for the fragment's rows r0 (e < 2) and r0 + 8.
-template <int NTK>
-__device__ __forceinline__ void mul_decay_rows(float (&eg)[NTK][4], const float (*a)[kLdF], int t0, int r0, int ck,
-                                               int tq) {
-  for (int t = t0; t <= r0 + 8; ++t) {
-    const bool lo = t <= r0;
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 av = *reinterpret_cast<const float2*>(&a[t][ck + nt * 8 + 2 * tq]);
-      if (lo) {
-        eg[nt][0] *= av.x;
-        eg[nt][1] *= av.y;
-      }
-      eg[nt][2] *= av.x;
-      eg[nt][3] *= av.y;
-    }
-  }
-}
-
-// eg[nt][e] = prod_{t <= row} a[t][ch] (rows past len have a = 0, hence eg = 0).
-template <int NTK>
-__device__ __forceinline__ void frag_eg(float (&eg)[NTK][4], const float (*a)[kLdF], int r0, int ck, int tq) {
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) eg[nt][e] = 1.f;
-  mul_decay_rows<NTK>(eg, a, 0, r0, ck, tq);
-}
-
-// egl[nt][e] = prod_{row < t < len} a[t][ch], 0 for rows >= len.
-template <int NTK>
-__device__ __forceinline__ void frag_egl(float (&egl)[NTK][4], const float (*a)[kLdF], int r0, int ck, int tq,
-                                         int len) {
-#pragma unroll
-  for (int nt = 0; nt < NTK; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) egl[nt][e] = (r0 + 8 * (e >> 1)) < len ? 1.f : 0.f;
-  for (int t = r0 + 1; t < len; ++t) {
-    const bool hi = t > r0 + 8;
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 av = *reinterpret_cast<const float2*>(&a[t][ck + nt * 8 + 2 * tq]);
-      egl[nt][0] *= av.x;
-      egl[nt][1] *= av.y;
-      if (hi) {
-        egl[nt][2] *= av.x;
-        egl[nt][3] *= av.y;
-      }
     }
   }
 }
