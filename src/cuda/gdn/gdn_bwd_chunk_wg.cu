@@ -587,9 +587,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     // wg3: a gradient in the io type with a 16-byte aligned base is written in place over the q / k
     // tile elements this thread just read (each element has exactly one owner), then stored as
     // 16-byte row pieces (the per-element stores use 8 of every 32 bytes they move). wg6 stages them
-    // in the intra tiles (dead since the last head) instead, so the next q / k can land meanwhile.
-    uint8_t* const qst = kPer ? s.pk : s.q;
-    uint8_t* const kst = kPer ? s.rm : s.k;
+    // in the intra tiles (dead since the last head) instead, so the next q / k can land meanwhile
+    // (pk + pq, rm + rb; written at each use: named pointer variables here changed the default's SASS).
     constexpr ElemType kIo = std::is_same_v<T, __nv_bfloat16> ? ElemType::kBF16 : ElemType::kF16;
     const bool dq_staged = V3 && p.dq.p && p.dq.t == kIo && (reinterpret_cast<uintptr_t>(p.dq.p) & 15) == 0;
     const bool dk_staged = V3 && p.dk.p && p.dk.t == kIo && (reinterpret_cast<uintptr_t>(p.dk.p) & 15) == 0;
@@ -616,13 +615,13 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         const float dq0 = fq * dqA[nt][2 * hf] - cq * qv.x, dq1 = fq * dqA[nt][2 * hf + 1] - cq * qv.y;
         const float dk0 = fk * dkA[nt][2 * hf] - cpk * kv.x, dk1 = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
         if (dq_staged) {
-          st_pair(reinterpret_cast<T*>(qst + o), dq0, dq1);
+          st_pair(reinterpret_cast<T*>((kPer ? s.pk : s.q) + o), dq0, dq1);
         } else if (p.dq.p) {
           store_out(p.dq.p, p.dq.t, base + col, dq0);
           store_out(p.dq.p, p.dq.t, base + col + 1, dq1);
         }
         if (dk_staged) {
-          st_pair(reinterpret_cast<T*>(kst + o), dk0, dk1);
+          st_pair(reinterpret_cast<T*>((kPer ? s.rm : s.k) + o), dk0, dk1);
         } else if (p.dk.p) {
           store_out(p.dk.p, p.dk.t, base + col, dk0);
           store_out(p.dk.p, p.dk.t, base + col + 1, dk1);
@@ -644,7 +643,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       for (int u = 0; u < 2 * PER / kNT; ++u) {
         const int idx = tid + u * kNT, which = idx / PER, row = (idx % PER) / P, ch = idx % P;
         if (row >= len || !(which == 0 ? dq_staged : dk_staged)) continue;
-        const uint4 val = *reinterpret_cast<const uint4*>((which == 0 ? qst : kst) + sw_off<kBT>(row, ch * 8));
+        const uint4 val = *reinterpret_cast<const uint4*>(
+            (which == 0 ? (kPer ? s.pk : s.q) : (kPer ? s.rm : s.k)) + sw_off<kBT>(row, ch * 8));
         T* dst = static_cast<T*>(which == 0 ? p.dq.p : p.dk.p) + ((t0 + row) * f.H + h) * int64_t(kK) + ch * 8;
         *reinterpret_cast<uint4*>(dst) = val;
       }
