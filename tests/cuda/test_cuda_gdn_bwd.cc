@@ -10,7 +10,9 @@
 // reference, padding, zero-length dh0, bitwise equal to wg2 (same math, only the
 // stores / prefetches / live ranges differ), determinism and the graph sequence (cuda_graph_seq.h).
 // The opt-in wg4 (=wg3 with two independent products in flight at a time) and wg5 (three: Y too)
-// the same, bitwise vs wg3.
+// the same, bitwise vs wg3. wg6 (wg4's per-item code in persistent CTAs that load the next item
+// under the current one's tail) the same, bitwise vs wg4, also with the CTA count capped ("wg6:3",
+// "wg6:1": every CTA walks many items, G = 1 / 2 / 3, sentinel rows and short chunks in between).
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -29,6 +31,7 @@
 #include "cuda_fwd_util.h"
 #include "common/compare.h"
 #include "cuda_graph_seq.h"
+#include "cuda/gdn/gdn_bwd_chunk_wg.h"
 #include "cuda/gdn/gdn_bwd_sweep_wg.h"
 
 namespace linattn::test {
@@ -331,6 +334,22 @@ TEST_P(CudaGdnBwd, Wg5IsDeterministic) {
   variant_deterministic(dt, bt, "wg5");
 }
 
+// wg6 (persistent CTAs, V = 128; V = 64 cases take V2 as under wg4), bitwise vs wg4; at BT 64 the
+// wg6 kernel must have run.
+TEST_P(CudaGdnBwd, Wg6MatchesReferenceAndWg4) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg6_launches();
+  for (const char* v : {"wg6", "wg6:3"}) variant_matches(dt, bt, v, "wg4");
+  if (!std::getenv("LINATTN_SANITIZED"))
+    for (const char* v : {"wg6:3", "wg6:1"}) run_case_chunk_variant(long_case(dt, bt), v, "wg4");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg6_launches() > before, bt == 64) << "wg6 runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg6IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg6:3");
+}
+
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
@@ -450,6 +469,13 @@ TEST(CudaGdnBwdWg4, GraphSequence) {
 TEST(CudaGdnBwdWg5, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   variant_graph_sequence("wg5");
+}
+
+// wg6's grid comes from capacity too (items past the layout's chunks are skipped on the device).
+TEST(CudaGdnBwdWg6, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg6");
+  if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg6:5");
 }
 
 // The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).

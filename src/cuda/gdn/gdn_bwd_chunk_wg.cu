@@ -17,9 +17,19 @@
 // in flight together (dq_inter / dk_inter; R K^ / Pd K^), each finished in the same order as V3's.
 // V5 ("wg5", opt-in =wg5): V4 with Y = Ai^T dV^ issued ahead of the first pair (three in flight; its
 // store and Y.v row dot run under them). Both: same values as V3 bit for bit.
+// V6 ("wg6", opt-in =wg6; "wg6:N" caps the CTA count at N): V4 in persistent CTAs, one per SM, that
+// walk the items (chunk row, q/k head) with a stride of the grid (template flag kPer of the same
+// kernel): the next item's head-0 tiles load at the last head's third barrier (as a next head's do)
+// and its q / k under the epilogue's stores (dq / dk staged in the dead intra tiles instead of over
+// q / k) and under head 0's Y, so an item's start no longer waits for 152 KB with nothing in flight.
+// Same values as V4 bit for bit (same per-item code and order).
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
 #include <string>
 
 #include "core/util.h"
@@ -61,11 +71,27 @@ struct WgRows {
   float gam[2][kBT], beta[2][kBT], gate[2][kBT], dA[2][kBT], bdraw[2][kBT];
 };
 
-template <int V, bool V2>
+// wg6 only (placed after WgRows): the work items of a persistent CTA, slot k & 1 for its k-th item
+// (slot 0 by thread 0 before the first barrier; slot k + 1 by thread 32 before item k's first
+// barrier, read from it on). len 0: no item left.
+struct WgItem {
+  int64_t i, r, t0;  // item index r + nt_cap h, chunk row, first token
+  int h, len;        // q/k head, valid rows
+};
+struct WgPer {
+  WgItem nx[2];
+};
+
+template <int V, bool V2, bool PER = false>
 constexpr size_t wg_smem_bytes() {
-  return sizeof(WgSmem<V>) + (V2 ? sizeof(WgRows) : 0) + 1024;
+  return sizeof(WgSmem<V>) + (V2 ? sizeof(WgRows) : 0) + (PER ? sizeof(WgPer) : 0) + 1024;
 }
-static_assert(wg_smem_bytes<128, true>() <= 227 * 1024, "one CTA per SM must fit");
+static_assert(wg_smem_bytes<128, true, true>() <= 227 * 1024, "one CTA per SM must fit");
+// wg6 stages dq / dk in pk + pq and rm + rb (each pair one 64 x 128 swizzled tile, like q / k)
+static_assert(offsetof(WgSmem<128>, pq) == offsetof(WgSmem<128>, pk) + kBT * kBT * 2 &&
+                  offsetof(WgSmem<128>, rb) == offsetof(WgSmem<128>, rm) + kBT * kBT * 2 &&
+                  2 * kBT * kBT * 2 == kBT * kK * 2,
+              "wg6 staging tiles");
 
 // wg3: pull what value head j reads with plain loads right at its start (nothing else to wait on
 // there) into L2 while the current head computes: its v rows (the Y.v row dot after the head's
@@ -114,51 +140,10 @@ __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p
   if constexpr (V3) prefetch_head_l2<V>(f, w, t0, len, j, tid);
 }
 
-template <int NTW>
-__device__ __forceinline__ void scale_rows(float (&t)[NTW][4], const float (&f)[2]) {
-#pragma unroll
-  for (int nt = 0; nt < NTW; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) t[nt][e] *= f[e >> 1];
-}
-
-template <class T, int V, bool V2, bool V3, int V4 = 0>
-__global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
-  static_assert(!V3 || V2, "wg3 extends wg2");
-  static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
-  using Sm = WgSmem<V>;
-  constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  Sm& s = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
-  const GdnFwdParams& f = p.f;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int64_t r = blockIdx.x;
-  const int h = blockIdx.y, G = f.HV / f.H;
-  int64_t n, c;
-  if (w.chunk_indices) {
-    n = w.chunk_indices[2 * r];
-    c = w.chunk_indices[2 * r + 1];
-    if (n < 0) return;  // sentinel row: touch nothing
-  } else {
-    n = r / w.nts;
-    c = r % w.nts;
-  }
-  int64_t bos, eos;
-  seq_bounds(f, n, bos, eos);
-  // wg3 (launched only when T_total < 2^31): t0 known to be a sign-extended 32-bit value, so its
-  // high word is one shift away instead of a register live through the head loop (spilled)
-  const int64_t t0 = V3 ? int64_t(int32_t(bos + c * kBT)) : bos + c * kBT;
-  const int len = static_cast<int>(min(int64_t(kBT), eos - t0));
-  if (len <= 0) return;
-  // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
-  // descriptor arithmetic that depends on it in uniform registers)
-  const int wm = warp & 3, wn = V2 ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2, r0 = 16 * wm + g;
-  const int ck = wn * 32, cv = wn * CV, cb = wn * 16;
-  // wg2: per-thread swizzled fragment offsets (frag_base) of the K-, V- and BT-column tiles
-  const uint32_t fbk = frag_base<kBT>(ck, wm, g, tq), fbv = frag_base<kBT>(cv, wm, g, tq),
-                 fbb = frag_base<kBT>(cb, wm, g, tq);
-  WgRows& rs = *reinterpret_cast<WgRows*>(&s + 1);  // wg2 only
-
+// An item's q / k rows and row norms (cp.async, not committed).
+template <class T, int V, bool V2>
+__device__ __forceinline__ void load_item_qk(WgSmem<V>& s, const GdnFwdParams& f, const GdnBwdWs& w, int64_t t0,
+                                             int len, int h, int tid) {
   const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
   if constexpr (V2) {
     load_sw2<T, kBT, kK, kNT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
@@ -169,152 +154,219 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
   load_scalars_async<kBT>(s.rq, w.c.rq + h * w.c.T_cap + t0, len, tid);
   load_scalars_async<kBT>(s.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - kBT);
-  load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, h * G, tid);
-  cp_async_commit();
+}
 
-  float dqA[NTK][4] = {}, dkA[NTK][4] = {};
-  for (int jj = 0; jj < G; ++jj) {
-    const int j = h * G + jj;
-    // this head's row scalars (wg2: buffer jj & 1, by warps 2-3, which do not run warp 0's
-    // finish of the previous head, plus the finish's gate / beta draws)
-    float* const gam = V2 ? rs.gam[jj & 1] : s.gam;
-    float* const beta = V2 ? rs.beta[jj & 1] : s.beta;
-    if (!V2 && tid < kBT) {
-      const bool valid = tid < len;
-      s.gam[tid] = valid ? w.c.gam[j * w.c.T_cap + t0 + tid] : 0.f;
-      s.beta[tid] = valid ? gdn_beta(f, t0 + tid, j) : 0.f;
-    }
-    if (V2 && tid >= kBT && tid < 2 * kBT) {
-      const int i = tid - kBT, b = jj & 1;
-      const bool valid = i < len;
-      gam[i] = valid ? w.c.gam[j * w.c.T_cap + t0 + i] : 0.f;
-      beta[i] = valid ? gdn_beta(f, t0 + i, j) : 0.f;
-      const RowDraws rd = valid ? row_draws(p, t0 + i, j) : RowDraws{0.f, 0.f, 0.f};
-      rs.gate[b][i] = rd.gate;
-      rs.dA[b][i] = rd.dA;
-      rs.bdraw[b][i] = rd.beta;
-    }
-    cp_async_wait<0>();
-    fence_view_async_shared();  // cp.async data -> the async proxy (wgmma)
-    __syncthreads();
-
-    const float gl = gam[len - 1];
-    float eg[2], egl[2], bv[2], neg_beg[2];
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int rr = r0 + 8 * hf;
-      const bool valid = rr < len;
-      eg[hf] = valid ? exp2f(gam[rr]) : 0.f;
-      egl[hf] = valid ? exp2f(gl - gam[rr]) : 0.f;
-      bv[hf] = beta[rr];
-      neg_beg[hf] = -bv[hf] * eg[hf];
-    }
-    // Row dots, flushed to s.red[q]: 0 Y.v, 1 q.dq_inter, 2 k.dk_inter, 3 rowsum(M), 4 k.(R K^),
-    // 5 k.xn (q, k raw; the row scales are applied in finish_rows).
-
-    if constexpr (V4 < 2) {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
-      float Y[NTV][4] = {};
-      wg_tile_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-        for (int nt = 0; nt < NTV; ++nt)
-          st_pair(V2 ? reinterpret_cast<T*>(s.y + frag_off(fbv, hf, nt))
-                     : sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq),
-                  Y[nt][2 * hf], Y[nt][2 * hf + 1]);
-      float yv[2] = {};
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int rr = r0 + 8 * hf;
-        if (rr >= len) continue;
-        // wg3: the row from an opaque copy of rr, so the row pointers are not hoisted out of the
-        // head loop into spilled registers (their reloads sat in front of these loads)
-        int rv = rr;
-        if constexpr (V3) asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rr));
-        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
-#pragma unroll
-        for (int nt = 0; nt < NTV; ++nt) {
-          const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
-          yv[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
-        }
-      }
-      flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
-    }
-    // wg5: the Y block below as a lambda, run when Y lands (Y issued with dq_inter / dk_inter)
-    auto y_finish = [&](float (&Y)[NTV][4]) {
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-        for (int nt = 0; nt < NTV; ++nt)
-          st_pair(V2 ? reinterpret_cast<T*>(s.y + frag_off(fbv, hf, nt))
-                     : sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq),
-                  Y[nt][2 * hf], Y[nt][2 * hf + 1]);
-      float yv[2] = {};
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int rr = r0 + 8 * hf;
-        if (rr >= len) continue;
-        // wg3: the row from an opaque copy of rr, so the row pointers are not hoisted out of the
-        // head loop into spilled registers (their reloads sat in front of these loads)
-        int rv = rr;
-        if constexpr (V3) asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rr));
-        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
-#pragma unroll
-        for (int nt = 0; nt < NTV; ++nt) {
-          const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
-          yv[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
-        }
-      }
-      flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
-    };
-    // wg4: dq_inter = scale e^gam (dO S^T), dk_inter = e^(gL - gam) (V^ dS'^T) finished as the
-    // else branch below does (same operations, same order)
-    auto inter_q = [&](float (&t)[NTK][4]) {
-      const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
-      scale_rows(t, sc);
-      float pq1[2] = {};
-      rowdot_v<V2, T, NTK>(pq1, t, s.q, r0, ck, tq, fbk);
-      flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
-      const float one[2] = {1.f, 1.f};
-      add_scaled(dqA, t, one);
-    };
-    auto inter_k = [&](float (&t)[NTK][4]) {
-      scale_rows(t, egl);
-      float pk1[2] = {};
-      rowdot_v<V2, T, NTK>(pk1, t, s.k, r0, ck, tq, fbk);
-      flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
-      const float one[2] = {1.f, 1.f};
-      add_scaled(dkA, t, one);
-    };
-    if constexpr (V4 > 0) {  // wg4: dq_inter and dk_inter issued back to back, each finished as it lands
-      float Y[NTV][4] = {}, tq_[NTK][4] = {}, tk_[NTK][4] = {};  // Y: wg5 only
-      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
-      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
-      if constexpr (V4 == 2) wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
-      wgmma_fence();
-      if constexpr (V4 == 2) {  // wg5: Y first, finished (its Y.v row dot's loads) under the two products
-        wg_issue_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
-        wgmma_commit();
-      }
-      wg_issue_v<V2, T, 32, V, false, false, kK>(tq_, s.dO, s.S, ck);
-      wgmma_commit();
-      wg_issue_v<V2, T, 32, V, false, false, kK>(tk_, s.vh, s.dS, ck);
-      wgmma_commit();
-      if constexpr (V4 == 2) {
-        wgmma_wait<2>();
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
-        y_finish(Y);
-      }
-      wgmma_wait<1>();
-      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
-      inter_q(tq_);
-      wgmma_wait<0>();
-      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
-      inter_k(tk_);
+// wg6: the first item i, i + stride, ... (i = r + nt_cap h) that the plain kernel computes (it
+// returns at sentinel rows and at chunks past their sequence's end); len 0 when none is left.
+__device__ __forceinline__ WgItem find_item(const GdnBwdParams& p, const GdnBwdWs& w, int64_t i, int64_t stride) {
+  const GdnFwdParams& f = p.f;
+  for (const int64_t total = w.nt_cap * f.H; i < total; i += stride) {
+    const int64_t r = i % w.nt_cap;
+    int64_t n, c;
+    if (w.chunk_indices) {
+      n = w.chunk_indices[2 * r];
+      c = w.chunk_indices[2 * r + 1];
+      if (n < 0) continue;
     } else {
-      {  // dq_inter = scale e^gam (dO S^T)
-        float t[NTK][4] = {};
-        wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.dO, s.S, ck);
+      n = r / w.nts;
+      c = r % w.nts;
+    }
+    int64_t bos, eos;
+    seq_bounds(f, n, bos, eos);
+    const int64_t t0 = bos + c * kBT;
+    const int len = static_cast<int>(min(int64_t(kBT), eos - t0));
+    if (len > 0) return WgItem{i, r, t0, static_cast<int>(i / w.nt_cap), len};
+  }
+  return WgItem{i, 0, 0, 0, 0};
+}
+
+template <int NTW>
+__device__ __forceinline__ void scale_rows(float (&t)[NTW][4], const float (&f)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) t[nt][e] *= f[e >> 1];
+}
+
+template <class T, int V, bool V2, bool V3, int V4 = 0, bool kPer = false>
+__global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+  static_assert(!V3 || V2, "wg3 extends wg2");
+  static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
+  static_assert(!kPer || V4 == 1, "wg6 is wg4 in persistent CTAs");
+  using Sm = WgSmem<V>;
+  constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Sm& s = *reinterpret_cast<Sm*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  const GdnFwdParams& f = p.f;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  // wg6: the CTA's items blockIdx.x, + gridDim.x, ... (find_item); slot 0 holds the first, whose
+  // loads go out here as every later item's do: head 0's tiles, then q / k (two groups).
+  WgPer& pr = *reinterpret_cast<WgPer*>(reinterpret_cast<WgRows*>(&s + 1) + 1);
+  if constexpr (kPer) {
+    if (tid == 0) pr.nx[0] = find_item(p, w, blockIdx.x, gridDim.x);
+    __syncthreads();
+    const WgItem first = pr.nx[0];
+    if (first.len <= 0) return;
+    load_head_wg<T, V, V2, V3>(s, p, w, first.r, first.t0, first.len, first.h * (f.HV / f.H), tid);
+    cp_async_commit();
+    load_item_qk<T, V, V2>(s, f, w, first.t0, first.len, first.h, tid);
+    cp_async_commit();
+  }
+  for (int item = 0;; ++item) {
+    // wg6: this item (slot item & 1, by value: thread 32 rewrites the other slot at the next item's
+    // start, while a thread still in this item's tail may read nx) and the next one (nx, by thread 32,
+    // read after the first barrier)
+    WgItem it{};
+    WgItem* const nx = &pr.nx[(item + 1) & 1];
+    if constexpr (kPer) {
+      it = pr.nx[item & 1];
+      if (tid == 32) *nx = find_item(p, w, it.i + gridDim.x, gridDim.x);
+    }
+    const int64_t r = kPer ? it.r : int64_t(blockIdx.x);
+    const int h = kPer ? it.h : int(blockIdx.y), G = f.HV / f.H;
+    int64_t n = 0, c = 0;  // (wg6: the item came resolved from find_item)
+    if constexpr (!kPer) {
+      if (w.chunk_indices) {
+        n = w.chunk_indices[2 * r];
+        c = w.chunk_indices[2 * r + 1];
+        if (n < 0) return;  // sentinel row: touch nothing
+      } else {
+        n = r / w.nts;
+        c = r % w.nts;
+      }
+    }
+    int64_t bos = 0, eos = 0;
+    if constexpr (!kPer) seq_bounds(f, n, bos, eos);
+    // wg3 (launched only when T_total < 2^31): t0 known to be a sign-extended 32-bit value, so its
+    // high word is one shift away instead of a register live through the head loop (spilled)
+    const int64_t t0 = kPer ? int64_t(int32_t(it.t0)) : V3 ? int64_t(int32_t(bos + c * kBT)) : bos + c * kBT;
+    const int len = kPer ? it.len : static_cast<int>(min(int64_t(kBT), eos - t0));
+    if (len <= 0) return;
+    // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
+    // descriptor arithmetic that depends on it in uniform registers)
+    const int wm = warp & 3, wn = V2 ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2, r0 = 16 * wm + g;
+    const int ck = wn * 32, cv = wn * CV, cb = wn * 16;
+    // wg2: per-thread swizzled fragment offsets (frag_base) of the K-, V- and BT-column tiles
+    const uint32_t fbk = frag_base<kBT>(ck, wm, g, tq), fbv = frag_base<kBT>(cv, wm, g, tq),
+                   fbb = frag_base<kBT>(cb, wm, g, tq);
+    WgRows& rs = *reinterpret_cast<WgRows*>(&s + 1);  // wg2 only
+
+    if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
+      load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
+      load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, h * G, tid);
+      cp_async_commit();
+    }
+
+    float dqA[NTK][4] = {}, dkA[NTK][4] = {};
+    for (int jj = 0; jj < G; ++jj) {
+      const int j = h * G + jj;
+      // this head's row scalars (wg2: buffer jj & 1, by warps 2-3, which do not run warp 0's
+      // finish of the previous head, plus the finish's gate / beta draws)
+      float* const gam = V2 ? rs.gam[jj & 1] : s.gam;
+      float* const beta = V2 ? rs.beta[jj & 1] : s.beta;
+      if (!V2 && tid < kBT) {
+        const bool valid = tid < len;
+        s.gam[tid] = valid ? w.c.gam[j * w.c.T_cap + t0 + tid] : 0.f;
+        s.beta[tid] = valid ? gdn_beta(f, t0 + tid, j) : 0.f;
+      }
+      if (V2 && tid >= kBT && tid < 2 * kBT) {
+        const int i = tid - kBT, b = jj & 1;
+        const bool valid = i < len;
+        gam[i] = valid ? w.c.gam[j * w.c.T_cap + t0 + i] : 0.f;
+        beta[i] = valid ? gdn_beta(f, t0 + i, j) : 0.f;
+        const RowDraws rd = valid ? row_draws(p, t0 + i, j) : RowDraws{0.f, 0.f, 0.f};
+        rs.gate[b][i] = rd.gate;
+        rs.dA[b][i] = rd.dA;
+        rs.bdraw[b][i] = rd.beta;
+      }
+      if constexpr (kPer) {  // wg6: head 0 leaves the item's q / k (its last group) in flight, under Y
+        if (jj == 0) cp_async_wait<1>();
+        else cp_async_wait<0>();
+      } else {
+        cp_async_wait<0>();
+      }
+      fence_view_async_shared();  // cp.async data -> the async proxy (wgmma)
+      __syncthreads();
+
+      const float gl = gam[len - 1];
+      float eg[2], egl[2], bv[2], neg_beg[2];
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int rr = r0 + 8 * hf;
+        const bool valid = rr < len;
+        eg[hf] = valid ? exp2f(gam[rr]) : 0.f;
+        egl[hf] = valid ? exp2f(gl - gam[rr]) : 0.f;
+        bv[hf] = beta[rr];
+        neg_beg[hf] = -bv[hf] * eg[hf];
+      }
+      // Row dots, flushed to s.red[q]: 0 Y.v, 1 q.dq_inter, 2 k.dk_inter, 3 rowsum(M), 4 k.(R K^),
+      // 5 k.xn (q, k raw; the row scales are applied in finish_rows).
+
+      if constexpr (V4 < 2) {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
+        float Y[NTV][4] = {};
+        wg_tile_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int nt = 0; nt < NTV; ++nt)
+            st_pair(V2 ? reinterpret_cast<T*>(s.y + frag_off(fbv, hf, nt))
+                       : sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq),
+                    Y[nt][2 * hf], Y[nt][2 * hf + 1]);
+        float yv[2] = {};
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int rr = r0 + 8 * hf;
+          if (rr >= len) continue;
+          // wg3: the row from an opaque copy of rr, so the row pointers are not hoisted out of the
+          // head loop into spilled registers (their reloads sat in front of these loads)
+          int rv = rr;
+          if constexpr (V3) asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rr));
+          const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
+#pragma unroll
+          for (int nt = 0; nt < NTV; ++nt) {
+            const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+            yv[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
+          }
+        }
+        flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
+      }
+      if constexpr (kPer) {  // wg6: the item's q / k, read from the row dots of the pair below on
+        if (jj == 0) {
+          cp_async_wait<0>();
+          fence_view_async_shared();
+          __syncthreads();
+        }
+      }
+      // wg5: the Y block below as a lambda, run when Y lands (Y issued with dq_inter / dk_inter)
+      auto y_finish = [&](float (&Y)[NTV][4]) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int nt = 0; nt < NTV; ++nt)
+            st_pair(V2 ? reinterpret_cast<T*>(s.y + frag_off(fbv, hf, nt))
+                       : sw_at<T, kBT>(s.y, r0 + 8 * hf, cv + nt * 8 + 2 * tq),
+                    Y[nt][2 * hf], Y[nt][2 * hf + 1]);
+        float yv[2] = {};
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int rr = r0 + 8 * hf;
+          if (rr >= len) continue;
+          // wg3: the row from an opaque copy of rr, so the row pointers are not hoisted out of the
+          // head loop into spilled registers (their reloads sat in front of these loads)
+          int rv = rr;
+          if constexpr (V3) asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rr));
+          const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
+#pragma unroll
+          for (int nt = 0; nt < NTV; ++nt) {
+            const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+            yv[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
+          }
+        }
+        flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
+      };
+      // wg4: dq_inter = scale e^gam (dO S^T), dk_inter = e^(gL - gam) (V^ dS'^T) finished as the
+      // else branch below does (same operations, same order)
+      auto inter_q = [&](float (&t)[NTK][4]) {
         const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
         scale_rows(t, sc);
         float pq1[2] = {};
@@ -322,224 +374,287 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
         const float one[2] = {1.f, 1.f};
         add_scaled(dqA, t, one);
-      }
-      {  // dk_inter = e^(gL - gam) (V^ dS'^T)
-        float t[NTK][4] = {};
-        wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.vh, s.dS, ck);
+      };
+      auto inter_k = [&](float (&t)[NTK][4]) {
         scale_rows(t, egl);
         float pk1[2] = {};
         rowdot_v<V2, T, NTK>(pk1, t, s.k, r0, ck, tq, fbk);
         flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
         const float one[2] = {1.f, 1.f};
         add_scaled(dkA, t, one);
-      }
-    }
-    // <S, dS'> (same layout: 16-byte pieces in address order; block partials in a fixed order)
-    auto s_dot_ds = [&] {
-      float acc = 0.f;
-      for (int idx = tid; idx < kK * V / 8; idx += kNT)
-        acc += dot8<T>(reinterpret_cast<const uint4*>(s.S)[idx], reinterpret_cast<const uint4*>(s.dS)[idx]);
-      acc = warp_sum(acc);
-      if (lane == 0) s.wred[warp] = acc;
-    };
-    if constexpr (!V3) s_dot_ds();
-    fence_view_async_shared();
-    __syncthreads();  // Y visible to every warpgroup
-
-    {  // xn = Y S^T: dk^ -= beta e^gam xn
-      float t[NTK][4] = {};
-      if constexpr (V3) {  // wg3: <S, dS'> runs while the product is in flight (both only read S)
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+      };
+      if constexpr (V4 > 0) {  // wg4: dq_inter and dk_inter issued back to back, each finished as it lands
+        float Y[NTV][4] = {}, tq_[NTK][4] = {}, tk_[NTK][4] = {};  // Y: wg5 only
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
+        if constexpr (V4 == 2) wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
         wgmma_fence();
-        wg_issue_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+        if constexpr (V4 == 2) {  // wg5: Y first, finished (its Y.v row dot's loads) under the two products
+          wg_issue_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+          wgmma_commit();
+        }
+        wg_issue_v<V2, T, 32, V, false, false, kK>(tq_, s.dO, s.S, ck);
         wgmma_commit();
-        s_dot_ds();
+        wg_issue_v<V2, T, 32, V, false, false, kK>(tk_, s.vh, s.dS, ck);
+        wgmma_commit();
+        if constexpr (V4 == 2) {
+          wgmma_wait<2>();
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
+          y_finish(Y);
+        }
+        wgmma_wait<1>();
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
+        inter_q(tq_);
         wgmma_wait<0>();
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
+        inter_k(tk_);
       } else {
-        wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+        {  // dq_inter = scale e^gam (dO S^T)
+          float t[NTK][4] = {};
+          wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.dO, s.S, ck);
+          const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
+          scale_rows(t, sc);
+          float pq1[2] = {};
+          rowdot_v<V2, T, NTK>(pq1, t, s.q, r0, ck, tq, fbk);
+          flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
+          const float one[2] = {1.f, 1.f};
+          add_scaled(dqA, t, one);
+        }
+        {  // dk_inter = e^(gL - gam) (V^ dS'^T)
+          float t[NTK][4] = {};
+          wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.vh, s.dS, ck);
+          scale_rows(t, egl);
+          float pk1[2] = {};
+          rowdot_v<V2, T, NTK>(pk1, t, s.k, r0, ck, tq, fbk);
+          flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
+          const float one[2] = {1.f, 1.f};
+          add_scaled(dkA, t, one);
+        }
       }
-      float pk[2] = {};
-      rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
-      flush_rowdot<kBT>(s.red, 5, pk, r0, wn, tq);
-      add_scaled(dkA, t, neg_beg);
-    }
-    {  // Pd = scale M o D o (dO V^^T), R = -M- o D o (Y V^^T), staged with their row / column scales;
-       // M = Pd o (Q^ K^^T) + diag(beta) R o (K^ K^^T) in two halves (16 accumulators live, not 32)
-      float rowM[2] = {}, colM[NTB][2] = {};
+      // <S, dS'> (same layout: 16-byte pieces in address order; block partials in a fixed order)
+      auto s_dot_ds = [&] {
+        float acc = 0.f;
+        for (int idx = tid; idx < kK * V / 8; idx += kNT)
+          acc += dot8<T>(reinterpret_cast<const uint4*>(s.S)[idx], reinterpret_cast<const uint4*>(s.dS)[idx]);
+        acc = warp_sum(acc);
+        if (lane == 0) s.wred[warp] = acc;
+      };
+      if constexpr (!V3) s_dot_ds();
+      fence_view_async_shared();
+      __syncthreads();  // Y visible to every warpgroup
+
+      {  // xn = Y S^T: dk^ -= beta e^gam xn
+        float t[NTK][4] = {};
+        if constexpr (V3) {  // wg3: <S, dS'> runs while the product is in flight (both only read S)
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+          wgmma_fence();
+          wg_issue_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+          wgmma_commit();
+          s_dot_ds();
+          wgmma_wait<0>();
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+        } else {
+          wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
+        }
+        float pk[2] = {};
+        rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
+        flush_rowdot<kBT>(s.red, 5, pk, r0, wn, tq);
+        add_scaled(dkA, t, neg_beg);
+      }
+      {  // Pd = scale M o D o (dO V^^T), R = -M- o D o (Y V^^T), staged with their row / column scales;
+         // M = Pd o (Q^ K^^T) + diag(beta) R o (K^ K^^T) in two halves (16 accumulators live, not 32)
+        float rowM[2] = {}, colM[NTB][2] = {};
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float pl[NTB][4] = {}, xk[NTB][4] = {};  // half 0: dO V^^T, Q K^T; half 1: Y V^^T, K K^T
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
-        wgmma_fence();
-        wg_issue_v<V2, T, 16, V, false, false, kBT>(pl, half == 0 ? s.dO : s.y, s.vh, cb);
-        wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
-        wg_sync(pl);
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
+        for (int half = 0; half < 2; ++half) {
+          float pl[NTB][4] = {}, xk[NTB][4] = {};  // half 0: dO V^^T, Q K^T; half 1: Y V^^T, K K^T
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
+          wgmma_fence();
+          wg_issue_v<V2, T, 16, V, false, false, kBT>(pl, half == 0 ? s.dO : s.y, s.vh, cb);
+          wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
+          wg_sync(pl);
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int i = r0 + 8 * hf;
-          const float gi = gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+          for (int hf = 0; hf < 2; ++hf) {
+            const int i = r0 + 8 * hf;
+            const float gi = gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
 #pragma unroll
-          for (int nt = 0; nt < NTB; ++nt) {
-            const int c0 = cb + nt * 8 + 2 * tq;
-            float X[2], rkc[2];
+            for (int nt = 0; nt < NTB; ++nt) {
+              const int c0 = cb + nt * 8 + 2 * tq;
+              float X[2], rkc[2];
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int jc = c0 + e;
-              const float d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
-              rkc[e] = s.rk[jc];
-              float m;
-              if (half == 0) {
-                X[e] = f.scale * d * pl[nt][2 * hf + e];
-                m = X[e] * (xk[nt][2 * hf + e] * rqi * rkc[e]);
-              } else {
-                X[e] = jc < i ? -d * pl[nt][2 * hf + e] : 0.f;
-                m = brk * X[e] * (xk[nt][2 * hf + e] * rkc[e]);
+              for (int e = 0; e < 2; ++e) {
+                const int jc = c0 + e;
+                const float d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
+                rkc[e] = s.rk[jc];
+                float m;
+                if (half == 0) {
+                  X[e] = f.scale * d * pl[nt][2 * hf + e];
+                  m = X[e] * (xk[nt][2 * hf + e] * rqi * rkc[e]);
+                } else {
+                  X[e] = jc < i ? -d * pl[nt][2 * hf + e] : 0.f;
+                  m = brk * X[e] * (xk[nt][2 * hf + e] * rkc[e]);
+                }
+                rowM[hf] += m;
+                colM[nt][e] += m;
               }
-              rowM[hf] += m;
-              colM[nt][e] += m;
-            }
-            const uint32_t o = V2 ? frag_off(fbb, hf, nt) : sw_off<kBT>(i, c0);
-            if (half == 0) {
-              st_pair(reinterpret_cast<T*>(s.pk + o), X[0] * rkc[0], X[1] * rkc[1]);
-              st_pair(reinterpret_cast<T*>(s.pq + o), rqi * X[0], rqi * X[1]);
-            } else {
-              st_pair(reinterpret_cast<T*>(s.rm + o), X[0] * rkc[0], X[1] * rkc[1]);
-              st_pair(reinterpret_cast<T*>(s.rb + o), brk * X[0], brk * X[1]);
+              const uint32_t o = V2 ? frag_off(fbb, hf, nt) : sw_off<kBT>(i, c0);
+              if (half == 0) {
+                st_pair(reinterpret_cast<T*>(s.pk + o), X[0] * rkc[0], X[1] * rkc[1]);
+                st_pair(reinterpret_cast<T*>(s.pq + o), rqi * X[0], rqi * X[1]);
+              } else {
+                st_pair(reinterpret_cast<T*>(s.rm + o), X[0] * rkc[0], X[1] * rkc[1]);
+                st_pair(reinterpret_cast<T*>(s.rb + o), brk * X[0], brk * X[1]);
+              }
             }
           }
         }
+        flush_rowdot<kBT>(s.red, 3, rowM, r0, wn, tq);
+#pragma unroll
+        for (int nt = 0; nt < NTB; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float cs = colM[nt][e];  // sum over the 16 rows of this warp: lanes with the same tq
+            cs += __shfl_xor_sync(0xffffffffu, cs, 4);
+            cs += __shfl_xor_sync(0xffffffffu, cs, 8);
+            cs += __shfl_xor_sync(0xffffffffu, cs, 16);
+            if (g == 0) s.redc[cb + nt * 8 + 2 * tq + e][wm] = cs;
+          }
       }
-      flush_rowdot<kBT>(s.red, 3, rowM, r0, wn, tq);
-#pragma unroll
-      for (int nt = 0; nt < NTB; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float cs = colM[nt][e];  // sum over the 16 rows of this warp: lanes with the same tq
-          cs += __shfl_xor_sync(0xffffffffu, cs, 4);
-          cs += __shfl_xor_sync(0xffffffffu, cs, 8);
-          cs += __shfl_xor_sync(0xffffffffu, cs, 16);
-          if (g == 0) s.redc[cb + nt * 8 + 2 * tq + e][wm] = cs;
-        }
-    }
-    fence_view_async_shared();
-    __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
-    if (jj + 1 < G) load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
-    cp_async_commit();
+      fence_view_async_shared();
+      __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
+      if (jj + 1 < G) {
+        load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
+      } else if constexpr (kPer) {  // wg6: the next item's first head, like a next head
+        if (nx->len > 0) load_head_wg<T, V, V2, V3>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
+      }
+      cp_async_commit();
 
-    if constexpr (V4 == 0) {  // dq^ += Pd K^ (accumulated in place: the product adds onto the running group sum)
-      wg_tile_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
-    }
-    {  // dk^ += beta (R K^)
-      float t[NTK][4] = {};
-      if constexpr (V4 > 0) {  // wg4: R K^ first, then dq^ += Pd K^ left in flight until dk^'s wait below
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dqA));
-        wgmma_fence();
-        wg_issue_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
-        wgmma_commit();
-        wg_issue_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
-        wgmma_commit();
-        wgmma_wait<1>();
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
-      } else {
-        wg_tile_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+      if constexpr (V4 == 0) {  // dq^ += Pd K^ (accumulated in place: the product adds onto the running group sum)
+        wg_tile_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
       }
-      float pk[2] = {};
-      rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
-      flush_rowdot<kBT>(s.red, 4, pk, r0, wn, tq);
-      add_scaled(dkA, t, bv);
+      {  // dk^ += beta (R K^)
+        float t[NTK][4] = {};
+        if constexpr (V4 > 0) {  // wg4: R K^ first, then dq^ += Pd K^ left in flight until dk^'s wait below
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dqA));
+          wgmma_fence();
+          wg_issue_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+          wgmma_commit();
+          wg_issue_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
+          wgmma_commit();
+          wgmma_wait<1>();
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
+        } else {
+          wg_tile_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
+        }
+        float pk[2] = {};
+        rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
+        flush_rowdot<kBT>(s.red, 4, pk, r0, wn, tq);
+        add_scaled(dkA, t, bv);
+      }
+      {  // dk^ += Pd^T Q^ + (beta R)^T K^ (in place)
+        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dkA));
+        wgmma_fence();
+        wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.pq, s.q, ck);
+        wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.rb, s.k, ck);
+        wg_sync(dkA);
+        if constexpr (V4 > 0) wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dqA));  // Pd K^ landed too
+      }
+      __syncthreads();
+      if constexpr (V2) {
+        // no barrier after it: the next head's start writes the other row-scalar buffer, and its
+        // first barrier (which warp 0 reaches after this) precedes every write of s.red / redc / wred
+        const int b = jj & 1;
+        if (warp == 0)
+          finish_rows_core<kBT, kNW>(
+              s, gam, beta, [&](int i, int64_t) { return RowDraws{rs.gate[b][i], rs.dA[b][i], rs.bdraw[b][i]}; }, p, w,
+              r, t0, len, j, lane);
+        if (jj + 1 == G) __syncthreads();  // the L2-norm epilogue below reuses s.red
+      } else {
+        if (warp == 0) finish_rows<kBT, kNW>(s, p, w, r, t0, len, j, lane);
+        __syncthreads();
+      }
     }
-    {  // dk^ += Pd^T Q^ + (beta R)^T K^ (in place)
-      wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dkA));
-      wgmma_fence();
-      wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.pq, s.q, ck);
-      wg_issue_v<V2, T, 32, kBT, true, true, kBT>(dkA, s.rb, s.k, ck);
-      wg_sync(dkA);
-      if constexpr (V4 > 0) wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dqA));  // Pd K^ landed too
-    }
+    if constexpr (!kPer) cp_async_wait<0>();  // wg6: the next item's tiles stay in flight
+
+    // L2-norm backward of the group sums: dx = r dy - r^3 (dy . x) x (x raw, y = r x); store.
+    float pq2[2] = {}, pk2[2] = {};
+    rowdot_v<V2, T, NTK>(pq2, dqA, s.q, r0, ck, tq, fbk);
+    rowdot_v<V2, T, NTK>(pk2, dkA, s.k, r0, ck, tq, fbk);
+    flush_rowdot<kBT>(s.red, 0, pq2, r0, wn, tq);
+    flush_rowdot<kBT>(s.red, 1, pk2, r0, wn, tq);
+    // wg3: a gradient in the io type with a 16-byte aligned base is written in place over the q / k
+    // tile elements this thread just read (each element has exactly one owner), then stored as
+    // 16-byte row pieces (the per-element stores use 8 of every 32 bytes they move). wg6 stages them
+    // in the intra tiles (dead since the last head) instead, so the next q / k can land meanwhile
+    // (pk + pq, rm + rb; written at each use: named pointer variables here changed the default's SASS).
+    constexpr ElemType kIo = std::is_same_v<T, __nv_bfloat16> ? ElemType::kBF16 : ElemType::kF16;
+    const bool dq_staged = V3 && p.dq.p && p.dq.t == kIo && (reinterpret_cast<uintptr_t>(p.dq.p) & 15) == 0;
+    const bool dk_staged = V3 && p.dk.p && p.dk.t == kIo && (reinterpret_cast<uintptr_t>(p.dk.p) & 15) == 0;
     __syncthreads();
-    if constexpr (V2) {
-      // no barrier after it: the next head's start writes the other row-scalar buffer, and its
-      // first barrier (which warp 0 reaches after this) precedes every write of s.red / redc / wred
-      const int b = jj & 1;
-      if (warp == 0)
-        finish_rows_core<kBT, kNW>(
-            s, gam, beta, [&](int i, int64_t) { return RowDraws{rs.gate[b][i], rs.dA[b][i], rs.bdraw[b][i]}; }, p, w,
-            r, t0, len, j, lane);
-      if (jj + 1 == G) __syncthreads();  // the L2-norm epilogue below reuses s.red
-    } else {
-      if (warp == 0) finish_rows<kBT, kNW>(s, p, w, r, t0, len, j, lane);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int rr = r0 + 8 * hf;
+      if (rr >= len) continue;
+      float fq = 1.f, cq = 0.f, fk = 1.f, cpk = 0.f;
+      if (f.l2norm) {
+        const float sq = ((s.red[0][rr][0] + s.red[0][rr][1]) + s.red[0][rr][2]) + s.red[0][rr][3];
+        const float sk = ((s.red[1][rr][0] + s.red[1][rr][1]) + s.red[1][rr][2]) + s.red[1][rr][3];
+        fq = s.rq[rr];
+        fk = s.rk[rr];
+        cq = fq * fq * fq * sq;
+        cpk = fk * fk * fk * sk;
+      }
+      const int64_t base = ((t0 + rr) * f.H + h) * int64_t(kK);
+#pragma unroll
+      for (int nt = 0; nt < NTK; ++nt) {
+        const int col = ck + nt * 8 + 2 * tq;
+        const uint32_t o = V2 ? frag_off(fbk, hf, nt) : sw_off<kBT>(rr, col);
+        const float2 qv = ld_pair(reinterpret_cast<const T*>(s.q + o)), kv = ld_pair(reinterpret_cast<const T*>(s.k + o));
+        const float dq0 = fq * dqA[nt][2 * hf] - cq * qv.x, dq1 = fq * dqA[nt][2 * hf + 1] - cq * qv.y;
+        const float dk0 = fk * dkA[nt][2 * hf] - cpk * kv.x, dk1 = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
+        if (dq_staged) {
+          st_pair(reinterpret_cast<T*>((kPer ? s.pk : s.q) + o), dq0, dq1);
+        } else if (p.dq.p) {
+          store_out(p.dq.p, p.dq.t, base + col, dq0);
+          store_out(p.dq.p, p.dq.t, base + col + 1, dq1);
+        }
+        if (dk_staged) {
+          st_pair(reinterpret_cast<T*>((kPer ? s.rm : s.k) + o), dk0, dk1);
+        } else if (p.dk.p) {
+          store_out(p.dk.p, p.dk.t, base + col, dk0);
+          store_out(p.dk.p, p.dk.t, base + col + 1, dk1);
+        }
+      }
+    }
+    if constexpr (kPer) {  // wg6: no return (the loop below skips unstaged gradients)
+      __syncthreads();  // q / k / rq / rk / red read, the staged tiles written: the next item's q / k
+      if (nx->len > 0) load_item_qk<T, V, V2>(s, f, w, nx->t0, nx->len, nx->h, tid);
+      cp_async_commit();
+    } else if constexpr (V3) {
+      if (!dq_staged && !dk_staged) return;
       __syncthreads();
     }
-  }
-  cp_async_wait<0>();
-
-  // L2-norm backward of the group sums: dx = r dy - r^3 (dy . x) x (x raw, y = r x); store.
-  float pq2[2] = {}, pk2[2] = {};
-  rowdot_v<V2, T, NTK>(pq2, dqA, s.q, r0, ck, tq, fbk);
-  rowdot_v<V2, T, NTK>(pk2, dkA, s.k, r0, ck, tq, fbk);
-  flush_rowdot<kBT>(s.red, 0, pq2, r0, wn, tq);
-  flush_rowdot<kBT>(s.red, 1, pk2, r0, wn, tq);
-  // wg3: a gradient in the io type with a 16-byte aligned base is written in place over the q / k
-  // tile elements this thread just read (each element has exactly one owner), then stored as
-  // 16-byte row pieces (the per-element stores use 8 of every 32 bytes they move).
-  constexpr ElemType kIo = std::is_same_v<T, __nv_bfloat16> ? ElemType::kBF16 : ElemType::kF16;
-  const bool dq_staged = V3 && p.dq.p && p.dq.t == kIo && (reinterpret_cast<uintptr_t>(p.dq.p) & 15) == 0;
-  const bool dk_staged = V3 && p.dk.p && p.dk.t == kIo && (reinterpret_cast<uintptr_t>(p.dk.p) & 15) == 0;
-  __syncthreads();
+    if constexpr (V3) {
+      // rows in address order: 16 pieces of 8 columns per row, 16 threads per 256-byte row
+      constexpr int P = kK / 8, PER = kBT * P;
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int rr = r0 + 8 * hf;
-    if (rr >= len) continue;
-    float fq = 1.f, cq = 0.f, fk = 1.f, cpk = 0.f;
-    if (f.l2norm) {
-      const float sq = ((s.red[0][rr][0] + s.red[0][rr][1]) + s.red[0][rr][2]) + s.red[0][rr][3];
-      const float sk = ((s.red[1][rr][0] + s.red[1][rr][1]) + s.red[1][rr][2]) + s.red[1][rr][3];
-      fq = s.rq[rr];
-      fk = s.rk[rr];
-      cq = fq * fq * fq * sq;
-      cpk = fk * fk * fk * sk;
-    }
-    const int64_t base = ((t0 + rr) * f.H + h) * int64_t(kK);
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const int col = ck + nt * 8 + 2 * tq;
-      const uint32_t o = V2 ? frag_off(fbk, hf, nt) : sw_off<kBT>(rr, col);
-      const float2 qv = ld_pair(reinterpret_cast<const T*>(s.q + o)), kv = ld_pair(reinterpret_cast<const T*>(s.k + o));
-      const float dq0 = fq * dqA[nt][2 * hf] - cq * qv.x, dq1 = fq * dqA[nt][2 * hf + 1] - cq * qv.y;
-      const float dk0 = fk * dkA[nt][2 * hf] - cpk * kv.x, dk1 = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
-      if (dq_staged) {
-        st_pair(reinterpret_cast<T*>(s.q + o), dq0, dq1);
-      } else if (p.dq.p) {
-        store_out(p.dq.p, p.dq.t, base + col, dq0);
-        store_out(p.dq.p, p.dq.t, base + col + 1, dq1);
-      }
-      if (dk_staged) {
-        st_pair(reinterpret_cast<T*>(s.k + o), dk0, dk1);
-      } else if (p.dk.p) {
-        store_out(p.dk.p, p.dk.t, base + col, dk0);
-        store_out(p.dk.p, p.dk.t, base + col + 1, dk1);
+      for (int u = 0; u < 2 * PER / kNT; ++u) {
+        const int idx = tid + u * kNT, which = idx / PER, row = (idx % PER) / P, ch = idx % P;
+        if (row >= len || !(which == 0 ? dq_staged : dk_staged)) continue;
+        const uint4 val = *reinterpret_cast<const uint4*>(
+            (which == 0 ? (kPer ? s.pk : s.q) : (kPer ? s.rm : s.k)) + sw_off<kBT>(row, ch * 8));
+        T* dst = static_cast<T*>(which == 0 ? p.dq.p : p.dk.p) + ((t0 + row) * f.H + h) * int64_t(kK) + ch * 8;
+        *reinterpret_cast<uint4*>(dst) = val;
       }
     }
-  }
-  if constexpr (V3) {
-    if (!dq_staged && !dk_staged) return;
-    __syncthreads();
-    // rows in address order: 16 pieces of 8 columns per row, 16 threads per 256-byte row
-    constexpr int P = kK / 8, PER = kBT * P;
-#pragma unroll
-    for (int u = 0; u < 2 * PER / kNT; ++u) {
-      const int idx = tid + u * kNT, which = idx / PER, row = (idx % PER) / P, ch = idx % P;
-      if (row >= len || !(which == 0 ? dq_staged : dk_staged)) continue;
-      const uint4 val = *reinterpret_cast<const uint4*>((which == 0 ? s.q : s.k) + sw_off<kBT>(row, ch * 8));
-      T* dst = static_cast<T*>(which == 0 ? p.dq.p : p.dk.p) + ((t0 + row) * f.H + h) * int64_t(kK) + ch * 8;
-      *reinterpret_cast<uint4*>(dst) = val;
-    }
+    if constexpr (!kPer) break;
+    if (nx->len <= 0) break;  // wg6: no item left for this CTA
   }
 }
+
+std::atomic<int64_t> g_wg6_launches{0};
 
 template <class T, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
@@ -552,6 +667,16 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   // wg4 (the default unless "wg2" / "wg3" / "wg5" is asked for) and wg3 / wg5: V = 128 only (at V = 64
   // ptxas spills more with them: 184 B of reloads vs V2's 96) and T_total < 2^31 (t0 in 32 bits)
   if constexpr (V == 128) {
+    if (mode.rfind("wg6", 0) == 0 && p.f.T_total < (int64_t(1) << 31) - kBT) {
+      // wg6: one persistent CTA per SM (1 fits), at most one per item; "wg6:N" caps the count at N
+      int64_t ctas = std::min<int64_t>(current_device_info().sm_count, w.nt_cap * p.f.H);
+      if (mode.size() > 4 && mode[3] == ':')
+        ctas = std::min<int64_t>(ctas, std::max(1L, std::strtol(mode.c_str() + 4, nullptr, 10)));
+      g_wg6_launches.fetch_add(1);
+      launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, dim3(static_cast<unsigned>(std::max<int64_t>(ctas, 0))),
+             dim3(kNT), wg_smem_bytes<V, true, true>(), stream, p, w);
+      return;
+    }
     if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
       if (mode == "wg5")
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
@@ -581,6 +706,8 @@ bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
          (f.io == ElemType::kBF16 || f.io == ElemType::kF16) && current_device_info().cc_major == 9;
 }
+
+int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,
