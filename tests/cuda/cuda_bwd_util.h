@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/compare.h"
 #include "cuda_fwd_util.h"
 #include "cuda_test_util.h"
 #include "linattn/error.h"
@@ -246,6 +247,38 @@ inline void expect_chunked_refused(const ChunkAttnSpec& s) {
   Rng rng(3);
   const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
   EXPECT_THROW(run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked), Error);
+}
+
+// Every gradient of `b` within half of its reference bar of `a` (valid rows of per-token ones);
+// `ddt_bias_qty` picks the ddt_bias bar (GDN: Qty::kDdt_bias_head, KDA: Qty::kDdt_bias).
+inline ::testing::AssertionResult grads_agree(const ChunkAttnData& d, const ChunkAttnGradTensors& a,
+                                              const ChunkAttnGradTensors& b, DType input, Qty ddt_bias_qty) {
+  const std::vector<std::pair<const char*, Qty>> qty = {
+      {"dq", Qty::kDq}, {"dk", Qty::kDk}, {"dv", Qty::kDv}, {"dg", Qty::kDg}, {"dbeta", Qty::kDbeta},
+      {"dA_log", Qty::kDA_log}, {"ddt_bias", ddt_bias_qty}, {"dh0", Qty::kDh0}};
+  const auto ga = named_grads(a), gb = named_grads(b);
+  ::testing::AssertionResult res = ::testing::AssertionFailure();
+  bool ok = true;
+  for (size_t i = 0; i < ga.size(); ++i) {
+    const Tensor& x = *ga[i].second;
+    const Tensor& y = *gb[i].second;
+    if (!x.defined() || !y.defined()) continue;
+    const std::string n = ga[i].first;
+    Tolerance tol{0.01, 0.0};
+    for (const auto& [name, q] : qty)
+      if (name == n) tol = tolerance(input, q);
+    tol.rel_rms *= 0.5;
+    tol.atol *= 0.5;
+    const bool per_token = n != "dA_log" && n != "ddt_bias" && n != "dh0";
+    const TensorView xv = per_token && d.cu_seqlens.defined() ? narrow(x.view(), 1, 0, d.valid_tokens) : x.view();
+    const TensorView yv = per_token && d.cu_seqlens.defined() ? narrow(y.view(), 1, 0, d.valid_tokens) : y.view();
+    const ::testing::AssertionResult r = tensors_close(ga[i].first, xv, yv, tol);
+    if (!r) {
+      ok = false;
+      res << r.message() << "\n";
+    }
+  }
+  return ok ? ::testing::AssertionSuccess() : res;
 }
 
 }  // namespace linattn::test
