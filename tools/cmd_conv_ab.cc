@@ -7,9 +7,11 @@
 // (FLA's bench method: p50_ms_queued); p50 / p95 over every round per (shape, variant).
 // Inputs as `linattn bench --op conv`: bf16 x [1, T, D] (uniform(-1, 1)),
 // fp32 weight [D, 4] and bias, silu, one sequence through cu_seqlens [0, T].
-//   linattn conv-ab --shapes 8192x65536,6144x16384 --variants "default;v6;ring=8x6,st=first;memcpy"
+//   linattn conv-ab --shapes 8192x65536,8192x16384 --variants "default;v6;x=cp,waves=2;x=cp;memcpy"
 //     [--rounds 3] [--iters 20] [--verify] [--fla 8192x65536=0.8135,8192x16384=0.2077]
-// "default" = the variable unset (the library's dispatch); "memcpy" = cudaMemcpyAsync(y, x).
+// "default" = the variable unset (the library's dispatch); "memcpy" = cudaMemcpyAsync(y, x); any other
+// entry is a LINATTN_CONV_CUDA_FWD value (v6, x=cp, blocks=N, waves=N: what remains after session 10's prune;
+// a removed variant's value is reported as that variant's error row).
 // --verify: in the first round y of every variant is compared bitwise with the default's
 // (every variant computes each output with the same operations in the same order).
 // --fla DxT=ms,...: FLA's forward time at those shapes (measured elsewhere: a run without FLA in the
@@ -136,7 +138,7 @@ int cmd_conv_ab(const Args& args) {
     LINATTN_CHECK(x != std::string::npos, "--shapes: expected DxT, got ", t);
     shapes.push_back({std::stoll(t.substr(0, x)), std::stoll(t.substr(x + 1))});
   }
-  const std::vector<std::string> variants = split(flag(args, "variants", "default;memcpy"), ';');
+  const std::vector<std::string> variants = split(flag(args, "variants", "default;x=cp,waves=2;memcpy"), ';');
   const int rounds = std::max(1, std::atoi(flag(args, "rounds", "3").c_str()));
   const int iters = std::max(1, std::atoi(flag(args, "iters", "20").c_str()));
   const bool verify = has_flag(args, "verify");

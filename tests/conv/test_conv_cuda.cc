@@ -3,16 +3,19 @@
 // element-copy paths, several channel tiles and row groups), run-to-run bitwise determinism,
 // and the fixed-capacity CUDA graph sequence: capture once, replay over six layouts with new
 // inputs and garbage padding, replay == eager fixed-capacity call bitwise, padding untouched.
-// Aligned layouts run the default kernels (conv_stream.cuh: kStreamFwd / kStreamBwd);
-// scripts/gpu-conv reruns the binary with LINATTN_CONV_CUDA_PATH=stream and =tiles so both
-// designs are covered whichever is the default; the v7-v11 forward variants are swept in-process.
+// Aligned layouts run the default dispatch (v6 long runs where the grid is large enough, v3 tiles
+// elsewhere); scripts/gpu-conv / gpu-final rerun the binary with LINATTN_CONV_CUDA_PATH=run and =tiles
+// so both designs cover every layout; the kept forward variants (x=cp, grids) are swept in-process,
+// and the switches of the variants removed in session 10 must fail with a clear error.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "conv_case.h"
@@ -218,8 +221,7 @@ TEST(ConvCuda, RunsAreBitwiseReproducible) {
   EXPECT_TRUE(same_flat("dbias", a.db, b.db));
 }
 
-// The forward variants of the v7 / v8 A/B (LINATTN_CONV_CUDA_FWD, conv_run.cuh: FwdVariant): each
-// variant against the fp64 reference for every option (silu / none, bias, residual, initial and
+// The forward variants (LINATTN_CONV_CUDA_FWD, conv_run.cuh: FwdVariant): each variant against the fp64 reference for every option (silu / none, bias, residual, initial and
 // final state), W 2-4, the given dtypes, varlen with 0-length and short sequences and dense B = 2;
 // y and the final state also bitwise equal to the v6 kernel's (the same operations in the same
 // order). 520 channels: 2 spans of bf16 (the last one 8 channels wide), 3 of fp32.
@@ -272,86 +274,27 @@ void check_fwd_variants(const std::vector<const char*>& variants, const std::vec
 }
 
 TEST(ConvCuda, ForwardVariantsMatchReferenceAndV6) {
-  check_fwd_variants({"v6", "blocks=1", "waves=2,v6", "ring=8x4,ld=first,st=first", "ld=last,st=normal",
-                      "ring=8x6,ld=first,st=last,waves=1", "ring=16x3", "ring=16x3,ld=first,st=first,blocks=5",
-                      "ring=16x4,pf=256", "ring=32x3,ld=first,st=first,pf=256,blocks=3"},
-                     {DType::kBF16, DType::kF16, DType::kF32}, 800);
+  check_fwd_variants({"v6", "blocks=1", "waves=2,v6", "blocks=5", "waves=1"}, {DType::kBF16, DType::kF16, DType::kF32},
+                     800);
 }
 
-// v8 (conv_fwd_tma.cuh): bulk-copy x loads into the mbarrier ring and staged y (bulk stores or
-// 16-byte stores), every configuration; blocks=5 / waves=1 give groups of many tiles with
-// sequences crossing them. Under LINATTN_SANITIZED (compute-sanitizer runs) bf16, three variants, 3 cases each.
-TEST(ConvCuda, ForwardTmaVariantsMatchReferenceAndV6) {
+// x=cp (conv_fwd_tma.cu): v6's cp.async ring with y staged in shared memory and written by bulk row stores
+// (bf16 / fp16 with W = 4 on sm_90; other dtypes / W run v6 on the same grid); blocks= / waves= give groups
+// of many tiles with sequences crossing them. Under LINATTN_SANITIZED (compute-sanitizer runs) bf16, two
+// variants, 3 cases each.
+TEST(ConvCuda, ForwardBulkYMatchesReferenceAndV6) {
   if (sanitized()) {
-    check_fwd_variants({"tma", "tma,y=st16,blocks=5", "x=cp,blocks=3"}, {DType::kBF16}, 900, true);
+    check_fwd_variants({"x=cp,blocks=3", "x=cp,waves=2"}, {DType::kBF16}, 900, true);
     return;
   }
-  check_fwd_variants({"tma", "tma,blocks=5", "y=st16", "x=cp", "x=cp,y=st16,waves=1", "tma,y=direct,blocks=3",
-                      "tma,ring=8x6,waves=1", "tma,ring=16x3,blocks=5"},
+  check_fwd_variants({"x=cp", "x=cp,waves=2", "x=cp,blocks=5", "x=cp,waves=1", "v6,x=cp,blocks=3"},
                      {DType::kBF16, DType::kF16, DType::kF32}, 900);
 }
 
-// v9 knobs of the bulk-copy forward (convtma2): block orders (group-fastest, spread), L2 cache hints on
-// the x loads (cp.async and bulk) and bulk y stores, deeper y staging (ystage 3 / 4, the 8 x 3 ring) and
-// x=cp with the 8 x 6 / 16 x 3 rings; blocks= / waves= give groups of many tiles, so sequences cross
-// tiles and groups, and spread / group orders permute many groups; y=tile (tensor-map tile stores, per-row
-// stores for partial / masked tiles). Under LINATTN_SANITIZED bf16, four variants (the deepest staging,
-// spread order with hints, the 16-row ring, tile stores), 3 cases each.
-TEST(ConvCuda, ForwardTmaKnobsMatchReferenceAndV6) {
-  if (sanitized()) {
-    check_fwd_variants({"x=cp,ystage=4,blocks=5", "tma,order=spread,ld=first,st=first,blocks=7",
-                        "x=cp,ring=16x3,order=group,blocks=3", "x=cp,y=tile,blocks=3"},
-                       {DType::kBF16}, 1000, true);
-    return;
-  }
-  check_fwd_variants({"x=cp,order=group", "x=cp,order=spread,blocks=7", "tma,order=spread,ld=first,st=first,blocks=9",
-                      "x=cp,ld=first,st=first,pf=256", "x=cp,st=last,ystage=3,blocks=5",
-                      "x=cp,ystage=4,order=spread,waves=1",
-                      "x=cp,ring=8x3,ystage=3,blocks=3", "x=cp,ring=8x6,st=first,blocks=5",
-                      "x=cp,ring=16x3,order=group,blocks=5", "tma,y=st16,order=group,ld=first", "x=cp,y=tile",
-                      "x=cp,y=tile,st=first,order=spread,blocks=5"},
-                     {DType::kBF16, DType::kF16, DType::kF32}, 1000);
-}
-
-// v10 (convfwd9, conv_fwd_v10.cu): a block's reads and writes batched in phases of P rows (y computed in place
-// over the x rows in shared memory, then the whole phase stored): every phase size class (8 = one tile, 16-64,
-// partial phases at group ends), 1-3 phase buffers, bulk / 16-byte / .cs stores; blocks= / waves= give groups
-// of many phases with sequences crossing phases and groups. Under LINATTN_SANITIZED bf16, three variants.
-TEST(ConvCuda, ForwardPhaseMatchesReferenceAndV6) {
-  if (sanitized()) {
-    check_fwd_variants({"phase=32,blocks=3", "phase=16,pbuf=1,pst=cs,blocks=5", "phase=64,pbuf=1,pst=st16,blocks=3"},
-                       {DType::kBF16}, 1100, true);
-    return;
-  }
-  check_fwd_variants({"phase=32", "phase=16,pbuf=1,pst=st16", "phase=64,pbuf=1,blocks=5",
-                      "phase=8,pbuf=3,pst=cs,blocks=3", "phase=24,waves=1", "phase=48,pbuf=1,pst=cs,blocks=7", "phase=40,pst=st16,blocks=2",
-                      "phase=16,pbuf=3,blocks=9"},
-                     {DType::kBF16, DType::kF16, DType::kF32}, 1100);
-}
-
-// v11 (convfwd11, conv_fwd_reg.cu): register streaming, 16-byte x loads into an 8- or 4-row register ring (or, rx=cp,
-// an 8- / 16-row ring of per-thread shared-memory slots filled by cp.async), 16-byte .cs / plain y stores (residual
-// layouts run the 4-row register / 8-row cp ring). blocks= / waves= give
-// groups long enough for the unrolled step (the default waves=2 grid gives 8-row groups here: only the general
-// step), sequences crossing ring batches and groups. D = 520: one 4 KiB channel slice (65 of 256 threads active for
-// 16-bit types); D = 4104 (16-bit) / 1032 (fp32): three / two slices, the last one 8 channels wide. Under
-// LINATTN_SANITIZED bf16, three variants.
-TEST(ConvCuda, ForwardRegMatchesReferenceAndV6) {
-  if (sanitized()) {
-    check_fwd_variants({"reg,blocks=3", "reg=4,yst=plain,blocks=5", "reg=16,rx=cp,blocks=3", "reg"}, {DType::kBF16},
-                       1200, true);
-    return;
-  }
-  check_fwd_variants({"reg", "reg=4", "reg,yst=plain,blocks=3", "reg=4,blocks=5", "reg=4,yst=plain,blocks=2",
-                      "reg,rx=cp", "reg=16,rx=cp,blocks=3", "reg=16,rx=cp,yst=plain,waves=1"},
-                     {DType::kBF16, DType::kF16, DType::kF32}, 1200);
-  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9", "reg=16,rx=cp,blocks=4"}, {DType::kBF16, DType::kF16},
-                     1300, true, 4104);
-  check_fwd_variants({"reg,blocks=4", "reg=4,yst=plain,blocks=9", "reg=16,rx=cp,blocks=4"}, {DType::kF32}, 1400, true,
-                     1032);
-}
-
-TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
+// Bad values and the switches of the variants removed in session 10 (v7 rings / L2 hints, v8 / v9 bulk x,
+// y stores, orders, staging, tile stores, v10 phases, v11 register streaming): an error naming the
+// variable, the value and the accepted values, never a silent fallback.
+TEST(ConvCuda, ForwardVariantRejectsUnknownAndRemovedKeys) {
   ConvCase c;
   c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
   ConvData d = make_data(c);
@@ -359,19 +302,53 @@ TEST(ConvCuda, ForwardVariantRejectsUnknownKeys) {
   DevData g = make_dev(d);
   DevResults gr = make_dev(r);
   upload_all(g, d);
-  for (const char* bad : {"ring=4x4", "ld=sometimes", "pf=128", "blocks=0", "speed=max", "ring", "x=tma", "y=wide",
-                          "tma,ring=16x4", "order=diagonal", "ystage=5", "ring=8x3", "tma,ring=8x3,ystage=3",
-                          "x=cp,ring=8x3", "tma,ystage=3", "x=cp,ring=16x3,ystage=3", "x=cp,ring=8x3,ystage=4",
-                          "x=cp,y=st16,ystage=3", "x=cp,ring=8x6,y=st16", "y=tile", "x=cp,y=tile,ystage=3",
-                          "x=cp,y=tile,ring=8x6", "phase=7", "phase=72", "phase=0", "phase=032", "pbuf=2",
-                          "pst=st16", "phase=32,pbuf=4", "phase=32,pst=wide", "phase=32,x=cp", "phase=32,ring=8x6",
-                          "phase=32,ld=first", "tma,phase=16", "phase=16,order=spread", "reg=2", "reg=16", "reg=",
-                          "reg=08", "yst=cs", "reg,yst=fast", "reg,phase=32", "reg,x=cp", "reg,tma", "reg,ring=8x6",
-                          "reg,ld=first", "reg,pf=256", "reg,order=spread", "reg=4,ystage=3", "reg=16",
-                          "reg=4,rx=cp", "rx=cp", "reg,rx=smem"}) {
+  for (const char* bad : {"blocks=0", "waves=", "blocks", "speed=max", "x=cp,speed=max", "ring=8x4", "ring=16x3",
+                          "ld=first", "st=first", "pf=256", "tma", "x=bulk", "x=cp,y=bulk", "y=st16", "x=cp,y=tile",
+                          "order=spread", "x=cp,ystage=3", "phase=32", "pbuf=2", "pst=cs", "reg", "reg=4",
+                          "reg=16,rx=cp", "yst=plain", "x=cp,waves=2,ring=8x6"}) {
     EnvGuard e(bad);
-    EXPECT_THROW(conv_fwd(g.in, gr.out, d.options()), Error) << bad;
+    try {
+      conv_fwd(g.in, gr.out, d.options());
+      ADD_FAILURE() << "no error for LINATTN_CONV_CUDA_FWD=" << bad;
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      EXPECT_NE(m.find(std::string("LINATTN_CONV_CUDA_FWD=") + bad), std::string::npos) << m;
+      EXPECT_TRUE(m.find("accepted: v6, x=cp") != std::string::npos || m.find("expected 1 .. 2^22") != std::string::npos)
+          << m;
+    }
   }
+}
+
+// LINATTN_CONV_CUDA_PATH=stream (the v4 streaming kernels, removed) and LINATTN_CONV_CUDA_FWD_ROWS: errors.
+// The variables are read once per process, so each case runs in a fresh process (threadsafe death-test style);
+// the child exits 0 when the forward threw the expected message.
+[[noreturn]] void removed_path_child(int which) {
+  if (which == 0) setenv("LINATTN_CONV_CUDA_PATH", "stream", 1);
+  else setenv("LINATTN_CONV_CUDA_FWD_ROWS", "16", 1);
+  ConvCase c;
+  c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
+  ConvData d = make_data(c);
+  ConvResults r = make_results(d, 5);
+  DevData g = make_dev(d);
+  DevResults gr = make_dev(r);
+  upload_all(g, d);
+  try {
+    conv_fwd(g.in, gr.out, d.options());
+  } catch (const Error& err) {
+    const std::string m = err.what();
+    const bool ok = which == 0 ? m.find("LINATTN_CONV_CUDA_PATH=stream") != std::string::npos &&
+                                     m.find("run / tiles") != std::string::npos
+                               : m.find("LINATTN_CONV_CUDA_FWD_ROWS") != std::string::npos;
+    std::fprintf(stderr, "%s\n", m.c_str());
+    std::exit(ok ? 0 : 2);
+  }
+  std::exit(3);
+}
+
+TEST(ConvCuda, RemovedPathSwitchesAreErrors) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(removed_path_child(0), ::testing::ExitedWithCode(0), "LINATTN_CONV_CUDA_PATH=stream");
+  EXPECT_EXIT(removed_path_child(1), ::testing::ExitedWithCode(0), "LINATTN_CONV_CUDA_FWD_ROWS");
 }
 
 void set_layout(ConvData& d, const std::vector<int64_t>& lens) {

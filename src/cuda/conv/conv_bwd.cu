@@ -1,8 +1,7 @@
 // CUDA short-conv backward (formulas in src/cpu/conv_bwd_cpu.cc). Three launches:
 //  1. main: on aligned flat layouts with W <= 4 and enough blocks the long-run kernel
 //     (conv_bwd_run.cu, v6, conv_run.cuh: use_run), else the tile kernel here (v3; tiling in
-//     conv_common.cuh), or when kStreamBwd / LINATTN_CONV_CUDA_PATH=stream say so the streaming
-//     one (conv_bwd_stream.cu).
+//     conv_common.cuh).
 //     Tiles: x rows [tile - (W-1), tile end + W - 1) and dy rows [tile, tile end + W - 1) go
 //     to shared memory by cp.async, double-buffered; each thread walks its rows of kC channels
 //     with the x window and the last W - 1 dz in registers (z recomputed, never stored; W - 1
@@ -263,6 +262,7 @@ void launch_kernel(const ConvParams& p, cudaStream_t stream, dim3 grid, int64_t 
 
 template <class E>
 void launch(ConvParams p, cudaStream_t stream) {
+  conv_path();  // rejects a bad LINATTN_CONV_CUDA_PATH on every layout (read once)
   const int64_t rows = p.B * p.T;
   LINATTN_CHECK(rows < (int64_t{1} << 31), "x: expected fewer than 2^31 token rows (B * T), got ", rows);
   const bool want_sums = p.dweight || p.dbias;
@@ -280,10 +280,8 @@ void launch(ConvParams p, cudaStream_t stream) {
     const bool vec_out = vec && rows_aligned(p.dx, sizeof(E)) && rows_aligned(p.dres, sizeof(E));
     const int64_t tpg = meta::conv_cuda_tiles_per_group(rows, p.D);
     const int64_t run_blocks = (p.D + run_span<E>() - 1) / run_span<E>() * groups;
-    if (vec_out && use_stream(kStreamBwd)) {
-      bwd_stream<E>(p, stream, groups);
-    } else if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.dy, p) && run_flat(p.dx, p) &&
-               run_flat(p.dres, p) && use_run(run_blocks)) {
+    if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.dy, p) && run_flat(p.dx, p) &&
+        run_flat(p.dres, p) && use_run(run_blocks)) {
       bwd_run<E>(p, stream, tpg * kRowTile, groups);
     } else {
       const dim3 grid(static_cast<unsigned>((p.D + tile_channels<E>() - 1) / tile_channels<E>()),

@@ -1,8 +1,7 @@
 // CUDA short-conv forward: y = act(bias + sum_i weight[:, i] * xbar[t - W + 1 + i]) + residual.
 // Aligned flat layouts with W <= 4 and enough blocks run the long-run kernel (conv_fwd_run.cu, v6,
-// conv_run.cuh: use_run; without a residual, conv_fwd_run.cu's kFwdDefault variant when one is set);
-// the rest this shared-memory tile kernel (v3); the register-streaming (v4)
-// kernel (conv_fwd_stream.cu) runs aligned layouts when kStreamFwd / LINATTN_CONV_CUDA_PATH=stream say so.
+// conv_run.cuh: use_run; LINATTN_CONV_CUDA_FWD selects its opt-in variants); the rest this
+// shared-memory tile kernel (v3).
 // Tiling and thread mapping in conv_common.cuh: x rows [tile - (W-1), tile end) and residual
 // rows of a 64-row tile go to shared memory by cp.async (double-buffered), each thread then
 // walks its rows of kC channels with the last W - 1 inputs in registers and writes y. x is read
@@ -152,6 +151,7 @@ int64_t run_group_rows(int64_t rows, int64_t spans) {
 
 template <class E>
 void launch(const ConvParams& p, cudaStream_t stream) {
+  conv_path();  // rejects a bad LINATTN_CONV_CUDA_PATH on every layout (read once)
   const int64_t rows = p.B * p.T;
   LINATTN_CHECK(rows < (int64_t{1} << 31), "x: expected fewer than 2^31 token rows (B * T), got ", rows);
   if (rows > 0 && p.N > 0) {
@@ -161,14 +161,10 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     const int64_t spans = (p.D + run_span<E>() - 1) / run_span<E>();
     const int64_t run_rows = run_group_rows(rows, spans);
     const int64_t run_groups = (rows + run_rows - 1) / run_rows;
-    const FwdVariant fv = fwd_variant();  // LINATTN_CONV_CUDA_FWD (v7 / v8 A/B variants), parsed once per value
-    if (vec_out && use_stream(kStreamFwd)) {
-      fwd_stream<E>(p, stream);
-    } else if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.residual, p) && run_flat(p.y, p) &&
-               (fv.on || use_run(spans * run_groups))) {
-      const FwdVariant dv = fwd_default_variant();  // conv_fwd_run.cu: kFwdDefault ("" = v6)
+    const FwdVariant fv = fwd_variant();  // LINATTN_CONV_CUDA_FWD (A/B variants), parsed once per value
+    if (vec_out && p.W >= 2 && p.W <= 4 && run_flat(p.x, p) && run_flat(p.residual, p) && run_flat(p.y, p) &&
+        (fv.on || use_run(spans * run_groups))) {
       if (fv.on) fwd_run_variant<E>(p, stream, fv);
-      else if (dv.on && p.residual.data == nullptr) fwd_run_variant<E>(p, stream, dv);
       else fwd_run<E>(p, stream, run_rows, run_groups);
     } else {
       const int64_t groups = meta::conv_cuda_num_row_groups(rows, p.D);

@@ -9,7 +9,12 @@
 // slices are 16-byte aligned, D a multiple of 16 / sizeof(E), flat rows (varlen, B = 1, or batch
 // stride = T * row stride: row r at r * st) and W in {2, 3, 4}; grids depend only on shapes.
 #pragma once
-#include "cuda/conv/conv_stream.cuh"
+#include <cstdlib>
+#include <string>
+
+#include "core/check.h"
+#include "core/util.h"
+#include "cuda/conv/conv_common.cuh"
 
 namespace linattn::cuda::conv {
 
@@ -34,15 +39,58 @@ inline bool run_flat(const ConvRows& t, const ConvParams& p) {
   return !t.data || p.varlen || p.B == 1 || t.sb == p.T * t.st;
 }
 
+// LINATTN_CONV_CUDA_PATH (measurement override, read once per process): "run" forces the long-run
+// kernels on every eligible layout, "tiles" the v3 tile kernels; unset / empty: the shape rule. Any other
+// value is an error (the v4 streaming kernels of "stream" were removed in session 10, perf-notes "Pruned").
+// 0: shape rule, 1: run, 2: tiles.
+inline int conv_path() {
+  static const int v = [] {
+    LINATTN_CHECK(std::getenv("LINATTN_CONV_CUDA_FWD_ROWS") == nullptr,
+                  "LINATTN_CONV_CUDA_FWD_ROWS is set, but it steered the v4 streaming forward, removed in session 10 "
+                  "(docs/perf-notes.md, Short conv, Pruned); unset it");
+    const std::string e = env_or("LINATTN_CONV_CUDA_PATH", "");
+    if (e.empty()) return 0;
+    if (e == "run") return 1;
+    if (e == "tiles") return 2;
+    LINATTN_CHECK(false, "LINATTN_CONV_CUDA_PATH=", e, ": expected run / tiles (or unset)",
+                  e == "stream" ? "; the v4 streaming kernels (stream) were removed in session 10 "
+                                  "(docs/perf-notes.md, Short conv, Pruned)"
+                                : "");
+    return 0;
+  }();
+  return v;
+}
 // Whether the long-run kernels take an eligible layout: LINATTN_CONV_CUDA_PATH=run forces them,
-// =tiles / =stream exclude them; otherwise when the grid has >= kRunMinBlocks blocks (below that,
-// short inputs keep the v3 tiles' finer split: more blocks for few rows).
+// =tiles excludes them; otherwise when the grid has >= kRunMinBlocks blocks (below that, short
+// inputs keep the v3 tiles' finer split: more blocks for few rows).
 constexpr int64_t kRunMinBlocks = 384;
 inline bool use_run(int64_t blocks) {
-  static const std::string v = env_or("LINATTN_CONV_CUDA_PATH", "");
-  if (v == "run") return true;
-  if (v == "tiles" || v == "stream") return false;
+  const int v = conv_path();
+  if (v == 1) return true;
+  if (v == 2) return false;
   return blocks >= kRunMinBlocks;
+}
+inline int64_t conv_env(const char* name) { return std::atoll(env_or(name, "0").c_str()); }
+
+// Taps and bias of channels [c, c + V): fp32 weight / bias (the usual case) by plain loads,
+// all in flight at once; other dtypes through load_small.
+template <int kCap, int V>
+__device__ __forceinline__ void load_taps(Taps<kCap>* taps, float* bias, const ConvParams& p, int64_t c, int W) {
+  if (p.w_dtype == DType::kF32) {
+    const float* w = static_cast<const float*>(p.weight) + c * p.W;
+#pragma unroll
+    for (int j = 0; j < V; ++j) taps[j].load_f32(w + j * p.W, W);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) taps[j].load(p, c + j, W);
+  }
+  if (p.bias && p.b_dtype == DType::kF32) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) bias[j] = __ldg(static_cast<const float*>(p.bias) + c + j);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) bias[j] = p.bias ? load_small(p.bias, p.b_dtype, c + j) : 0.0f;
+  }
 }
 
 // 16-byte cp.async to a shared address (sm_80+; the kernels run on sm_90a).
@@ -50,30 +98,6 @@ __device__ __forceinline__ void cp_async16_s(unsigned smem, const void* gmem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
 #endif
-}
-
-// The same with an L2 cache policy (a createpolicy value; conv_fwd_run.cu's hinted variants), and
-// optionally the L2::256B prefetch-size hint.
-__device__ __forceinline__ void cp_async16_s_hint(unsigned smem, const void* gmem, uint64_t pol, bool pf256) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (pf256)
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
-                 "l"(pol));
-  else
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "l"(pol));
-#endif
-}
-
-// createpolicy for code 0 (evict_normal), 1 (evict_first), 2 (evict_last), whole-line fraction 1
-// (the hinted variants' x / residual loads and y stores, cp.async and bulk copies alike).
-__device__ __forceinline__ uint64_t l2_policy(int code) {
-  uint64_t pol = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (code == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  else if (code == 2) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
-#endif
-  return pol;
 }
 
 // One staged tensor's copy: the thread moves 16-byte chunk (tid % 64) of tile rows tid / 64 + 4 m;
@@ -104,15 +128,6 @@ struct RunCopy {
 #pragma unroll
       for (int m = 0; m < kR / 4; ++m)
         if (ro + 4 * m < nrows) cp_async16_s(dst + off + m * 4 * kRunRowBytes, src + m * step4);
-      src += (kR / 4) * step4;
-    }
-  }
-  // issue() with the L2 cache policy pol (and the 256-byte prefetch hint) on every copy.
-  __device__ __forceinline__ void issue_hint(unsigned off, int nrows, uint64_t pol, bool pf256) {
-    if (on) {
-#pragma unroll
-      for (int m = 0; m < kR / 4; ++m)
-        if (ro + 4 * m < nrows) cp_async16_s_hint(dst + off + m * 4 * kRunRowBytes, src + m * step4, pol, pf256);
       src += (kR / 4) * step4;
     }
   }
@@ -169,63 +184,28 @@ __device__ __forceinline__ void run_x_window(float (*xw)[kW > 1 ? kW - 1 : 1], c
   }
 }
 
-// Forward variants for A/B runs (v7 / v8, opt-in; conv_fwd_run.cu): LINATTN_CONV_CUDA_FWD, parsed
-// once per distinct value, a comma-separated list of key=value: ring=8x4|8x6|16x3|16x4|32x3 (rows per
-// tile x stages; 16 x 4: 3 blocks per SM, 32 x 3: 2),
-// ld=normal|first|last and st=normal|first|last (L2 eviction policy of the x / residual copies and
-// of the y stores), pf=256 (the copies' L2::256B prefetch hint), blocks=N (target grid) or waves=N
-// (N x the resident blocks of the device);
-// "v6" alone = the default kernel and grid. Set and non-empty, it forces the long-run path
-// wherever eligible (as LINATTN_CONV_CUDA_PATH=run). A ring, a policy or pf selects the hinted W = 4
-// instances (other W keep the 8 x 4 ring without hints); blocks / waves alone keep the v6 kernel.
-// v8 (conv_fwd_tma.cu): "tma" selects the bulk-copy kernel (sm_90 only; elsewhere the v6 kernel):
-// x / residual row slices by cp.async.bulk into an mbarrier ring, y staged in shared memory and
-// written by cp.async.bulk stores; x=bulk|cp (cp: v6's 16-byte cp.async), y=bulk|st16|direct
-// (st16: 16-byte st.global from the staged tile; direct: v6's 4-byte stores), ring=8x4|8x6|16x3,
-// blocks / waves as above (x, y or a ring other than 8 x 4: 16-bit W = 4 only, else the 8 x 4 bulk
-// instance; ring 8 x 6 / 16 x 3 run bulk x and y unless x=cp). x= / y= imply tma. Measured (perf-notes,
-// Version 8): no faster than v6, so opt-in. v9 knobs of tma (convtma2; runtime unless said): ld= / st= / pf=
-// put L2 cache hints on its x loads (cp.async or bulk) / bulk y stores; order=span|group|spread (the
-// block -> (span, row group) map: v6's span-fastest, group-fastest, or groups strided by a unit mod the
-// group count so concurrent blocks spread over the tensor); ystage=2|3|4 (y staging tiles; x=cp, y=bulk,
-// ring 8x4, or 3 with ring=8x3); ring=8x3 (x=cp, ystage=3 only), x=cp with ring=8x6 / 16x3 (y=bulk):
-// y=tile (x=cp, ring 8x4, ystage 2: one 2-D tensor-map store per full tile); those rings / ystage / tile
-// are 16-bit W = 4 instances (conv_fwd_tma_knobs2.cu). order= / ystage= imply tma.
-// v10 (conv_fwd_v10.cu; convfwd9): phase=8..64, a multiple of 8 (rows per phase: a block's reads and writes batched
-// in phases), pbuf=1|2|3 (phase buffers: 1 = strict read / compute / write phases), pst=bulk|st16|cs (y
-// stores); every dtype and W 2-4; with blocks= / waves= only (no tma or v7 keys).
-// v11 (conv_fwd_reg.cu; convfwd11): reg or reg=4|8|16 (register streaming: 16-byte loads straight into registers, 8 / 4
-// rows in flight per thread; "reg" = 8), rx=ld|cp (cp: the rows in flight in the thread's own shared-memory slots,
-// filled by cp.async, reg 8 or 16), yst=cs|plain (16-byte y stores st.global.cs or plain); rx= / yst= need reg; with
-// blocks= / waves= only (default waves=2).
+// Forward variants for A/B runs (opt-in; conv_fwd_run.cu parses them): LINATTN_CONV_CUDA_FWD, parsed once per
+// distinct value, a comma-separated list of: "v6" (the long-run kernel, the default where it runs), "x=cp" (v8 / v9:
+// the v6 kernel with y staged in shared memory and written by cp.async.bulk row stores, conv_fwd_tma.cu; sm_90,
+// bf16 / fp16 with W = 4, elsewhere the v6 kernel with the same grid), blocks=N (target grid) or waves=N (N x the
+// resident blocks of the device). Set and non-empty, it forces the long-run path wherever eligible (as
+// LINATTN_CONV_CUDA_PATH=run). Measured (perf-notes, Version 9): x=cp,waves=2 is the fastest forward at 8192 x 65536
+// bf16 (0.5445 vs 0.5596 ms queued) and slower at every other shape, so opt-in. Every other variant of v7-v11 (rings,
+// L2 hints, bulk x loads, other y stores, orders, y staging depths, tile stores, v10 phases, v11 register streaming)
+// was removed in session 10 (perf-notes, Short conv, Pruned): naming one is an error.
 struct FwdVariant {
   bool on = false;
-  int ring = 0;          // 0: 8 x 4, 1: 8 x 6, 2: 16 x 3, 3: 16 x 4, 4: 32 x 3, 5: 8 x 3 (tma only)
-  bool hint = false;     // the hinted instance (a ring or a policy was named)
-  int ld = 0, st = 0;    // 0: evict_normal, 1: evict_first, 2: evict_last
-  bool pf256 = false;
+  bool bulk_y = false;   // x=cp: bulk y stores (conv_fwd_tma.cu)
   int64_t blocks = 0;    // 0: v6's rule (~2048 blocks, >= 64 rows per group)
   int64_t waves = 0;
-  bool tma = false;      // v8 bulk-copy kernel
-  int tma_x = 0;         // 0: cp.async.bulk, 1: 16-byte cp.async
-  int tma_y = 0;         // 0: bulk row stores, 1: 16-byte st.global from shared, 2: direct 4-byte, 3: tile
-  int order = 0;         // tma: 0 span-fastest (v6), 1 group-fastest, 2 spread (groups strided)
-  int ystage = 2;        // tma: y staging tiles
-  int phase = 0;         // v10 (conv_fwd_v10.cu): rows per phase (0: not v10); phase= / pbuf= / pst=
-  int pbuf = 2;          // v10: phase buffers 1..3
-  int pst = 0;           // v10: y stores 0 bulk, 1 st16, 2 st16 .cs
-  int reg = 0;           // v11 (conv_fwd_reg.cu): rows in flight per thread, 4 or 8 (0: not v11)
-  bool reg_cs = true;    // v11: y stores st.global.cs (false: plain st.global)
-  bool reg_cp = false;   // v11: x rows by cp.async into per-thread shared-memory slots (rx=cp), not registers
 };
 FwdVariant fwd_variant();  // parses the variable (LINATTN_CHECK on unknown keys / values), cached per value
-// What runs without the variable on aligned flat no-residual layouts where v6 would (conv_fwd_run.cu:
-// kFwdDefault; on = false: v6).
-FwdVariant fwd_default_variant();
 
 // Rows per group of a variant launch: v6's rule, or v.blocks / v.waves (occ = resident blocks per SM
 // of the instance), rounded up to a multiple of kR, at most 65535 groups.
 int64_t variant_group_rows(const ConvParams& p, const FwdVariant& v, int64_t span, int kR, int occ);
+// Resident blocks per SM of kernel k with smem bytes of dynamic shared memory on the current device (cached).
+int run_occupancy(const void* k, size_t smem);
 
 // Launch of the forward / backward long-run kernels (the callers checked eligibility).
 template <class E>
@@ -233,11 +213,7 @@ void fwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64
 template <class E>
 void fwd_run_variant(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);
 template <class E>
-void fwd_tma(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_tma.cu (sm_90)
-template <class E>
-void fwd_phase(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_v10.cu (v10)
-template <class E>
-void fwd_reg(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_reg.cu (v11)
+bool fwd_bulk_y(const ConvParams& p, cudaStream_t stream, const FwdVariant& v);  // conv_fwd_tma.cu: false if none
 template <class E>
 void bwd_run(const ConvParams& p, cudaStream_t stream, int64_t group_rows, int64_t groups);
 
