@@ -130,12 +130,14 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
     if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
     setenv("LINATTN_CUDA_WGMMA", "1", 1);  // the pipelined kernel wherever eligible (also < 2 chunks)
     setenv("LINATTN_CUDA_GDN_P", "prep", 1);
+    setenv("LINATTN_CUDA_WGP_VS", "64", 1);  // the chain modes of V-slice 64 (V-slice 32 where planned is the default)
     set_mode();
   }
   void TearDown() override {
     unsetenv("LINATTN_CUDA_WGMMA");
     unsetenv("LINATTN_CUDA_GDN_P");
     unsetenv("LINATTN_CUDA_GDN_CHAIN");
+    unsetenv("LINATTN_CUDA_WGP_VS");
   }
   DType dt() const { return std::get<0>(GetParam()); }
   const std::string& mode() const { return std::get<1>(GetParam()); }
@@ -164,10 +166,10 @@ TEST_P(CudaGdnFwdChain, SwitchIsRead) {
   EXPECT_EQ(cuda::gdn_chain_mode_env(), (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0));
   setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
-  setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (tma2: both TMA rings)
-  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (tma3: both TMA rings + records)
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4 | 8);
   unsetenv("LINATTN_CUDA_GDN_CHAIN");
-  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4);
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4 | 8);
 }
 
 TEST_P(CudaGdnFwdChain, MatchesReference) {
@@ -241,7 +243,7 @@ TEST_P(CudaGdnFwdVs32, CloseToVSlice64) {
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
     const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
-    unsetenv("LINATTN_CUDA_WGP_VS");
+    setenv("LINATTN_CUDA_WGP_VS", "64", 1);
     const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
     const ChunkAttnOutTensors def = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
     EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << "the V-slice 32 instance ran without its switch";
@@ -290,7 +292,7 @@ TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   p.cu_seqlens = reinterpret_cast<const void*>(uintptr_t(1));  // sizing only: varlen tables
   const cuda::GdnFwdPlan plan = cuda::plan_gdn_fwd(p, 132, true);
   ASSERT_TRUE(plan.chunked) << plan.reason;
-  unsetenv("LINATTN_CUDA_GDN_CHAIN");
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma2", 1);  // the chain without records (tma3 is the default since accc55a)
   const size_t def = cuda::gdn_fwd_workspace_bytes(p, plan, false);
   EXPECT_EQ(cuda::gdn_chain_scales_floats(p, plan.nt_cap), 0u);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
@@ -301,7 +303,7 @@ TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   kda.kda = true;
   const cuda::GdnFwdPlan kplan = cuda::plan_gdn_fwd(kda, 132, true);
   EXPECT_EQ(cuda::gdn_chain_scales_floats(kda, kplan.nt_cap), 0u);
-  unsetenv("LINATTN_CUDA_GDN_CHAIN");
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma2", 1);
   setenv("LINATTN_CUDA_WGP_VS", "32", 1);  // the V-slice 32 instance reads the same workspace
   EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def);
   unsetenv("LINATTN_CUDA_WGP_VS");

@@ -50,12 +50,10 @@ std::vector<FwdCase> gdn_cases(DType dt, int bt) {
   return r;
 }
 
-void set_prep(const char* v) {
-  if (v) setenv("LINATTN_CUDA_GDN_PREP", v, 1);
-  else unsetenv("LINATTN_CUDA_GDN_PREP");
-}
+// nullptr: the comparison baseline, the previous default "v5" (v6 is the default since accc55a).
+void set_prep(const char* v) { setenv("LINATTN_CUDA_GDN_PREP", v ? v : "v5", 1); }
 
-// o and final state of d with the prep switch at v (nullptr: unset, the default).
+// o and final state of d with the prep switch at v (nullptr: "v5", the previous default).
 ChunkAttnOutTensors fwd_with(const ChunkAttnData& d, const char* v, int vs = 0) {
   set_prep(v);
   ChunkAttnOutTensors o = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
@@ -88,8 +86,11 @@ TEST_P(CudaGdnPrepV6, SwitchIsRead) {
   EXPECT_TRUE(cuda::gdn_prep_v6_env());
   set_prep("v5");
   EXPECT_FALSE(cuda::gdn_prep_v6_env());
-  set_prep(nullptr);
+  unsetenv("LINATTN_CUDA_GDN_PREP");
+  EXPECT_TRUE(cuda::gdn_prep_v6_env()) << "v6 is the default";
+  set_prep("v2");
   EXPECT_FALSE(cuda::gdn_prep_v6_env());
+  unsetenv("LINATTN_CUDA_GDN_PREP");
 }
 
 TEST(CudaGdnPrepV6Occupancy, FourCtasPerSmAtBt64) {

@@ -281,13 +281,13 @@ TEST_P(CudaKdaFwd, PrepV6MatchesReferenceAndV3) {
   }
 }
 
-// With the switch unset, BT 64 runs prep v6 (the default since the H200 A/B at 73035b5).
-TEST(CudaKdaFwdDefault, PrepIsV8AtBt64) {
+// With the switch unset, BT 64 runs prep v9 (the default since the H200 A/B at accc55a).
+TEST(CudaKdaFwdDefault, PrepIsV9AtBt64) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   ScopedEnv unset("LINATTN_KDA_PREP", nullptr);
-  const int64_t before = cuda::kda_prep_v8_launches(), before6 = cuda::kda_prep_v6_launches();
+  const int64_t before = cuda::kda_prep_v9_launches(), before6 = cuda::kda_prep_v6_launches();
   run_fwd_case(cases(DType::kBF16, 64)[0], api::CudaGdnPath::kChunked, 0);
-  EXPECT_GT(cuda::kda_prep_v8_launches(), before) << "the default prep at BT 64 is not v8";
+  EXPECT_GT(cuda::kda_prep_v9_launches(), before) << "the default prep at BT 64 is not v9";
   EXPECT_EQ(cuda::kda_prep_v6_launches(), before6) << "v6 ran by default";
 }
 

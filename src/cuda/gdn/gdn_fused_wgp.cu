@@ -517,7 +517,7 @@ int64_t gdn_fused_wgp_sc_launches() { return g_sc_launches.load(); }
 // "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
 // 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
 // 0.134 -> 0.122 (tma2+il), tier 3 2/8 0.379 -> 0.359. "v3" keeps the per-thread cp.async rings.
-constexpr const char* kGdnChainDefault = "tma2";
+constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc55a (1.455 -> 1.374 ms at 16/64 1x32768)
 
 namespace {
 // "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
@@ -557,7 +557,9 @@ size_t gdn_chain_scales_floats(const GdnFwdParams& p, int64_t nt_cap) {
 
 
 int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs) {
-  if (env_or("LINATTN_CUDA_WGP_VS", "") != "32") return 64;
+  // V-slice 32 where planned is the default since the H200 A/B at accc55a (KDA 32/32 1x32768 2.06 -> 1.92 ms,
+  // GDN 16/32 1x32768 1.218 -> 1.151); LINATTN_CUDA_WGP_VS=64 keeps V-slice 64.
+  if (env_or("LINATTN_CUDA_WGP_VS", "") == "64") return 64;
   // The V-slice 32 instance covers the output forward only: the tier-3 state pass and GDN with P formed in
   // WG1 (no P in the workspace) keep V-slice 64, as do plans of wider slices (enough CTAs already).
   return planned_vs == 32 && p.V % 32 == 0 && !p.seg_M && (p.kda || ws.P != nullptr) ? 32 : 64;
