@@ -330,8 +330,8 @@ def test_training_cache_explicit_api_and_errors(op):
     for name, x, y in zip(gr0._fields, gr0, gr1):
         assert (x is None) == (y is None), name
         assert x is None or torch.equal(x, y), f"{op}: {name} differs with the explicit training cache"
-    for bad, want in ((buf[:n - 256], rf"saved: expected at least {n} bytes \(chunk_attn_saved_bytes\), got {n - 256}"),
-                      (buf[16:n + 16], r"saved: expected a 256-byte aligned address"),
+    for bad, want in ((buf[:n - 256], rf"saved_bytes: expected >= {n}, got {n - 256}"),
+                      (buf[16:n + 16], r"saved: expected a base aligned to 256 bytes"),
                       (torch.empty(n, dtype=torch.uint8), r"saved: expected a buffer on cuda:0 \(the op's device\), got cpu")):
         with pytest.raises(ValueError, match=want):
             cache_fn(op)(q, k, v, g, b, output_final_state=True, saved=bad, **a)
