@@ -291,24 +291,33 @@ TEST(ConvCuda, ForwardBulkYMatchesReferenceAndV6) {
                      {DType::kBF16, DType::kF16, DType::kF32}, 900);
 }
 
+// A bf16 forward of one 100-token sequence, D 64, inputs on the device: for the tests of the switches' errors.
+ConvCase small_case() {
+  ConvCase c;
+  c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
+  return c;
+}
+struct SmallFwd {
+  ConvData d = make_data(small_case());
+  ConvResults r = make_results(d, 5);
+  DevData g = make_dev(d);
+  DevResults gr = make_dev(r);
+  SmallFwd() { upload_all(g, d); }
+  void run() const { conv_fwd(g.in, gr.out, d.options()); }
+};
+
 // Bad values and the switches of the variants removed in session 10 (v7 rings / L2 hints, v8 / v9 bulk x,
 // y stores, orders, staging, tile stores, v10 phases, v11 register streaming): an error naming the
 // variable, the value and the accepted values, never a silent fallback.
 TEST(ConvCuda, ForwardVariantRejectsUnknownAndRemovedKeys) {
-  ConvCase c;
-  c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
-  ConvData d = make_data(c);
-  ConvResults r = make_results(d, 5);
-  DevData g = make_dev(d);
-  DevResults gr = make_dev(r);
-  upload_all(g, d);
+  const SmallFwd f;
   for (const char* bad : {"blocks=0", "waves=", "blocks", "speed=max", "x=cp,speed=max", "ring=8x4", "ring=16x3",
                           "ld=first", "st=first", "pf=256", "tma", "x=bulk", "x=cp,y=bulk", "y=st16", "x=cp,y=tile",
                           "order=spread", "x=cp,ystage=3", "phase=32", "pbuf=2", "pst=cs", "reg", "reg=4",
                           "reg=16,rx=cp", "yst=plain", "x=cp,waves=2,ring=8x6"}) {
     EnvGuard e(bad);
     try {
-      conv_fwd(g.in, gr.out, d.options());
+      f.run();
       ADD_FAILURE() << "no error for LINATTN_CONV_CUDA_FWD=" << bad;
     } catch (const Error& err) {
       const std::string m = err.what();
@@ -325,15 +334,9 @@ TEST(ConvCuda, ForwardVariantRejectsUnknownAndRemovedKeys) {
 [[noreturn]] void removed_path_child(int which) {
   if (which == 0) setenv("LINATTN_CONV_CUDA_PATH", "stream", 1);
   else setenv("LINATTN_CONV_CUDA_FWD_ROWS", "16", 1);
-  ConvCase c;
-  c.dtype = DType::kBF16, c.D = 64, c.lens = {100};
-  ConvData d = make_data(c);
-  ConvResults r = make_results(d, 5);
-  DevData g = make_dev(d);
-  DevResults gr = make_dev(r);
-  upload_all(g, d);
+  const SmallFwd f;
   try {
-    conv_fwd(g.in, gr.out, d.options());
+    f.run();
   } catch (const Error& err) {
     const std::string m = err.what();
     const bool ok = which == 0 ? m.find("LINATTN_CONV_CUDA_PATH=stream") != std::string::npos &&

@@ -135,6 +135,27 @@ inline ChunkAttnGradTensors run_cuda_bwd(const ChunkAttnData& d, const ChunkAttn
   return grads_to_host(dg->g);
 }
 
+// One case's inputs and seeded cotangents (seed * 31 + 7; d_final_state where the case passes one and the
+// forward outputs a final state), for runs of the chunked backward under several switch values.
+struct BwdInputs {
+  ChunkAttnData d;
+  ChunkAttnCotangents cot;
+  DType grad_dtype;
+};
+
+inline BwdInputs bwd_inputs(const BwdCase& c) {
+  BwdInputs in{make_chunk_attn(c.spec), {}, c.grad_dtype};
+  Rng rng(c.spec.seed * 31 + 7);
+  in.cot = random_cotangents(in.d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+  return in;
+}
+
+// The chunked backward of `in` with the switch `env` at `value` for the call (the old value restored after).
+inline ChunkAttnGradTensors bwd_with_env(const BwdInputs& in, const char* env, const char* value) {
+  ScopedEnv e(env, value);
+  return run_cuda_bwd(in.d, in.cot, in.grad_dtype, api::CudaGdnPath::kChunked);
+}
+
 // Gradient tensors by name (dinitial_state as dh0), for checks over all of them.
 inline std::vector<std::pair<const char*, const Tensor*>> named_grads(const ChunkAttnGradTensors& g) {
   return {{"dq", &g.dq},         {"dk", &g.dk},     {"dv", &g.dv},
@@ -201,6 +222,16 @@ inline ::testing::AssertionResult grads_bitwise(const ChunkAttnGradTensors& a, c
     if (!same_bits(*na[i].second, *nb[i].second))
       return ::testing::AssertionFailure() << na[i].first << " differs bitwise";
   return ::testing::AssertionSuccess();
+}
+
+// The gradients `got` of `in`: within the fp64 reference `ref`'s bars, padding rows zero, finite, d_final_state
+// passed to dh0 for zero-length sequences.
+inline void check_bwd_grads(const BwdInputs& in, const ChunkAttnGradTensors& ref, const ChunkAttnGradTensors& got,
+                            const std::string& what = "") {
+  EXPECT_TRUE(bwd_close(in.d, ref, got, in.d.spec.dtype)) << what;
+  EXPECT_TRUE(grads_padding_zero(in.d, got));
+  EXPECT_TRUE(grads_finite(got));
+  check_zero_length_dh0(in.d, in.cot, got);
 }
 
 // The public op and its workspace query on CUDA tensors: a caller workspace and library-allocated

@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "common/compare.h"
 #include "cuda_test_util.h"
 
 namespace linattn::test {
@@ -65,6 +67,77 @@ inline ChunkAttnSpec varlen_strong_spec(DType dt, int bt, ChunkOp op) {
   s.H = 1;
   s.HV = 3;
   return s;
+}
+
+// GDN: negative eigenvalues, no decay, in-kernel l2norm and beta sigmoid, V 64, one sequence of 257, bf16
+// gates and state.
+inline ChunkAttnSpec neg_eigval_no_decay_v64_spec(DType dt, int bt) {
+  ChunkAttnSpec s = fwd_base_spec(dt, bt);
+  s.opt.use_beta_sigmoid_in_kernel = true;
+  s.opt.allow_neg_eigval = true;
+  s.opt.use_qk_l2norm_in_kernel = true;
+  s.gate = GateDist::kNoDecay;
+  s.V = 64;
+  s.T = 257;
+  s.B = 1;
+  s.gate_dtype = DType::kBF16;
+  s.state_dtype = DType::kBF16;
+  return s;
+}
+
+// The GDN forward cases (test_cuda_gdn_fwd, test_cuda_gdn_prep): the layer options, varlen edges, strong
+// decays with -1000 gates and GVA 3, negative eigenvalues with bf16 gates and V 64, V 256 without ht.
+inline std::vector<FwdCase> gdn_fwd_cases(DType dt, int bt) {
+  std::vector<FwdCase> r;
+  r.push_back({"layer_options_dense", layer_options_spec(dt, bt, ChunkOp::kGdn)});
+  r.push_back({"varlen_edges_mixed_decay", varlen_edges_spec(dt, bt, ChunkOp::kGdn)});
+  r.push_back({"varlen_strong_decay_no_h0_gva3", varlen_strong_spec(dt, bt, ChunkOp::kGdn)});
+  r.push_back({"neg_eigval_no_decay_v64_bf16_gates", neg_eigval_no_decay_v64_spec(dt, bt)});
+  ChunkAttnSpec l = fwd_base_spec(dt, bt);
+  l.V = 256;
+  l.H = l.HV = l.B = 1;
+  l.T = 1000;
+  l.opt.output_final_state = false;
+  r.push_back({"long_v256_no_ht", l});
+  return r;
+}
+
+// The name suffix of a (dtype, chunk size) parameter: "bf16_bt64".
+inline std::string dtype_bt_name(const ::testing::TestParamInfo<std::tuple<DType, int>>& info) {
+  return std::string(dtype_name(std::get<0>(info.param))) + "_bt" + std::to_string(std::get<1>(info.param));
+}
+
+// The chunked forward of d with the switch `env` at `value` for the call (the old value restored after).
+inline ChunkAttnOutTensors fwd_with_env(const ChunkAttnData& d, const char* env, const char* value, int vs) {
+  ScopedEnv e(env, value);
+  return run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+}
+
+// o (valid rows only: padding rows stay NaN in both) and, where `want` has one, the final state of `got`
+// within `tol` of `want`; `what` follows "o" / "final_state" in the messages.
+inline void expect_outputs_close(const ChunkAttnData& d, const ChunkAttnOutTensors& want,
+                                 const ChunkAttnOutTensors& got, Tolerance tol, const std::string& what = "") {
+  const bool var = d.cu_seqlens.defined();
+  auto valid = [&](const Tensor& o) { return var ? narrow(o.view(), 1, 0, d.valid_tokens) : o.view(); };
+  EXPECT_TRUE(tensors_close("o" + what, valid(want.o), valid(got.o), tol));
+  if (want.final_state.defined()) {
+    EXPECT_TRUE(tensors_close("final_state" + what, want.final_state, got.final_state, tol));
+  }
+}
+
+// For every case: the chunked forward with the switches as they stand (`got`) within `tol` of the one with
+// `env` at `value` (`want`), whose run must not launch the instance `launches` counts (else `ran_msg`).
+inline void expect_cases_close_with_env(const std::vector<FwdCase>& cases, int vs, const char* env, const char* value,
+                                        int64_t (*launches)(), const char* ran_msg, Tolerance tol) {
+  for (const FwdCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+    const int64_t before = launches();
+    const ChunkAttnOutTensors want = fwd_with_env(d, env, value, vs);
+    EXPECT_EQ(launches(), before) << ran_msg;
+    expect_outputs_close(d, want, got, tol);
+  }
 }
 
 inline void check_padding_untouched(const ChunkAttnData& d, const ChunkAttnOutTensors& got) {

@@ -72,17 +72,8 @@ std::vector<Case> cases(DType dt, int bt) {
     r.push_back({"varlen_strong_decay_no_h0_gva3", s, DType::kF32, dt});
   }
   {
-    ChunkAttnSpec s = base(dt, bt);
-    s.opt.use_beta_sigmoid_in_kernel = true;
-    s.opt.allow_neg_eigval = true;
-    s.opt.use_qk_l2norm_in_kernel = true;
+    ChunkAttnSpec s = neg_eigval_no_decay_v64_spec(dt, bt);
     s.opt.use_gate_in_kernel = true;
-    s.gate = GateDist::kNoDecay;
-    s.V = 64;
-    s.T = 257;
-    s.B = 1;
-    s.gate_dtype = DType::kBF16;
-    s.state_dtype = DType::kBF16;
     r.push_back({"neg_eigval_v64_bf16_gates", s, DType::kBF16, dt});
   }
   {
@@ -114,22 +105,10 @@ constexpr const char* kChunkEnv = "LINATTN_CUDA_GDN_BWD_CHUNK";
 // wg2, wg4 vs wg3: same products and per-element operation order).
 void run_case_chunk_variant(const Case& c, const char* variant, const char* base_variant) {
   SCOPED_TRACE(c.name + " " + variant);
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(c.spec.seed * 31 + 7);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-  ChunkAttnGradTensors base_run, got;
-  {
-    ScopedEnv e(kChunkEnv, base_variant);
-    base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
-  {
-    ScopedEnv e(kChunkEnv, variant);
-    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
-  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
-  EXPECT_TRUE(grads_padding_zero(d, got));
-  EXPECT_TRUE(grads_finite(got));
-  check_zero_length_dh0(d, cot, got);
+  const BwdInputs in = bwd_inputs(c);
+  const ChunkAttnGradTensors base_run = bwd_with_env(in, kChunkEnv, base_variant);
+  const ChunkAttnGradTensors got = bwd_with_env(in, kChunkEnv, variant);
+  check_bwd_grads(in, ref_backward(in.d, in.cot), got);
   EXPECT_TRUE(grads_bitwise(got, base_run)) << variant << " differs from " << base_variant;
 }
 
@@ -145,46 +124,22 @@ std::string sweep_wg_value() {
 void run_case_sweep_wg(const Case& c) {
   const std::string wg = sweep_wg_value();
   SCOPED_TRACE(c.name + " sweep " + wg);
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(c.spec.seed * 31 + 7);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-  ChunkAttnGradTensors base_run, got;
-  {
-    ScopedEnv e(kSweepEnv, "mma");
-    base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
-  {
-    ScopedEnv e(kSweepEnv, wg.c_str());
-    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
-  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
-  EXPECT_TRUE(grads_padding_zero(d, got));
-  EXPECT_TRUE(grads_finite(got));
-  check_zero_length_dh0(d, cot, got);
-  EXPECT_TRUE(grads_agree(d, base_run, got, c.spec.dtype, Qty::kDdt_bias_head)) << "wgmma sweeps vs mma.sync sweeps";
+  const BwdInputs in = bwd_inputs(c);
+  const ChunkAttnGradTensors base_run = bwd_with_env(in, kSweepEnv, "mma");
+  const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, wg.c_str());
+  check_bwd_grads(in, ref_backward(in.d, in.cot), got);
+  EXPECT_TRUE(grads_agree(in.d, base_run, got, c.spec.dtype, Qty::kDdt_bias_head)) << "wgmma sweeps vs mma.sync sweeps";
 }
 
 // wg2 against the reference and bitwise against wg; at BT 64 the wg2 kernel must have run.
 void run_case_sweep_wg2(const Case& c) {
   SCOPED_TRACE(c.name + " sweep wg2");
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(c.spec.seed * 31 + 7);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-  ChunkAttnGradTensors base_run, got;
-  {
-    ScopedEnv e(kSweepEnv, "wg");
-    base_run = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
+  const BwdInputs in = bwd_inputs(c);
+  const ChunkAttnGradTensors base_run = bwd_with_env(in, kSweepEnv, "wg");
   const int64_t before = cuda::gdn_bwd_sweep_wg2_launches();
-  {
-    ScopedEnv e(kSweepEnv, "wg2");
-    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
+  const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, "wg2");
   EXPECT_EQ(cuda::gdn_bwd_sweep_wg2_launches() > before, c.spec.opt.chunk_size == 64) << "wg2 runs at BT 64 only";
-  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype));
-  EXPECT_TRUE(grads_padding_zero(d, got));
-  EXPECT_TRUE(grads_finite(got));
-  check_zero_length_dh0(d, cot, got);
+  check_bwd_grads(in, ref_backward(in.d, in.cot), got);
   EXPECT_TRUE(grads_bitwise(got, base_run)) << "wg2 differs from wg";
 }
 
@@ -370,10 +325,7 @@ TEST_P(CudaGdnBwd, SweepWg2IsDeterministic) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(64, 32)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         dtype_bt_name);
 
 // fp32 inputs, odd head dims, BT = 16 and V = 256 take the token-by-token backward (auto plan).
 TEST(CudaGdnBwdFallback, OtherShapesTakeTheTokenBackward) {

@@ -103,15 +103,7 @@ TEST_P(CudaGdnFusedWg, CloseToTheMmaKernel) {
       setenv("LINATTN_CUDA_WGMMA", "0", 1);
       const ChunkAttnOutTensors mma = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
       set_switches();
-      const Tolerance tol{5e-3, 0.0};
-      // Varlen: the padding rows stay NaN in both, compare the valid rows only.
-      const bool var = d.cu_seqlens.defined();
-      const TensorView o_mma = var ? narrow(mma.o, 1, 0, d.valid_tokens) : TensorView(mma.o);
-      const TensorView o_wg = var ? narrow(wg.o, 1, 0, d.valid_tokens) : TensorView(wg.o);
-      EXPECT_TRUE(tensors_close("o", o_mma, o_wg, tol));
-      if (mma.final_state.defined()) {
-        EXPECT_TRUE(tensors_close("final_state", mma.final_state, wg.final_state, tol));
-      }
+      expect_outputs_close(d, mma, wg, Tolerance{5e-3, 0.0});  // varlen: the valid rows only
     }
 }
 
@@ -131,25 +123,8 @@ class CudaGdnPFused : public ::testing::TestWithParam<DType> {
 };
 
 TEST_P(CudaGdnPFused, CloseToPrepP) {
-  const DType dt = GetParam();
-  for (const FwdCase& c : cases(dt)) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    const ChunkAttnOutTensors pf = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
-    setenv("LINATTN_CUDA_GDN_P", "prep", 1);
-    const int64_t pf_before = cuda::gdn_fused_wgp_pf_launches();
-    const ChunkAttnOutTensors prep = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
-    EXPECT_EQ(cuda::gdn_fused_wgp_pf_launches(), pf_before) << "the prep's P path ran the P-forming kernel";
-    setenv("LINATTN_CUDA_GDN_P", "fused", 1);
-    const Tolerance tol{5e-3, 0.0};
-    const bool var = d.cu_seqlens.defined();
-    const TensorView o_prep = var ? narrow(prep.o, 1, 0, d.valid_tokens) : TensorView(prep.o);
-    const TensorView o_pf = var ? narrow(pf.o, 1, 0, d.valid_tokens) : TensorView(pf.o);
-    EXPECT_TRUE(tensors_close("o", o_prep, o_pf, tol));
-    if (prep.final_state.defined()) {
-      EXPECT_TRUE(tensors_close("final_state", prep.final_state, pf.final_state, tol));
-    }
-  }
+  expect_cases_close_with_env(cases(GetParam()), 64, "LINATTN_CUDA_GDN_P", "prep", cuda::gdn_fused_wgp_pf_launches,
+                              "the prep's P path ran the P-forming kernel", Tolerance{5e-3, 0.0});
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndKernels, CudaGdnFusedWg,

@@ -38,36 +38,7 @@ using Case = FwdCase;
 
 ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt); }
 
-std::vector<Case> cases(DType dt, int bt) {
-  std::vector<Case> r;
-  r.push_back({"layer_options_dense", layer_options_spec(dt, bt, ChunkOp::kGdn)});
-  r.push_back({"varlen_edges_mixed_decay", varlen_edges_spec(dt, bt, ChunkOp::kGdn)});
-  r.push_back({"varlen_strong_decay_no_h0_gva3", varlen_strong_spec(dt, bt, ChunkOp::kGdn)});
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.opt.use_beta_sigmoid_in_kernel = true;
-    s.opt.allow_neg_eigval = true;
-    s.opt.use_qk_l2norm_in_kernel = true;
-    s.gate = GateDist::kNoDecay;
-    s.V = 64;
-    s.T = 257;
-    s.B = 1;
-    s.gate_dtype = DType::kBF16;
-    s.state_dtype = DType::kBF16;
-    r.push_back({"neg_eigval_no_decay_v64_bf16_gates", s});
-  }
-  {
-    ChunkAttnSpec s = base(dt, bt);
-    s.V = 256;
-    s.H = 1;
-    s.HV = 1;
-    s.B = 1;
-    s.T = 1000;
-    s.opt.output_final_state = false;
-    r.push_back({"long_v256_no_ht", s});
-  }
-  return r;
-}
+std::vector<Case> cases(DType dt, int bt) { return gdn_fwd_cases(dt, bt); }
 
 void run_case(const Case& c, api::CudaGdnPath path, int vs) { run_fwd_case(c, path, vs); }
 
@@ -118,10 +89,7 @@ TEST_P(CudaGdnFwd, PrepV5SameBitsAsDefault) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwd,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(64, 32)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         dtype_bt_name);
 
 // (dtype, LINATTN_CUDA_GDN_CHAIN value)
 class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::string>> {
@@ -238,24 +206,8 @@ TEST_P(CudaGdnFwdVs32, MatchesReference) {
 
 // Same bf16 operands and roundings per element as V-slice 64; only the wgmmas' fp32 summation order differs.
 TEST_P(CudaGdnFwdVs32, CloseToVSlice64) {
-  const Tolerance tol{1e-2, 0.0};
-  for (const Case& c : chain_cases()) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
-    setenv("LINATTN_CUDA_WGP_VS", "64", 1);
-    const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
-    const ChunkAttnOutTensors def = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
-    EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << "the V-slice 32 instance ran without its switch";
-    setenv("LINATTN_CUDA_WGP_VS", "32", 1);
-    const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
-    const TensorView o_def = var ? narrow(def.o, 1, 0, d.valid_tokens) : TensorView(def.o);
-    const TensorView o_got = var ? narrow(got.o, 1, 0, d.valid_tokens) : TensorView(got.o);
-    EXPECT_TRUE(tensors_close("o", o_def, o_got, tol));
-    if (def.final_state.defined()) {
-      EXPECT_TRUE(tensors_close("final_state", def.final_state, got.final_state, tol));
-    }
-  }
+  expect_cases_close_with_env(chain_cases(), 32, "LINATTN_CUDA_WGP_VS", "64", cuda::gdn_fused_wgp_vs32_launches,
+                              "the V-slice 32 instance ran without its switch", Tolerance{1e-2, 0.0});
 }
 
 // Planned V-slices of 64 / 128, and GDN with P formed in WG1 (no P in the workspace), keep V-slice 64.

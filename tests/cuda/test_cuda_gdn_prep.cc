@@ -25,27 +25,7 @@ namespace linattn::test {
 namespace {
 
 std::vector<FwdCase> gdn_cases(DType dt, int bt) {
-  std::vector<FwdCase> r;
-  r.push_back({"layer_options_dense", layer_options_spec(dt, bt, ChunkOp::kGdn)});
-  r.push_back({"varlen_edges_mixed_decay", varlen_edges_spec(dt, bt, ChunkOp::kGdn)});
-  r.push_back({"varlen_strong_decay_no_h0_gva3", varlen_strong_spec(dt, bt, ChunkOp::kGdn)});
-  ChunkAttnSpec s = fwd_base_spec(dt, bt);
-  s.opt.use_beta_sigmoid_in_kernel = true;
-  s.opt.allow_neg_eigval = true;
-  s.opt.use_qk_l2norm_in_kernel = true;
-  s.gate = GateDist::kNoDecay;
-  s.V = 64;
-  s.T = 257;
-  s.B = 1;
-  s.gate_dtype = DType::kBF16;
-  s.state_dtype = DType::kBF16;
-  r.push_back({"neg_eigval_no_decay_v64_bf16_gates", s});
-  ChunkAttnSpec l = fwd_base_spec(dt, bt);
-  l.V = 256;
-  l.H = l.HV = l.B = 1;
-  l.T = 1000;
-  l.opt.output_final_state = false;
-  r.push_back({"long_v256_no_ht", l});
+  std::vector<FwdCase> r = gdn_fwd_cases(dt, bt);
   if (std::getenv("LINATTN_SANITIZED")) r.resize(2);  // compute-sanitizer runs: the layer options and varlen edges
   return r;
 }
@@ -229,10 +209,7 @@ TEST_P(CudaGdnPrepV6, TrainingCacheSameBitsAsDefault) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepV6,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         dtype_bt_name);
 
 }  // namespace
 }  // namespace linattn::test

@@ -25,6 +25,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
@@ -156,35 +157,36 @@ TEST_P(CudaKdaFwd, ChunkedPipelinedWgmmaPolicy) {
   for (int vs : {32, 64}) run_fwd_case(c, api::CudaGdnPath::kChunked, vs);  // the planned V-slice is ignored
 }
 
-// The pipelined kernel's KDA policy against the mma.sync kernel on the same inputs (BT 64, the
-// policy's only chunk size): same operands and bf16 / fp16 rounding points, so only the summation
-// order differs; a layout or indexing slip shows as O(1) errors, far above this bar.
-TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
+// For bf16 and fp16, every case at BT 64: the chunked forward (V-slice `vs`) with `env` at `on`, whose run must
+// launch the instance `launches` counts (else `not_run`), within rel RMS 1e-2 of the one with `env` at `off`.
+void expect_on_close_to_off(const char* env, const char* on, const char* off, int vs, int64_t (*launches)(),
+                            const char* not_run) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   for (DType dt : {DType::kBF16, DType::kF16})
     for (const FwdCase& c : cases(dt, 64)) {
       SCOPED_TRACE(c.name + " " + dtype_name(dt));
       const ChunkAttnData d = make_chunk_attn(c.spec);
-      ChunkAttnOutTensors wg, mma;
-      {
-        ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
-        const int64_t before = cuda::gdn_fused_wg_launches();
-        wg = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-        EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << "the pipelined kernel did not run";
-      }
-      {
-        ScopedEnv off("LINATTN_CUDA_KDA_WGMMA", "0");
-        mma = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-      }
-      const Tolerance tol{1e-2, 0.0};
-      const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
-      const TensorView o_mma = var ? narrow(mma.o, 1, 0, d.valid_tokens) : TensorView(mma.o);
-      const TensorView o_wg = var ? narrow(wg.o, 1, 0, d.valid_tokens) : TensorView(wg.o);
-      EXPECT_TRUE(tensors_close("o", o_mma, o_wg, tol));
-      if (mma.final_state.defined()) {
-        EXPECT_TRUE(tensors_close("final_state", mma.final_state, wg.final_state, tol));
-      }
+      const int64_t before = launches();
+      const ChunkAttnOutTensors got = fwd_with_env(d, env, on, vs);
+      EXPECT_GT(launches(), before) << not_run;
+      expect_outputs_close(d, fwd_with_env(d, env, off, vs), got, Tolerance{1e-2, 0.0});
     }
+}
+
+// The pipelined kernel's KDA policy against the mma.sync kernel on the same inputs (BT 64, the
+// policy's only chunk size): same operands and bf16 / fp16 rounding points, so only the summation
+// order differs; a layout or indexing slip shows as O(1) errors, far above this bar.
+TEST(CudaKdaFwdWgmma, PipelinedCloseToTheMmaKernel) {
+  expect_on_close_to_off("LINATTN_CUDA_KDA_WGMMA", "1", "0", 0, cuda::gdn_fused_wg_launches,
+                         "the pipelined kernel did not run");
+}
+
+// V-slice 32 against V-slice 64 on the same inputs: the same bf16 / fp16 operands and roundings per
+// element, other wgmma shapes (fp32 summation order); a layout slip shows as O(1) errors.
+TEST(CudaKdaFwdWgmma, VSlice32CloseToVSlice64) {
+  ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
+  expect_on_close_to_off("LINATTN_CUDA_WGP_VS", "32", "64", 32, cuda::gdn_fused_wgp_vs32_launches,
+                         "the V-slice 32 instance did not run");
 }
 
 // The V-slice 32 instance on every case (the -1000 and lower_bound = -5 gates included) where the plan's
@@ -204,37 +206,6 @@ TEST_P(CudaKdaFwd, PipelinedVSlice32) {
   EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches(), before) << "planned V-slice 64 took the V-slice 32 instance";
 }
 
-// V-slice 32 against V-slice 64 on the same inputs: the same bf16 / fp16 operands and roundings per
-// element, other wgmma shapes (fp32 summation order); a layout slip shows as O(1) errors.
-TEST(CudaKdaFwdWgmma, VSlice32CloseToVSlice64) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
-  for (DType dt : {DType::kBF16, DType::kF16})
-    for (const FwdCase& c : cases(dt, 64)) {
-      SCOPED_TRACE(c.name + " " + dtype_name(dt));
-      const ChunkAttnData d = make_chunk_attn(c.spec);
-      ChunkAttnOutTensors v32, v64;
-      {
-        ScopedEnv vs("LINATTN_CUDA_WGP_VS", "32");
-        const int64_t before = cuda::gdn_fused_wgp_vs32_launches();
-        v32 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
-        EXPECT_GT(cuda::gdn_fused_wgp_vs32_launches(), before) << "the V-slice 32 instance did not run";
-      }
-      {
-        ScopedEnv vs("LINATTN_CUDA_WGP_VS", "64");
-        v64 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
-      }
-      const Tolerance tol{1e-2, 0.0};
-      const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
-      const TensorView o64 = var ? narrow(v64.o, 1, 0, d.valid_tokens) : TensorView(v64.o);
-      const TensorView o32 = var ? narrow(v32.o, 1, 0, d.valid_tokens) : TensorView(v32.o);
-      EXPECT_TRUE(tensors_close("o", o64, o32, tol));
-      if (v64.final_state.defined()) {
-        EXPECT_TRUE(tensors_close("final_state", v64.final_state, v32.final_state, tol));
-      }
-    }
-}
-
 // Switched off ("0"), KDA keeps the mma.sync kernel whatever LINATTN_CUDA_WGMMA says.
 TEST_P(CudaKdaFwd, PipelinedWgmmaPolicySwitchesOff) {
   const auto [dt, bt] = GetParam();
@@ -245,6 +216,34 @@ TEST_P(CudaKdaFwd, PipelinedWgmmaPolicySwitchesOff) {
   const int64_t before = cuda::gdn_fused_wg_launches();
   run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
   EXPECT_EQ(cuda::gdn_fused_wg_launches(), before) << c.name << ": KDA took the wgmma kernel without its switch";
+}
+
+// o of a and b hold the same values (NaN where the other has NaN: the padding rows).
+bool o_same_values(const ChunkAttnOutTensors& a, const ChunkAttnOutTensors& b) {
+  bool same = a.o.numel() == b.o.numel();
+  for (int64_t e = 0; same && e < a.o.numel(); ++e) {
+    const double x = a.o.get(e), y = b.o.get(e);
+    same = x == y || (std::isnan(x) && std::isnan(y));
+  }
+  return same;
+}
+
+// The mma.sync fused kernel's V-slices 32 and 64 with prep `prep` forced, on the varlen edge lengths and the
+// strong-decay / -1000-gate GVA case.
+void prep_every_vslice(const std::tuple<DType, int>& param, const char* prep) {
+  const auto [dt, bt] = param;
+  ScopedEnv on("LINATTN_KDA_PREP", prep);
+  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
+  const std::vector<FwdCase> cs = cases(dt, bt);
+  for (int ci : {1, 2})
+    for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+}
+
+// A prep's resident CTAs per SM, bf16 and fp16.
+void expect_ctas_per_sm(int (*ctas_per_sm)(bool bf16), int want) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  EXPECT_EQ(ctas_per_sm(true), want) << "bf16";
+  EXPECT_EQ(ctas_per_sm(false), want) << "fp16";
 }
 
 // Prep v6 forced on every case: against the fp64 reference, and at BT 64 against prep v3 on the same
@@ -266,18 +265,8 @@ TEST_P(CudaKdaFwd, PrepV6MatchesReferenceAndV3) {
       else EXPECT_EQ(cuda::kda_prep_v6_launches(), before) << "BT 32 must keep prep v3";
     }
     if (bt != 64) continue;
-    {
-      ScopedEnv off("LINATTN_KDA_PREP", "v3");
-      v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-    }
-    const Tolerance tol{1e-2, 0.0};
-    const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in both: valid rows only
-    const TensorView o3 = var ? narrow(v3.o, 1, 0, d.valid_tokens) : TensorView(v3.o);
-    const TensorView o6 = var ? narrow(v6.o, 1, 0, d.valid_tokens) : TensorView(v6.o);
-    EXPECT_TRUE(tensors_close("o", o3, o6, tol));
-    if (v3.final_state.defined()) {
-      EXPECT_TRUE(tensors_close("final_state", v3.final_state, v6.final_state, tol));
-    }
+    v3 = fwd_with_env(d, "LINATTN_KDA_PREP", "v3", 0);
+    expect_outputs_close(d, v3, v6, Tolerance{1e-2, 0.0});
   }
 }
 
@@ -294,12 +283,7 @@ TEST(CudaKdaFwdDefault, PrepIsV9AtBt64) {
 // v6 through the mma.sync fused kernel's V-slices (the same workspace contract), on the varlen edge
 // lengths and on the strong-decay / -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV6EveryVSlice) {
-  const auto [dt, bt] = GetParam();
-  ScopedEnv on("LINATTN_KDA_PREP", "v6");
-  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
-  const std::vector<FwdCase> cs = cases(dt, bt);
-  for (int ci : {1, 2})
-    for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+  prep_every_vslice(GetParam(), "v6");
 }
 
 // Prep v7 (opt-in, LINATTN_KDA_PREP=v7: v6's code with q / k read from global memory, three CTAs per
@@ -323,48 +307,23 @@ TEST_P(CudaKdaFwd, PrepV7MatchesReferenceAndV6AndV3) {
       else EXPECT_EQ(cuda::kda_prep_v7_launches(), before) << "BT 32 must keep prep v3";
     }
     if (bt != 64) continue;
-    {
-      ScopedEnv on("LINATTN_KDA_PREP", "v6");
-      v6 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-    }
-    {
-      ScopedEnv off("LINATTN_KDA_PREP", "v3");
-      v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-    }
-    const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in all: valid rows only
-    auto valid = [&](const Tensor& o) { return var ? narrow(o.view(), 1, 0, d.valid_tokens) : o.view(); };
-    EXPECT_TRUE(tensors_close("o v3 / v7", valid(v3.o), valid(v7.o), Tolerance{1e-2, 0.0}));
-    EXPECT_TRUE(tensors_close("o v6 / v7", valid(v6.o), valid(v7.o), Tolerance{1e-3, 0.0}));
-    if (v3.final_state.defined()) {
-      EXPECT_TRUE(tensors_close("final_state v3 / v7", v3.final_state, v7.final_state, Tolerance{1e-2, 0.0}));
-      EXPECT_TRUE(tensors_close("final_state v6 / v7", v6.final_state, v7.final_state, Tolerance{1e-3, 0.0}));
-    }
-    bool same = v6.o.numel() == v7.o.numel();  // padding rows are NaN in both
-    for (int64_t e = 0; same && e < v6.o.numel(); ++e) {
-      const double x = v6.o.get(e), y = v7.o.get(e);
-      same = x == y || (std::isnan(x) && std::isnan(y));
-    }
-    std::printf("[ v7 ] %s %s: o %s v6\n", dtype_name(dt), c.name.c_str(), same ? "bitwise equal to" : "differs from");
+    v6 = fwd_with_env(d, "LINATTN_KDA_PREP", "v6", 0);
+    v3 = fwd_with_env(d, "LINATTN_KDA_PREP", "v3", 0);
+    expect_outputs_close(d, v3, v7, Tolerance{1e-2, 0.0}, " v3 / v7");  // padding rows stay NaN: valid rows only
+    expect_outputs_close(d, v6, v7, Tolerance{1e-3, 0.0}, " v6 / v7");
+    std::printf("[ v7 ] %s %s: o %s v6\n", dtype_name(dt), c.name.c_str(),
+                o_same_values(v6, v7) ? "bitwise equal to" : "differs from");
   }
 }
 
 // v7 through the mma.sync fused kernel's V-slices, on the varlen edge lengths and the strong-decay /
 // -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV7EveryVSlice) {
-  const auto [dt, bt] = GetParam();
-  ScopedEnv on("LINATTN_KDA_PREP", "v7");
-  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
-  const std::vector<FwdCase> cs = cases(dt, bt);
-  for (int ci : {1, 2})
-    for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+  prep_every_vslice(GetParam(), "v7");
 }
 
 // v7's design point: three resident CTAs per SM (<= 80 registers, 75,264 B of shared memory each).
-TEST(CudaKdaFwdPrepV7, ThreeCtasPerSm) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  EXPECT_EQ(cuda::kda_prep_v7_ctas_per_sm(true), 3) << "bf16";
-  EXPECT_EQ(cuda::kda_prep_v7_ctas_per_sm(false), 3) << "fp16";
-}
+TEST(CudaKdaFwdPrepV7, ThreeCtasPerSm) { expect_ctas_per_sm(cuda::kda_prep_v7_ctas_per_sm, 3); }
 
 // Prep v8 / v8p / v9 forced (LINATTN_KDA_PREP=v8 / v8p: v6's products with fewer shared-memory passes
 // per element; v8p adds an L2 prefetch of a later chunk's inputs; v9: v8's body with a shorter gate
@@ -379,13 +338,9 @@ void check_prep_variants(const ChunkAttnData& d, const std::string& name, DType 
   const ChunkAttnOutTensors ref = ref_forward(d);
   ChunkAttnOutTensors vb, v3;
   if (bt == 64) {
-    ScopedEnv on("LINATTN_KDA_PREP", base);
-    vb = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
-    ScopedEnv off("LINATTN_KDA_PREP", "v3");
-    v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+    vb = fwd_with_env(d, "LINATTN_KDA_PREP", base, 0);
+    v3 = fwd_with_env(d, "LINATTN_KDA_PREP", "v3", 0);
   }
-  const bool var = d.cu_seqlens.defined();  // padding rows stay NaN in all: valid rows only
-  auto valid = [&](const Tensor& o) { return var ? narrow(o.view(), 1, 0, d.valid_tokens) : o.view(); };
   const std::string vs_base = std::string(" ") + base + " / ";
   for (const char* variant : variants) {
     SCOPED_TRACE(variant);
@@ -401,20 +356,10 @@ void check_prep_variants(const ChunkAttnData& d, const std::string& name, DType 
     EXPECT_TRUE(all_finite(d, vx));
     check_padding_untouched(d, vx);
     if (bt != 64) continue;
-    EXPECT_TRUE(tensors_close("o v3 / variant", valid(v3.o), valid(vx.o), Tolerance{1e-2, 0.0}));
-    EXPECT_TRUE(tensors_close("o" + vs_base + "variant", valid(vb.o), valid(vx.o), Tolerance{1e-3, 0.0}));
-    if (v3.final_state.defined()) {
-      EXPECT_TRUE(tensors_close("final_state v3 / variant", v3.final_state, vx.final_state, Tolerance{1e-2, 0.0}));
-      EXPECT_TRUE(tensors_close("final_state" + vs_base + "variant", vb.final_state, vx.final_state,
-                                Tolerance{1e-3, 0.0}));
-    }
-    bool same = vb.o.numel() == vx.o.numel();  // padding rows are NaN in both
-    for (int64_t e = 0; same && e < vb.o.numel(); ++e) {
-      const double x = vb.o.get(e), y = vx.o.get(e);
-      same = x == y || (std::isnan(x) && std::isnan(y));
-    }
+    expect_outputs_close(d, v3, vx, Tolerance{1e-2, 0.0}, " v3 / variant");  // padding rows NaN: valid rows only
+    expect_outputs_close(d, vb, vx, Tolerance{1e-3, 0.0}, vs_base + "variant");
     std::printf("[ %s ] %s %s: o %s %s\n", variant, dtype_name(dt), name.c_str(),
-                same ? "bitwise equal to" : "differs from", base);
+                o_same_values(vb, vx) ? "bitwise equal to" : "differs from", base);
   }
 }
 
@@ -426,99 +371,77 @@ void check_prep_v9(const ChunkAttnData& d, const std::string& name, DType dt, in
   check_prep_variants(d, name, dt, bt, {"v9"}, "v8", cuda::kda_prep_v9_launches);
 }
 
-// Every case: -1000 gates, lower_bound -5, GVA, varlen with zero / short lengths, every gate form.
-TEST_P(CudaKdaFwd, PrepV8MatchesReferenceAndV6AndV3) {
-  const auto [dt, bt] = GetParam();
+using PrepCheck = void (*)(const ChunkAttnData&, const std::string&, DType, int);
+
+// `check` (check_prep_v8 / v9) on every case.
+void check_prep_every_case(const std::tuple<DType, int>& param, PrepCheck check) {
+  const auto [dt, bt] = param;
   for (const FwdCase& c : cases(dt, bt)) {
     SCOPED_TRACE(c.name);
-    check_prep_v8(make_chunk_attn(c.spec), c.name, dt, bt);
+    check(make_chunk_attn(c.spec), c.name, dt, bt);
   }
 }
+
+// The layer options over a long varlen layout, GVA 2: a sequence of 150 chunks and 17 tokens, a 3-token and a
+// zero-length one, 40 chunks; 9 padding rows, 2% of the gates at -1000.
+ChunkAttnSpec long_varlen_spec(DType dt, int bt) {
+  ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);
+  s.H = 1;
+  s.HV = 2;
+  s.seqlens = {150 * bt + 17, 3, 0, 40 * bt};
+  s.pad_tokens = 9;
+  s.extreme_gate_frac = 0.02;
+  return s;
+}
+
+// `check` on long_varlen_spec, named `name`.
+void check_prep_long_varlen(const std::tuple<DType, int>& param, PrepCheck check, const char* name) {
+  const auto [dt, bt] = param;
+  check(make_chunk_attn(long_varlen_spec(dt, bt)), name, dt, bt);
+}
+
+// Every case: -1000 gates, lower_bound -5, GVA, varlen with zero / short lengths, every gate form.
+TEST_P(CudaKdaFwd, PrepV8MatchesReferenceAndV6AndV3) { check_prep_every_case(GetParam(), check_prep_v8); }
 
 // More CTAs than the SM count, so v8p's prefetch of the CTA one SM count ahead in dispatch order runs,
 // across value heads too (varlen: through the chunk table and cu_seqlens; CTAs past the grid and
 // sentinel rows are skipped).
 TEST_P(CudaKdaFwd, PrepV8LongVarlenReachesThePrefetch) {
-  const auto [dt, bt] = GetParam();
-  ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);
-  s.H = 1;
-  s.HV = 2;
-  s.seqlens = {150 * bt + 17, 3, 0, 40 * bt};
-  s.pad_tokens = 9;
-  s.extreme_gate_frac = 0.02;
-  check_prep_v8(make_chunk_attn(s), "long_varlen_prefetch", dt, bt);
+  check_prep_long_varlen(GetParam(), check_prep_v8, "long_varlen_prefetch");
 }
 
 // v8 / v8p through the mma.sync fused kernel's V-slices, on the varlen edge lengths and the
 // strong-decay / -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV8EveryVSlice) {
-  const auto [dt, bt] = GetParam();
-  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
-  const std::vector<FwdCase> cs = cases(dt, bt);
-  for (const char* variant : {"v8", "v8p"}) {
-    ScopedEnv on("LINATTN_KDA_PREP", variant);
-    for (int ci : {1, 2})
-      for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
-  }
+  for (const char* variant : {"v8", "v8p"}) prep_every_vslice(GetParam(), variant);
 }
 
 // v8's design point: two resident CTAs per SM (<= 128 registers, v6's 109,056 B of shared memory).
-TEST(CudaKdaFwdPrepV8, TwoCtasPerSm) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  EXPECT_EQ(cuda::kda_prep_v8_ctas_per_sm(true), 2) << "bf16";
-  EXPECT_EQ(cuda::kda_prep_v8_ctas_per_sm(false), 2) << "fp16";
-}
+TEST(CudaKdaFwdPrepV8, TwoCtasPerSm) { expect_ctas_per_sm(cuda::kda_prep_v8_ctas_per_sm, 2); }
 
 // Prep v9 forced (opt-in, LINATTN_KDA_PREP=v9) on every case: -1000 gates (raw and through the
 // in-kernel forms), lower_bound -5 / -3 sigmoid forms, GVA, varlen with zero / short lengths and
 // padding, bf16 raw gates, no decay; vs the fp64 reference, v8 (rel RMS 1e-3) and v3; finite, padding
 // untouched.
-TEST_P(CudaKdaFwd, PrepV9MatchesReferenceAndV8AndV3) {
-  const auto [dt, bt] = GetParam();
-  for (const FwdCase& c : cases(dt, bt)) {
-    SCOPED_TRACE(c.name);
-    check_prep_v9(make_chunk_attn(c.spec), c.name, dt, bt);
-  }
-}
+TEST_P(CudaKdaFwd, PrepV9MatchesReferenceAndV8AndV3) { check_prep_every_case(GetParam(), check_prep_v9); }
 
 // Many CTAs per SM slot over a long varlen layout (a zero and a 3-token sequence, padding, 2% of the
 // gates at -1000), so the two resident CTAs of an SM run v9's merged gate / norm phase side by side.
-TEST_P(CudaKdaFwd, PrepV9LongVarlen) {
-  const auto [dt, bt] = GetParam();
-  ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kKda);
-  s.H = 1;
-  s.HV = 2;
-  s.seqlens = {150 * bt + 17, 3, 0, 40 * bt};
-  s.pad_tokens = 9;
-  s.extreme_gate_frac = 0.02;
-  check_prep_v9(make_chunk_attn(s), "long_varlen", dt, bt);
-}
+TEST_P(CudaKdaFwd, PrepV9LongVarlen) { check_prep_long_varlen(GetParam(), check_prep_v9, "long_varlen"); }
 
 // v9 through the mma.sync fused kernel's V-slices, on the varlen edge lengths and the strong-decay /
 // -1000-gate GVA case.
 TEST_P(CudaKdaFwd, PrepV9EveryVSlice) {
-  const auto [dt, bt] = GetParam();
-  ScopedEnv mma("LINATTN_CUDA_KDA_WGMMA", "0");
-  ScopedEnv on("LINATTN_KDA_PREP", "v9");
-  const std::vector<FwdCase> cs = cases(dt, bt);
-  for (int ci : {1, 2})
-    for (int vs : {32, 64}) run_fwd_case(cs[ci], api::CudaGdnPath::kChunked, vs);
+  prep_every_vslice(GetParam(), "v9");
 }
 
 // v9 keeps v8's design point: two resident CTAs per SM.
-TEST(CudaKdaFwdPrepV9, TwoCtasPerSm) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  EXPECT_EQ(cuda::kda_prep_v9_ctas_per_sm(true), 2) << "bf16";
-  EXPECT_EQ(cuda::kda_prep_v9_ctas_per_sm(false), 2) << "fp16";
-}
+TEST(CudaKdaFwdPrepV9, TwoCtasPerSm) { expect_ctas_per_sm(cuda::kda_prep_v9_ctas_per_sm, 2); }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaFwd,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(64, 32)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         dtype_bt_name);
 
 TEST(CudaKdaFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";

@@ -53,28 +53,18 @@ BwdCase long_case(DType dt, int bt) {
 
 void run_case(const BwdCase& c) {
   SCOPED_TRACE(c.name);
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(c.spec.seed * 31 + 7);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-  ChunkAttnGradTensors mma, got;
-  {
-    ScopedEnv e(kEnv, "mma");  // explicit, so the baseline stays mma.sync if the default flips to wg
-    mma = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
+  const BwdInputs in = bwd_inputs(c);
+  const ChunkAttnData& d = in.d;
+  // explicit "mma", so the baseline stays mma.sync if the default flips to wg
+  const ChunkAttnGradTensors mma = bwd_with_env(in, kEnv, "mma");
   const int64_t before = cuda::kda_bwd_sweep_wg_launches(), before_m = cuda::kda_bwd_sweep_wgm_launches();
-  {
-    ScopedEnv e(kEnv, wg_mode());
-    got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  }
+  const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, wg_mode());
   EXPECT_EQ(cuda::kda_bwd_sweep_wg_launches() > before, c.spec.opt.chunk_size == 64) << "wg sweeps run at BT 64 only";
   EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before_m, wgm() && c.spec.opt.chunk_size == 64) << wg_mode();
-  const ChunkAttnGradTensors ref = ref_backward(d, cot);
-  EXPECT_TRUE(bwd_close(d, ref, got, c.spec.dtype)) << "wg sweeps vs fp64 reference";
+  const ChunkAttnGradTensors ref = ref_backward(d, in.cot);
+  check_bwd_grads(in, ref, got, "wg sweeps vs fp64 reference");
   EXPECT_TRUE(bwd_close(d, ref, mma, c.spec.dtype)) << "mma.sync sweeps vs fp64 reference";
   EXPECT_TRUE(grads_agree(d, mma, got, c.spec.dtype, Qty::kDdt_bias)) << "wg sweeps vs mma.sync sweeps (half bars)";
-  EXPECT_TRUE(grads_padding_zero(d, got));
-  EXPECT_TRUE(grads_finite(got));
-  check_zero_length_dh0(d, cot, got);
   std::cout << "[kdasweep] " << c.name << " bt" << c.spec.opt.chunk_size << ": " << wg_mode() << " "
             << (grads_bitwise(mma, got) ? "==" : "!=") << " mma.sync bitwise\n";
 }
@@ -122,34 +112,19 @@ TEST_P(CudaKdaSweep, WgmMatchesReferenceAndWgBitwise) {
   else all.push_back(long_case(dt, bt));
   for (const BwdCase& c : all) {
     SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(c.spec.seed * 31 + 7);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-    ChunkAttnGradTensors wg, got;
-    {
-      ScopedEnv e(kEnv, "wg");
-      wg = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    }
+    const BwdInputs in = bwd_inputs(c);
+    const ChunkAttnGradTensors wg = bwd_with_env(in, kEnv, "wg");
     const int64_t before = cuda::kda_bwd_sweep_wgm_launches();
-    {
-      ScopedEnv e(kEnv, "wgm");
-      got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    }
+    const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, "wgm");
     EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before, bt == 64) << "wgm runs at BT 64 only";
-    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << "wgm sweeps vs fp64 reference";
+    check_bwd_grads(in, ref_backward(in.d, in.cot), got, "wgm sweeps vs fp64 reference");
     EXPECT_TRUE(grads_bitwise(wg, got)) << "wgm vs wg sweeps";
-    EXPECT_TRUE(grads_padding_zero(d, got));
-    EXPECT_TRUE(grads_finite(got));
-    check_zero_length_dh0(d, cot, got);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaSweep,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         dtype_bt_name);
 
 // Every gate entry at -1000 (no memory) or at -5 (strongest lower-bound decay): finite, within the bars.
 TEST(CudaKdaSweepExtreme, AllGatesAtTheLimits) {
