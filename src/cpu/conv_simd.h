@@ -232,7 +232,12 @@ LINATTN_SIMD_INLINE vf silu_fast(vf z) {
   return z * r;
 }
 #else
-LINATTN_SIMD_INLINE vf silu_fast(vf z) { return silu(z); }
+// The AVX-512 form's special values without it: exp clamps its argument at 88, so below z = -88.5 the sigmoid
+// would stay at e^-88 instead of underflowing; there z (.) 0 gives -0 (z finite) and NaN (z = -inf), as above.
+LINATTN_SIMD_INLINE vf silu_fast(vf z) {
+  const vf s = silu(z);
+  return z < -88.5f ? z * 0.0f : s;
+}
 #endif
 
 // silu_pre's input scale: callers fold it into their weights and bias (y = kSiluPreScale z).
@@ -260,7 +265,7 @@ LINATTN_SIMD_INLINE vf silu_pre(vf y) {
   return y * r;
 }
 #else
-LINATTN_SIMD_INLINE vf silu_pre(vf y) { return silu(y * (1.0f / kSiluPreScale)); }
+LINATTN_SIMD_INLINE vf silu_pre(vf y) { return silu_fast(y * (1.0f / kSiluPreScale)); }
 #endif
 // d silu(z) / dz = s (1 + z (1 - s)), s = sigmoid(z).
 LINATTN_SIMD_INLINE vf silu_grad(vf z) {
