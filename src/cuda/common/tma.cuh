@@ -2,7 +2,8 @@
 // expected transaction byte count / parity wait, and the 2-D tiled bulk tensor load that
 // completes on a barrier. Protocol: one thread inits (count 1), fence_barrier_init + __syncthreads;
 // per phase the issuing thread calls mbar_arrive_expect_tx(total bytes) then its tma_load_2d's;
-// every consumer waits with the phase parity (0, 1, 0, ...). Other targets trap.
+// every consumer waits with the phase parity (0, 1, 0, ...). Also the 1-D bulk load on a barrier and the bulk
+// stores with their commit / wait. Other targets trap (loads, waits) or do nothing (stores).
 #pragma once
 #include <cuda.h>
 
@@ -53,6 +54,42 @@ __device__ __forceinline__ void tma_load_2d(void* smem, const CUtensorMap* map, 
       : "memory");
 #else
   __trap();
+#endif
+}
+
+// 1-D bulk copy global -> shared (16-byte aligned, bytes a multiple of 16), completing on bar.
+__device__ __forceinline__ void bulk_load_1d(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(smem)),
+               "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Bulk stores shared -> global (sm_90; 16-byte aligned, bytes a multiple of 16) in this thread's bulk groups:
+// issue, commit the group, wait until every group has finished reading shared memory / has completed.
+__device__ __forceinline__ void bulk_store_row(void* gmem, unsigned smem, unsigned bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem), "r"(smem), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait_read0() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait0() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #endif
 }
 

@@ -9,34 +9,12 @@
 // (elsewhere, and off sm_90, fwd_bulk_y returns false and the caller runs the v6 kernel on the same grid).
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/conv/conv_run.cuh"
 
 namespace linattn::cuda::conv {
 namespace {
-
-__device__ __forceinline__ void bulk_store_row(void* gmem, unsigned smem, unsigned bytes) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem), "r"(smem), "r"(bytes)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void bulk_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#endif
-}
-// This thread's bulk groups: all done reading shared memory / all complete.
-__device__ __forceinline__ void bulk_wait_read0() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void bulk_wait0() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-#endif
-}
 
 constexpr int kYS = 2;  // y staging tiles
 

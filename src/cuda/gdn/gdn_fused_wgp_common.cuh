@@ -156,6 +156,17 @@ __device__ __forceinline__ void copy_v_rows(T (*dst)[VS + 8], const T* v, int64_
                          v + vr * vstride + vc, kStep * vstride, v, vr, kStep, len);
 }
 
+// The chunk's v tile, for both gate policies: VS 64 copies chunk vc / 8 of rows vr + 16u (the caller's mapping,
+// shared with its Ab tile), VS 32 copy_v_rows' own mapping.
+template <class T, int VS, class Dst>
+__device__ __forceinline__ void copy_v_tile(Dst& dst, const T* v, int64_t vstride, int t, int vr, int vc, int len) {
+  if constexpr (VS == 64)
+    copy_rows<4>(reinterpret_cast<uint8_t*>(&dst[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride, v,
+                 vr, 16, len);
+  else
+    copy_v_rows<T, VS>(dst, v, vstride, t, len);
+}
+
 // gl_row (KDA): the chunk's row of ws.gl (the prep grid's chunk row). load_v false (the tier-3
 // state pass's transition columns, v = 0): no v tile.
 template <class T, bool KDA = false, int VS = 64>
@@ -172,13 +183,7 @@ __device__ __forceinline__ void load_state_inputs(typename WgpSmemT<T, KDA, VS>:
     const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;  // as for GDN below
     copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kK + kc, 8 * kK, k, kr, 8, len);
     copy_rows<8>(st.kda.kl + kmaj(kr, kc, kBT), 1024u, kl + kr * kK + kc, 8 * kK, kl, kr, 8, len);
-    if constexpr (VS == 64) {
-      if (load_v)
-        copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
-                     v, vr, 16, len);
-    } else if (load_v) {
-      copy_v_rows<T, VS>(st.v, v, vstride, t, len);
-    }
+    if (load_v) copy_v_tile<T, VS>(st.v, v, vstride, t, vr, vc, len);
     copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
     if (t < kK / 4) cp_async16(&st.kda.gk[4 * t], ws.gl + (gl_row * p.HV + j) * kK + 4 * t, true);
     return;
@@ -190,13 +195,7 @@ __device__ __forceinline__ void load_state_inputs(typename WgpSmemT<T, KDA, VS>:
   // k: thread t copies chunk t % 16 of rows t / 16 + 8u; v, Ab: chunk t % 8 of rows t / 8 + 16u.
   const int kr = t >> 4, kc = (t & 15) * 8, vr = t >> 3, vc = (t & 7) * 8;
   copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * kstride + kc, 8 * kstride, k, kr, 8, len);
-  if constexpr (VS == 64) {
-    if (load_v)
-      copy_rows<4>(reinterpret_cast<uint8_t*>(&st.v[vr][vc]), 16u * kLdV * sizeof(T), v + vr * vstride + vc, 16 * vstride,
-                   v, vr, 16, len);
-  } else if (load_v) {
-    copy_v_rows<T, VS>(st.v, v, vstride, t, len);
-  }
+  if (load_v) copy_v_tile<T, VS>(st.v, v, vstride, t, vr, vc, len);
   copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
   const int tok = t & 63;
   const bool valid = tok < len;
@@ -238,18 +237,6 @@ __device__ __forceinline__ void load_output_inputs(typename WgpSmemT<T, KDA, VS>
 
 __device__ __forceinline__ int chunk_len(int64_t bos, int64_t eos, int c) {
   return static_cast<int>(min(int64_t(kBT), eos - (bos + int64_t(c) * kBT)));
-}
-
-// 1-D bulk copy global -> shared (16-byte aligned, bytes a multiple of 16), completing on bar.
-__device__ __forceinline__ void bulk_load_1d(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_u32(smem)),
-               "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
-               : "memory");
-#else
-  __trap();
-#endif
 }
 
 // TM1 (GDN; gdn_fused_wgp_tma.cuh): WG1's q tile (2 boxes of map qm) and P tile (pm) by TMA from thread 0
