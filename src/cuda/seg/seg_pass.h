@@ -82,6 +82,12 @@ void combine_reverse(const GdnFwdParams& p, const void* dht, ElemType dht_type, 
                      const float* dS_loc, float* dht_seg,  // [t.num, HV, K, V] out
                      void* stream);
 
+// Environment LINATTN_CUDA_SEG_COMBINE (read per launch; opt-in): "ring3" = the combines (all three above and
+// below) keep M two steps ahead in three shared buffers and load each step's flags a step ahead (same FMAs in
+// the same order: bitwise the two-buffer combine); "ring2" or unset: two buffers. Launches with three so far.
+bool seg_combine_ring3();
+int64_t seg_combine_ring3_launches();
+
 // First-segment schedule (tier3.cc, LINATTN_CUDA_TIER3_FIRST; one sequence: p.N == 1, s >= 2).
 // build_first_split: h0_seg[slot 0] = p.h0 (p's layout / type) or zero, and two more virtual
 // cu_seqlens over the same s slots: cu_first keeps slot 0's rows and empties every other slot (at
