@@ -55,9 +55,10 @@ if command -v ncu >/dev/null 2>&1; then  # kernel durations of one eager call (t
   for e in none "$TB_SW"; do
     [ "$(tb_left)" -gt 14 ] || { say "tier3b: ncu skipped (no time)"; break; }
     echo "##### tier3b ncu 2/8 1x32768 segments 0 ($e)" >>"$OUT/ab-tests.txt"
-    timeout "$(tb_cap 14)" env ${e/#none/} ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 10 \
+    timeout "$(tb_cap 14)" env ${e/#none/} ncu --clock-control none --metrics gpu__time_duration.sum \
+      --kernel-name regex:"seg_|gdn_|chunk_meta" --launch-count 7 \
       "$LA" bench-cuda --hqk 2 --hv 8 --lengths 1x32768 --iters 1 --check 0 --segments 0 2>&1 |
-      grep -E "^  [a-zA-Z_].*\(|gpu__time_duration" >>"$OUT/ab-tests.txt" || say "tier3b: ncu ($e) exit $?"
+      grep -E "^  [a-zA-Z_].*\(|gpu__time_duration" | tee -a "$OUT/ab-tests.txt" >>"$LOG" || say "tier3b: ncu ($e) exit $?"
   done
 fi
 say "tier3b: done"
