@@ -1,19 +1,23 @@
-# tier3b (session 11, issue 12): two opt-in tier-3 variants, both bitwise the default tier 3 by construction
-# (perf-notes "CUDA tier 3" -> "tier3b: the state pass on tma3's rings, a three-buffer combine"):
-#   LINATTN_CUDA_SEG_CHAIN=tma3    the GDN state pass (pass 1) with TMA rings + the prep's scale records
-#                                  (gdn_fused_wgp_seg_tma_kernel), no per-thread cp.async / scale math;
-#   LINATTN_CUDA_SEG_COMBINE=ring3 the combines keep M two steps ahead (three buffers), flags a step ahead.
-# 1. tests with both switches (test_cuda_tier3: the new CudaTier3SegVariants suite, which sets the switches
-#    itself, plus the GDN / KDA forward suites; test_cuda_tier3_bwd; test_cuda_tier3_graph: graph replay of
+# tier3b (session 11, issue 12): opt-in tier-3 variants, all bitwise the default tier 3 by construction
+# (perf-notes "CUDA tier 3" -> "Where the 0.338 ms go now, the state pass on tma3's rings, ..."):
+#   LINATTN_CUDA_SEG_CHAIN=tma3   the GDN state pass (pass 1) with TMA rings + the prep's scale records
+#                                 (gdn_fused_wgp_seg_tma_kernel), no per-thread cp.async / scale math;
+#   LINATTN_CUDA_SEG_COMBINE=     ring3: M two steps ahead (three buffers), flags a step ahead; blk: 64 threads
+#                                 of 4 x 4 outputs (register blocking); blk3: both.
+# 1. tests with tma3 + blk3 exported (test_cuda_tier3: the new CudaTier3SegVariants suite, which sets each
+#    variant itself, plus the GDN forward suite at bf16 BT 64; test_cuda_tier3_bwd's new test at two dtype / BT
+#    pairs; test_cuda_tier3_graph: graph replay of
 #    new layouts = eager fixed bitwise, GDN), caps 20 / 12 / 12 s (~30 s expected);
-# 2. bench-cuda 2/8 1x32768 --segments 0 default vs both, interleaved, two rounds; each switch alone once;
-#    2/8 1x8192, 4/16 1x32768 and 16/64 1x32768 (--segments 0: the planner keeps tiers 1/2 there) once each;
+# 2. bench-cuda 2/8 1x32768 --segments 0 default vs tma3 + blk3, interleaved, two rounds; tma3, ring3, blk
+#    alone once each;
+#    2/8 1x8192 and 4/16 1x32768 (tier 3 by the planner) and 16/64 1x32768 (the planner keeps tiers 1/2: a
+#    no-change check) default vs tma3 + blk3 once each;
 # 3. ncu per-kernel durations of one tier-3 call, default and both, if time is left.
 # Own clock: ~90 s.
 tb_t0=$(date +%s)
 tb_left() { local a=$(( 90 - ($(date +%s) - tb_t0) )) b=$(left); [ "$a" -lt "$b" ] && echo "$a" || echo "$b"; }
 tb_cap() { local t=$(( $(tb_left) - 3 )); [ "$t" -gt "$1" ] && t=$1; echo $(( t > 1 ? t : 1 )); }
-TB_SW="LINATTN_CUDA_SEG_CHAIN=tma3 LINATTN_CUDA_SEG_COMBINE=ring3"
+TB_SW="LINATTN_CUDA_SEG_CHAIN=tma3 LINATTN_CUDA_SEG_COMBINE=blk3"
 tb_rows0=$(wc -l <"$OUT/bench.jsonl" 2>/dev/null || echo 0)
 tb_test() {  # tb_test CAP BINARY FILTER
   [ "$(tb_left)" -gt $(( $1 / 2 + 5 )) ] || { say "tier3b: $2 skipped (no time)"; return; }
@@ -38,6 +42,7 @@ for round in 1 2; do
 done
 tb_bench LINATTN_CUDA_SEG_CHAIN=tma3 --hqk 2 --hv 8 --lengths 1x32768
 tb_bench LINATTN_CUDA_SEG_COMBINE=ring3 --hqk 2 --hv 8 --lengths 1x32768
+tb_bench LINATTN_CUDA_SEG_COMBINE=blk --hqk 2 --hv 8 --lengths 1x32768
 for shape in "2 8 1x8192" "4 16 1x32768" "16 64 1x32768"; do
   set -- $shape
   tb_bench none --hqk "$1" --hv "$2" --lengths "$3"

@@ -5,7 +5,7 @@
 // backward, every sweep V-slice) and KDA (token backward inside tier 3), BT 64 and 32, bf16 / fp16.
 // Also: padding rows of per-token gradients are zero, zero-length sequences pass d_final_state to
 // dh0 exactly, and two runs give the same bits (the parameter-gradient reductions stay ordered).
-// The opt-in tma3 state pass and three-buffer combines: every gradient bitwise the default's.
+// The opt-in tma3 state pass and combine variants: every gradient bitwise the default's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -93,8 +93,8 @@ TEST_P(CudaTier3Bwd, GdnEverySweepSlice) {
   run_bwd_case(cases(dt, bt, ChunkOp::kGdn)[0], {3}, {32, 64, 128});
 }
 
-// The opt-in tma3 state pass and three-buffer combines (LINATTN_CUDA_SEG_CHAIN=tma3, LINATTN_CUDA_SEG_COMBINE=ring3;
-// both run here: the state pass once for GDN at BT 64, both combines): every gradient bitwise the default's.
+// The opt-in tma3 state pass with each combine variant (LINATTN_CUDA_SEG_CHAIN=tma3, LINATTN_CUDA_SEG_COMBINE=ring3 /
+// blk3; the state pass runs once for GDN at BT 64, both combines on the variant): every gradient bitwise the default's.
 TEST_P(CudaTier3Bwd, SegVariantsBitwiseDefault) {
   const auto [dt, bt] = GetParam();
   for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
@@ -112,12 +112,15 @@ TEST_P(CudaTier3Bwd, SegVariantsBitwiseDefault) {
           ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "v3"), b("LINATTN_CUDA_SEG_COMBINE", "ring2");
           def = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
         }
-        ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "tma3"), b("LINATTN_CUDA_SEG_COMBINE", "ring3");
-        const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), ring0 = cuda::seg::seg_combine_ring3_launches();
-        const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
-        EXPECT_EQ(cuda::gdn_fused_wgp_seg_tma_launches() - tma0, op == ChunkOp::kGdn && bt == 64 ? 1 : 0);
-        EXPECT_EQ(cuda::seg::seg_combine_ring3_launches() - ring0, 2);
-        EXPECT_TRUE(grads_bitwise(got, def)) << "tma3 state pass + ring3 combines vs the default tier 3";
+        for (const char* combine : {"ring3", "blk3"}) {
+          SCOPED_TRACE(combine);
+          ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "tma3"), b("LINATTN_CUDA_SEG_COMBINE", combine);
+          const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), ring0 = cuda::seg::seg_combine_ring3_launches();
+          const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
+          EXPECT_EQ(cuda::gdn_fused_wgp_seg_tma_launches() - tma0, op == ChunkOp::kGdn && bt == 64 ? 1 : 0);
+          EXPECT_EQ(cuda::seg::seg_combine_ring3_launches() - ring0, 2);
+          EXPECT_TRUE(grads_bitwise(got, def)) << "tma3 state pass + combine variant vs the default tier 3";
+        }
       }
     }
 }

@@ -74,13 +74,67 @@ __device__ __forceinline__ int m_buf(int it) {
   else return it % DEPTH;
 }
 
-// cp.async of one slot's M (K x K fp32, 16 chunks of 16 bytes per thread) into buffer m.
+// cp.async of one slot's M (K x K fp32, K K / 4 / NT chunks of 16 bytes per thread) into buffer m.
+template <int NT = kThreads>
 __device__ __forceinline__ void prefetch_m(float (*m)[kLdM], const float* Mg, int tid) {
 #pragma unroll
-  for (int u = 0; u < kK * kK / 4 / kThreads; ++u) {
-    const int idx = tid + u * kThreads, row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
+  for (int u = 0; u < kK * kK / 4 / NT; ++u) {
+    const int idx = tid + u * NT, row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
     cp_async16(&m[row][col], Mg + 4 * idx, true);
   }
+}
+
+// One step of the blocked combine (BLK, 64 threads): h <- M h + add (REV: M^T h + add) over the 128 x 8
+// block. Thread tid: columns oc..oc+3 of rows row(i), i < 4; forward rows rg + 32 i (a warp's float4 reads of
+// M rows hit 16 consecutive rows: conflict-free), REV rows 4 rg + i (M^T's 4 rows are one float4 of an M row).
+// Each output: fmaf over k = 0..127 in order from 0, then + add (the 256-thread step's chain). Barriers as there.
+template <bool REV>
+__device__ __forceinline__ void combine_step_blk(float (*h)[kCB], const float (*m)[kLdM], const float* add, int V,
+                                                 int tid) {
+  const int rg = tid / 2, oc = (tid % 2) * 4;
+  const auto row_of = [&](int i) { return REV ? 4 * rg + i : rg + 32 * i; };
+  float4 a[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a[i] = *reinterpret_cast<const float4*>(add + int64_t(row_of(i)) * V + oc);
+  __syncthreads();  // every thread's copies of this step's M are visible
+  float acc[4][4] = {};
+#pragma unroll 2
+  for (int k = 0; k < kK; k += 4) {
+    float w[4][4];  // w[i][u] = M[row(i)][k + u] (REV: M[k + u][row(i)])
+    if constexpr (REV) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float4 c = *reinterpret_cast<const float4*>(&m[k + u][4 * rg]);
+        w[0][u] = c.x, w[1][u] = c.y, w[2][u] = c.z, w[3][u] = c.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 r4 = *reinterpret_cast<const float4*>(&m[row_of(i)][k]);
+        w[i][0] = r4.x, w[i][1] = r4.y, w[i][2] = r4.z, w[i][3] = r4.w;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const float4 hv = *reinterpret_cast<const float4*>(&h[k + u][oc]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[i][0] = fmaf(w[i][u], hv.x, acc[i][0]);
+        acc[i][1] = fmaf(w[i][u], hv.y, acc[i][1]);
+        acc[i][2] = fmaf(w[i][u], hv.z, acc[i][2]);
+        acc[i][3] = fmaf(w[i][u], hv.w, acc[i][3]);
+      }
+    }
+  }
+  __syncthreads();  // every thread has read h and this step's M
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    h[row_of(i)][oc] = acc[i][0] + a[i].x;
+    h[row_of(i)][oc + 1] = acc[i][1] + a[i].y;
+    h[row_of(i)][oc + 2] = acc[i][2] + a[i].z;
+    h[row_of(i)][oc + 3] = acc[i][3] + a[i].w;
+  }
+  __syncthreads();
 }
 
 // Shared body of both combines. REV: walk slots in reverse, multiply by M^T, skip first slots.
@@ -89,20 +143,24 @@ __device__ __forceinline__ void prefetch_m(float (*m)[kLdM], const float* Mg, in
 // (its M the first prefetched) and each step's flags are loaded one step ahead.
 // DEPTH 3 (opt-in, LINATTN_CUDA_SEG_COMBINE=ring3): M two steps ahead (three buffers) and the flags
 // one step ahead, so neither an M copy nor a flags load waits inside a step; same FMAs, same order.
-template <bool REV, bool FIRST, int DEPTH = 2>
+// BLK (opt-in, LINATTN_CUDA_SEG_COMBINE=blk / blk3): 64 threads of 4 rows x 4 columns each (register
+// blocking: a step's shared loads per FMA drop from 5 / 16 to 8 / 64), flags a step ahead; every output
+// is the same fmaf chain over k in the same order, so bitwise the 256-thread combine.
+template <bool REV, bool FIRST, int DEPTH = 2, bool BLK = false>
 __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, SegTable t, const void* init,
                                                                 ElemType init_type, const float* init_seg,
                                                                 const float* M, const float* add, float* out) {
   static_assert(!(REV && FIRST), "the first-segment start is forward only");
   static_assert(DEPTH == 2 || DEPTH == 3, "two or three M buffers");
-  constexpr bool kAhead = FIRST || DEPTH > 2;  // flags loaded one step ahead
+  constexpr bool kAhead = FIRST || DEPTH > 2 || BLK;  // flags loaded one step ahead
+  constexpr int NT = BLK ? 64 : kThreads;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CombineSmemT<DEPTH>& s = *reinterpret_cast<CombineSmemT<DEPTH>*>(smem_raw);
   const int tid = threadIdx.x, c0 = blockIdx.x * kCB, j = blockIdx.y;
   const int64_t n = blockIdx.z;
   const int V = p.V;
   const auto slot_of = [&](int it) { return n * t.segments + (REV ? t.segments - 1 - it : it); };
-  for (int idx = tid; idx < kK * kCB; idx += kThreads) {
+  for (int idx = tid; idx < kK * kCB; idx += NT) {
     const int row = idx / kCB, c = idx % kCB;
     if constexpr (FIRST) {
       const float x = init_seg[((slot_of(0) * p.HV + j) * kK + row) * V + c0 + c];
@@ -124,21 +182,22 @@ __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, S
   // but the newest group (its own M landed) and then issues step it + 2's into the buffer step it - 1 read.
 #pragma unroll
   for (int d = 0; d < DEPTH - 1; ++d) {
-    if (it0 + d < t.segments) prefetch_m(s.m[m_buf<DEPTH>(it0 + d)], M + (slot_of(it0 + d) * p.HV + j) * kK * kK, tid);
+    if (it0 + d < t.segments)
+      prefetch_m<NT>(s.m[m_buf<DEPTH>(it0 + d)], M + (slot_of(it0 + d) * p.HV + j) * kK * kK, tid);
     cp_async_commit();
   }
   int32_t next_flags = kAhead && it0 < t.segments ? t.flags[slot_of(it0)] : 0;
   for (int it = it0; it < t.segments; ++it) {
     const int64_t slot = slot_of(it);
     const int64_t head = slot * p.HV + j;
-    for (int idx = tid; idx < kK * kCB; idx += kThreads) {
+    for (int idx = tid; idx < kK * kCB; idx += NT) {
       const int row = idx / kCB, c = idx % kCB;
       out[(head * kK + row) * V + c0 + c] = s.h[row][c];
     }
     cp_async_wait<DEPTH - 2>();
     // Buffer (it + DEPTH - 1) % DEPTH was last read in an earlier step, before its closing barriers.
     if (it + DEPTH - 1 < t.segments)
-      prefetch_m(s.m[m_buf<DEPTH>(it + DEPTH - 1)], M + (slot_of(it + DEPTH - 1) * p.HV + j) * kK * kK, tid);
+      prefetch_m<NT>(s.m[m_buf<DEPTH>(it + DEPTH - 1)], M + (slot_of(it + DEPTH - 1) * p.HV + j) * kK * kK, tid);
     cp_async_commit();
     int32_t flags;
     if constexpr (kAhead) {
@@ -148,6 +207,10 @@ __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, S
       flags = t.flags[slot];
     }
     if (flags & (kSegEmpty | stop)) continue;  // uniform over the CTA
+    if constexpr (BLK) {
+      combine_step_blk<REV>(s.h, s.m[m_buf<DEPTH>(it)], add + head * kK * V + c0, V, tid);
+      continue;
+    }
     const float4 a = *reinterpret_cast<const float4*>(add + (head * kK + orow) * V + c0 + oc);
     __syncthreads();  // every thread's copies of this step's M are visible
     const float(*m)[kLdM] = s.m[m_buf<DEPTH>(it)];
@@ -227,9 +290,16 @@ void launch_combine(const GdnFwdParams& p, const SegTable& t, const void* init, 
                     const float* init_seg, const float* M, const float* add, float* out, void* stream) {
   const dim3 grid(p.V / kCB, p.HV, static_cast<unsigned>(t.N));
   const auto st = static_cast<cudaStream_t>(stream);
-  if (seg_combine_ring3()) {
-    g_ring3_launches.fetch_add(1);
+  const int mode = seg_combine_mode();
+  if (mode != 0) g_ring3_launches.fetch_add(1);
+  if (mode == 1) {
     launch(seg_combine_kernel<REV, FIRST, 3>, grid, dim3(kThreads), sizeof(CombineSmemT<3>), st, p, t, init, init_type,
+           init_seg, M, add, out);
+  } else if (mode == 2) {
+    launch(seg_combine_kernel<REV, FIRST, 2, true>, grid, dim3(64), sizeof(CombineSmem), st, p, t, init, init_type,
+           init_seg, M, add, out);
+  } else if (mode == 3) {
+    launch(seg_combine_kernel<REV, FIRST, 3, true>, grid, dim3(64), sizeof(CombineSmemT<3>), st, p, t, init, init_type,
            init_seg, M, add, out);
   } else {
     launch(seg_combine_kernel<REV, FIRST>, grid, dim3(kThreads), sizeof(CombineSmem), st, p, t, init, init_type,
@@ -247,12 +317,16 @@ void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable&
          min_segment, t);
 }
 
-// Off (two M buffers) until an H200 A/B says otherwise.
-constexpr bool kCombineRing3Default = false;
+// The combine when LINATTN_CUDA_SEG_COMBINE is unset or not a valid value: "ring2" (256 threads, two M buffers)
+// until an H200 A/B says otherwise.
+constexpr const char* kCombineDefault = "ring2";
 
-bool seg_combine_ring3() {
-  const std::string v = env_or("LINATTN_CUDA_SEG_COMBINE", "");
-  return v == "ring3" || (v != "ring2" && kCombineRing3Default);
+int seg_combine_mode() {
+  const auto parse = [](const std::string& v) {
+    return v == "ring2" ? 0 : v == "ring3" ? 1 : v == "blk" ? 2 : v == "blk3" ? 3 : -1;
+  };
+  const int m = parse(env_or("LINATTN_CUDA_SEG_COMBINE", ""));
+  return m >= 0 ? m : parse(kCombineDefault);
 }
 
 int64_t seg_combine_ring3_launches() { return g_ring3_launches.load(); }
