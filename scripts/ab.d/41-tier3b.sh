@@ -18,7 +18,7 @@ tb_t0=$(date +%s)
 tb_left() { local a=$(( 90 - ($(date +%s) - tb_t0) )) b=$(left); [ "$a" -lt "$b" ] && echo "$a" || echo "$b"; }
 tb_cap() { local t=$(( $(tb_left) - 3 )); [ "$t" -gt "$1" ] && t=$1; echo $(( t > 1 ? t : 1 )); }
 TB_SW="LINATTN_CUDA_SEG_CHAIN=tma3 LINATTN_CUDA_SEG_COMBINE=blk3"
-tb_rows0=$(wc -l <"$OUT/bench.jsonl" 2>/dev/null || echo 0)
+tb_rows0=$( { wc -l <"$OUT/bench.jsonl"; } 2>/dev/null || echo 0)
 tb_test() {  # tb_test CAP BINARY FILTER
   [ "$(tb_left)" -gt $(( $1 / 2 + 5 )) ] || { say "tier3b: $2 skipped (no time)"; return; }
   echo "### $2 with $TB_SW (filter $3)" >>"$OUT/ab-tests.txt"
@@ -36,17 +36,17 @@ tb_bench() {  # tb_bench ENV|none args...
   [ "$(tb_left)" -gt 8 ] || { say "tier3b: bench skipped (no time): $e $*"; return; }
   bench "$(tb_cap 8)" "$e" bench-cuda "$@" --iters 30 --check 0 --segments 0 --commit "$COMMIT"
 }
-for round in 1 2; do
+for tb_round in 1 2; do
   tb_bench none --hqk 2 --hv 8 --lengths 1x32768
   tb_bench "$TB_SW" --hqk 2 --hv 8 --lengths 1x32768
 done
 tb_bench LINATTN_CUDA_SEG_CHAIN=tma3 --hqk 2 --hv 8 --lengths 1x32768
 tb_bench LINATTN_CUDA_SEG_COMBINE=ring3 --hqk 2 --hv 8 --lengths 1x32768
 tb_bench LINATTN_CUDA_SEG_COMBINE=blk --hqk 2 --hv 8 --lengths 1x32768
-for shape in "2 8 1x8192" "4 16 1x32768" "16 64 1x32768"; do
-  set -- $shape
-  tb_bench none --hqk "$1" --hv "$2" --lengths "$3"
-  tb_bench "$TB_SW" --hqk "$1" --hv "$2" --lengths "$3"
+for tb_shape in "2 8 1x8192" "4 16 1x32768" "16 64 1x32768"; do
+  read -r tb_h tb_v tb_l <<<"$tb_shape"
+  tb_bench none --hqk "$tb_h" --hv "$tb_v" --lengths "$tb_l"
+  tb_bench "$TB_SW" --hqk "$tb_h" --hv "$tb_v" --lengths "$tb_l"
 done
 tail -n +"$((tb_rows0 + 1))" "$OUT/bench.jsonl" 2>/dev/null | grep '"kind":"case"' | python3 -c '
 import json, sys
@@ -57,13 +57,13 @@ for l in sys.stdin:
           r.get("segments"), r.get("env_switch"), r.get("mode"), r.get("p50_ms")))
 ' >>"$LOG" 2>&1 || true
 if command -v ncu >/dev/null 2>&1; then  # kernel durations of one eager call (table .. gather)
-  for e in none "$TB_SW"; do
+  for tb_e in none "$TB_SW"; do
     [ "$(tb_left)" -gt 14 ] || { say "tier3b: ncu skipped (no time)"; break; }
-    echo "##### tier3b ncu 2/8 1x32768 segments 0 ($e)" >>"$OUT/ab-tests.txt"
-    timeout "$(tb_cap 14)" env ${e/#none/} ncu --clock-control none --metrics gpu__time_duration.sum \
+    echo "##### tier3b ncu 2/8 1x32768 segments 0 ($tb_e)" | tee -a "$OUT/ab-tests.txt" >>"$LOG"
+    timeout "$(tb_cap 14)" env ${tb_e/#none/} ncu --clock-control none --metrics gpu__time_duration.sum \
       --kernel-name regex:"seg_|gdn_|chunk_meta" --launch-count 7 \
       "$LA" bench-cuda --hqk 2 --hv 8 --lengths 1x32768 --iters 1 --check 0 --segments 0 2>&1 |
-      grep -E "^  [a-zA-Z_].*\(|gpu__time_duration" | tee -a "$OUT/ab-tests.txt" >>"$LOG" || say "tier3b: ncu ($e) exit $?"
+      grep -E "^  [a-zA-Z_].*\(|gpu__time_duration" | tee -a "$OUT/ab-tests.txt" >>"$LOG" || say "tier3b: ncu ($tb_e) exit $?"
   done
 fi
 say "tier3b: done"

@@ -212,10 +212,7 @@ TEST_P(CudaTier3SegVariants, BitwiseDefaultAndCloseToReference) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3SegVariants,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
-                         [](const auto& info) {
-                           return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         dtype_bt_name);
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Fwd,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
