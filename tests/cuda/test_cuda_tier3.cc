@@ -10,6 +10,7 @@
 // sequence, the first segment's forward beside the state pass; CudaTier3First): single-sequence
 // layouts against the reference, tier 1 and the default schedule at segments 2, 3 and 9 (checked to
 // run), and one graph capture replayed on new sequence lengths bitwise equal to eager fixed calls.
+// The opt-in tma3 state pass and combine variants (CudaTier3SegVariants): bitwise the default tier 3.
 // LINATTN_SANITIZED=1: fewer cases (compute-sanitizer runs).
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@
 
 #include "cuda/common/cuda_graph.h"
 #include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/seg/seg_pass.h"
 #include "cuda/seg/tier3.h"
 #include "cuda_fwd_util.h"
 #include "linattn/ops.h"
@@ -156,6 +158,61 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaTier3SegKernel,
                            return std::string(dtype_name(std::get<0>(info.param))) + "_bt" +
                                   std::to_string(std::get<1>(info.param)) + "_seg" + std::get<2>(info.param);
                          });
+
+// The opt-in state pass on tma3's rings (LINATTN_CUDA_SEG_CHAIN=tma3; GDN at BT 64 takes it, checked to run)
+// and the combine variants (LINATTN_CUDA_SEG_COMBINE=ring3 / blk / blk3, checked to run), alone and
+// together: the reference bars and bitwise equal to the default tier 3 (same products, same order).
+class CudaTier3SegVariants : public ::testing::TestWithParam<std::tuple<DType, int>> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaTier3SegVariants, BitwiseDefaultAndCloseToReference) {
+  const auto [dt, bt] = GetParam();
+  struct Variant {
+    const char *chain, *combine;
+  };
+  const Variant variants[] = {{"tma3", "ring2"}, {"v3", "ring3"}, {"v3", "blk"}, {"tma3", "ring3"}, {"tma3", "blk3"}};
+  for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
+    for (const FwdCase& c : cases(dt, bt, op)) {
+      SCOPED_TRACE(c.name);
+      ChunkAttnSpec spec = c.spec;
+      spec.opt.segments = 1;
+      const ChunkAttnData d1 = make_chunk_attn(spec);
+      const ChunkAttnOutTensors ref = ref_forward(d1);
+      for (int segments : {2, 3, 8}) {
+        SCOPED_TRACE("segments=" + std::to_string(segments));
+        ChunkAttnData d = d1;
+        d.spec.opt.segments = segments;
+        ChunkAttnOutTensors def;
+        {
+          ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "v3"), b("LINATTN_CUDA_SEG_COMBINE", "ring2");
+          def = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        }
+        for (const Variant& v : variants) {
+          SCOPED_TRACE(std::string(v.chain) + " " + v.combine);
+          ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", v.chain), b("LINATTN_CUDA_SEG_COMBINE", v.combine);
+          const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), ring0 = cuda::seg::seg_combine_ring3_launches();
+          const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+          const bool tma = std::string(v.chain) == "tma3" && op == ChunkOp::kGdn && bt == 64;
+          EXPECT_EQ(cuda::gdn_fused_wgp_seg_tma_launches() - tma0, tma ? 1 : 0) << "tma3 state pass launches";
+          EXPECT_EQ(cuda::seg::seg_combine_ring3_launches() - ring0, std::string(v.combine) != "ring2" ? 1 : 0)
+              << "variant combine launches";
+          EXPECT_TRUE(fwd_close(d, ref, got, c.spec.dtype)) << "variant vs the fp64 reference";
+          EXPECT_TRUE(all_finite(d, got));
+          check_padding_untouched(d, got);
+          EXPECT_TRUE(same_bits(got.o, def.o) && same_bits(got.final_state, def.final_state))
+              << "variant not bitwise equal to the default tier 3";
+        }
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3SegVariants,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
+                         dtype_bt_name);
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Fwd,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),

@@ -5,11 +5,14 @@
 // backward, every sweep V-slice) and KDA (token backward inside tier 3), BT 64 and 32, bf16 / fp16.
 // Also: padding rows of per-token gradients are zero, zero-length sequences pass d_final_state to
 // dh0 exactly, and two runs give the same bits (the parameter-gradient reductions stay ordered).
+// The opt-in tma3 state pass and combine variants: every gradient bitwise the default's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/seg/seg_pass.h"
 #include "cuda_bwd_util.h"
 #include "cuda_fwd_util.h"
 
@@ -88,6 +91,38 @@ TEST_P(CudaTier3Bwd, KdaMatchesReferenceAndTier1) {
 TEST_P(CudaTier3Bwd, GdnEverySweepSlice) {
   const auto [dt, bt] = GetParam();
   run_bwd_case(cases(dt, bt, ChunkOp::kGdn)[0], {3}, {32, 64, 128});
+}
+
+// The opt-in tma3 state pass with each combine variant (LINATTN_CUDA_SEG_CHAIN=tma3, LINATTN_CUDA_SEG_COMBINE=ring3 /
+// blk3; the state pass runs once for GDN at BT 64, both combines on the variant): every gradient bitwise the default's.
+TEST_P(CudaTier3Bwd, SegVariantsBitwiseDefault) {
+  const auto [dt, bt] = GetParam();
+  for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
+    for (const BwdCase& c : cases(dt, bt, op)) {
+      SCOPED_TRACE(c.name);
+      for (int segments : {3, 8}) {
+        SCOPED_TRACE("segments=" + std::to_string(segments));
+        ChunkAttnSpec spec = c.spec;
+        spec.opt.segments = segments;
+        const ChunkAttnData d = make_chunk_attn(spec);
+        Rng rng(78);
+        const ChunkAttnCotangents cot = random_cotangents(d, rng, c.spec.dtype, c.dht);
+        ChunkAttnGradTensors def;
+        {
+          ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "v3"), b("LINATTN_CUDA_SEG_COMBINE", "ring2");
+          def = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
+        }
+        for (const char* combine : {"ring3", "blk3"}) {
+          SCOPED_TRACE(combine);
+          ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "tma3"), b("LINATTN_CUDA_SEG_COMBINE", combine);
+          const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), ring0 = cuda::seg::seg_combine_ring3_launches();
+          const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
+          EXPECT_EQ(cuda::gdn_fused_wgp_seg_tma_launches() - tma0, op == ChunkOp::kGdn && bt == 64 ? 1 : 0);
+          EXPECT_EQ(cuda::seg::seg_combine_ring3_launches() - ring0, 2);
+          EXPECT_TRUE(grads_bitwise(got, def)) << "tma3 state pass + combine variant vs the default tier 3";
+        }
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Bwd,

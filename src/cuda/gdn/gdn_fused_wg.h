@@ -36,6 +36,12 @@ void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cu
 // takes the pipelined kernel's state-pass mode (gdn_fused_wgp.cu) wherever the pipelined kernel is
 // chosen, "0" = gdn_fused.cu; unset: gdn_fused_wgp.cu's kSegWgmmaDefault.
 bool gdn_fused_wgp_seg_enabled();
+// Environment LINATTN_CUDA_SEG_CHAIN (read per call; opt-in): "tma3" = that GDN state pass with tma3's rings
+// (gdn_fused_wgp_seg_tma_kernel: TMA boxes and the prep's scale records, no per-thread cp.async; bitwise the
+// same values) wherever the forward's chain mode has them (LINATTN_CUDA_GDN_CHAIN tma3, the default); "v3" or
+// unset: the cp.async rings. Launches of the tma3 state pass so far (tests check it ran).
+bool gdn_fused_wgp_seg_tma_enabled();
+int64_t gdn_fused_wgp_seg_tma_launches();
 // Environment LINATTN_CUDA_GDN_CHAIN (read per launch of the pipelined GDN forward, not the tier-3
 // state pass, not KDA): "v3" = the step-3 state chain; else '+'-joined tokens: "tma" = WG0's k / v / Ab
 // ring filled by TMA boxes (one thread, mbarriers) instead of per-thread cp.async, "tma2" = WG1's q / P

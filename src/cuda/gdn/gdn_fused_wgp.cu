@@ -63,7 +63,7 @@ __device__ __forceinline__ void il_pin(float* r) {
 // initial state, the real v), v0 >= V a slice of M (identity columns v0 - V.., v = 0: no v loads);
 // no hand-off, the final registers go to seg_S / seg_M.
 // Smem: WgpSmem<T, KDA>, or WgpSmemPf<T> (GDN, P formed in WG1: the same Stage0 ring and hand-off).
-// MODE (GDN only, not SEG; LINATTN_CUDA_GDN_CHAIN, gdn_fused_wg.h), bits:
+// MODE (GDN only; LINATTN_CUDA_GDN_CHAIN, gdn_fused_wg.h; SEG: tma3's bits only, LINATTN_CUDA_SEG_CHAIN), bits:
 // kChainIl: the register passes between the three products are interleaved with their wgmma issue,
 //   one k16 step at a time (S^T's packs with K S^T's steps, X^T's with Ab X's into vacc, since the
 //   K S^T accumulator is still being read, V^'s with the update's), each step its own commit group;
@@ -79,7 +79,8 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
                                 int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0,
                                 const StateMaps* maps = nullptr, uint64_t* mbar = nullptr) {
   constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0, SC = (MODE & kChainSc) != 0;
-  static_assert(MODE == 0 || (!KDA && !SEG), "the chain modes are GDN's forward");
+  static_assert(MODE == 0 || (!KDA && (!SEG || MODE == (kChainTma | kChainSc))),
+                "the chain modes are GDN's forward (the state pass: tma3's ring and records only)");
   static_assert(!SC || TM, "the scale records ride on the TMA ring");
   using Stage0 = typename Smem::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
@@ -110,7 +111,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       if (c < nchunks) {
         if (t == 0) {
           tma_state_tiles<T>(ring[c], *maps, mbar + c, bos + c * kBT, ws.T_cap, h, j, j * p.V + v0,
-                             SC ? chain_sc::kBytes0 : 0u);
+                             SC ? chain_sc::kBytes0 : 0u, !mcols);
           if constexpr (SC) tma_state_record<T>(ring[c], chain_sc::record(ws, p.HV, j, r0, rlast, c), mbar + c);
         }
         if constexpr (!SC) load_state_scalars<T>(ring[c], ws, bos + c * kBT, chunk_len(bos, eos, c), h, j, t);
@@ -181,7 +182,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
         const int64_t t0n = bos + int64_t(c + kAhead) * kBT;
         if (t == 0) {
           tma_state_tiles<T>(ring[ld_stage], *maps, mbar + ld_stage, t0n, ws.T_cap, h, j, j * p.V + v0,
-                             SC ? chain_sc::kBytes0 : 0u);
+                             SC ? chain_sc::kBytes0 : 0u, !mcols);
           if constexpr (SC)
             tma_state_record<T>(ring[ld_stage], chain_sc::record(ws, p.HV, j, r0, rlast, c + kAhead), mbar + ld_stage);
         }
@@ -404,10 +405,43 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_seg_kernel(GdnFwdPa
 }
 
 template <class T, bool KDA>
-constexpr size_t seg_smem_bytes() {
+constexpr size_t seg_body_bytes() {  // the two rings, or the usual layout if larger (1024-byte multiple)
   constexpr size_t rings = 2 * kStages0<KDA> * sizeof(typename WgpSmem<T, KDA>::Stage0);
-  return (rings > sizeof(WgpSmem<T, KDA>) ? rings : sizeof(WgpSmem<T, KDA>)) + 1024;
+  return rings > sizeof(WgpSmem<T, KDA>) ? rings : sizeof(WgpSmem<T, KDA>);
 }
+template <class T, bool KDA>
+constexpr size_t seg_smem_bytes() {
+  return seg_body_bytes<T, KDA>() + 1024;
+}
+
+// The state pass with tma3's rings (LINATTN_CUDA_SEG_CHAIN=tma3, GDN): as gdn_fused_wgp_seg_kernel, but each
+// warpgroup's ring is filled by TMA boxes (k, Ab; v only for S_loc columns) and the prep's scale records on
+// its own 3 mbarriers (after the rings), issued by the warpgroup's thread 0: no per-thread cp.async and no
+// per-token scales formed in the loop. Same products and operands: bitwise the cp.async state pass.
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1)
+    gdn_fused_wgp_seg_tma_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
+  uint64_t* mbar = reinterpret_cast<uint64_t*>(base + seg_body_bytes<T, false>());  // WG0's 3, then WG1's 3
+  const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;
+  const int col = (2 * static_cast<int>(blockIdx.x) + wg) * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
+  const int64_t n = blockIdx.z;
+  if (col >= p.V + p.K || (p.seg_flags && (p.seg_flags[n] & p.seg_skip))) return;
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
+  state_warpgroup<T, false, true, kChainTma | kChainSc>(s, p, ws, n, bos, eos, nchunks, h, j, col, t, wg, &maps,
+                                                        mbar + wg * kStages0<false>);
+}
+
+template <class T>
+constexpr size_t seg_tma_smem_bytes() {
+  return seg_smem_bytes<T, false>() + 2 * kStages0<false> * sizeof(uint64_t);
+}
+static_assert(seg_tma_smem_bytes<__nv_bfloat16>() <= 227 * 1024,
+              "gdn fused (pipelined): the tma3 state pass's rings and mbarriers exceed the sm_90 shared-memory limit");
 
 static_assert(seg_smem_bytes<__nv_bfloat16, false>() <= 227 * 1024 && seg_smem_bytes<__nv_bfloat16, true>() <= 227 * 1024,
               "gdn fused (pipelined): the state pass's two rings exceed the sm_90 shared-memory limit");
@@ -441,6 +475,20 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
 
 std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0};
 
+// The launch's tensor maps: k, v, Ab; q and P too with `wg1` (kChainTma1).
+StateMaps state_maps(const GdnFwdParams& p, const GdnChunkWs& ws, bool wg1) {
+  const bool bf = p.io == ElemType::kBF16;
+  StateMaps m;
+  m.k = make_tma_2d_sw128(p.k, bf, uint64_t(p.T_total), uint64_t(p.H) * kK, uint64_t(p.H) * kK, kBT);
+  m.v = make_tma_2d_sw128(p.v, bf, uint64_t(p.T_total), uint64_t(p.HV) * p.V, uint64_t(p.HV) * p.V, kBT);
+  m.ab = make_tma_2d_sw128(ws.Ab, bf, uint64_t(p.HV) * uint64_t(ws.T_cap), kBT, kBT, kBT);
+  if (wg1) {
+    m.q = make_tma_2d_sw128(p.q, bf, uint64_t(p.T_total), uint64_t(p.H) * kK, uint64_t(p.H) * kK, kBT);
+    m.p = make_tma_2d_sw128(ws.P, bf, uint64_t(p.HV) * uint64_t(ws.T_cap), kBT, kBT, kBT);
+  }
+  return m;
+}
+
 template <class T>
 void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cudaStream_t stream) {
   const dim3 grid(p.V / kVS, p.HV, p.N);
@@ -448,15 +496,7 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
     launch(gdn_fused_wgp_kernel<T, false, kChainIl>, grid, dim3(kThreads), sizeof(WgpSmem<T>) + 1024, stream, p, ws);
     return;
   }
-  const bool bf = p.io == ElemType::kBF16;
-  StateMaps m;
-  m.k = make_tma_2d_sw128(p.k, bf, uint64_t(p.T_total), uint64_t(p.H) * kK, uint64_t(p.H) * kK, kBT);
-  m.v = make_tma_2d_sw128(p.v, bf, uint64_t(p.T_total), uint64_t(p.HV) * p.V, uint64_t(p.HV) * p.V, kBT);
-  m.ab = make_tma_2d_sw128(ws.Ab, bf, uint64_t(p.HV) * uint64_t(ws.T_cap), kBT, kBT, kBT);
-  if (mode & kChainTma1) {
-    m.q = make_tma_2d_sw128(p.q, bf, uint64_t(p.T_total), uint64_t(p.H) * kK, uint64_t(p.H) * kK, kBT);
-    m.p = make_tma_2d_sw128(ws.P, bf, uint64_t(p.HV) * uint64_t(ws.T_cap), kBT, kBT, kBT);
-  }
+  const StateMaps m = state_maps(p, ws, (mode & kChainTma1) != 0);
   const size_t bytes = sizeof(WgpSmem<T>) + 1024 + (kStages0<false> + kStages1) * sizeof(uint64_t);
   g_tma_launches.fetch_add(1);
   constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1, kSc = kChainSc;
@@ -469,10 +509,27 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
   else launch(gdn_fused_wgp_tma_kernel<T, kT | kT1 | kI>, grid, dim3(kThreads), bytes, stream, p, ws, m);
 }
 
+std::atomic<int64_t> g_seg_tma_launches{0};
+
+// The state pass takes tma3's rings: the switch, and this launch's maps and records (gdn_chain_mode: TMA-able
+// tensors, records carved and written by this problem's prep; so LINATTN_CUDA_GDN_CHAIN must be tma3, the default).
+bool seg_tma3(const GdnFwdParams& p, const GdnChunkWs& ws) {
+  constexpr int kNeed = kChainTma | kChainSc;
+  return !p.kda && gdn_fused_wgp_seg_tma_enabled() && (gdn_chain_mode(p, ws) & kNeed) == kNeed;
+}
+
 template <class T, bool KDA>
 void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
   if (p.seg_M) {
     const unsigned ctas = static_cast<unsigned>((p.V + p.K + 2 * kVS - 1) / (2 * kVS));
+    if constexpr (!KDA) {
+      if (seg_tma3(p, ws)) {
+        g_seg_tma_launches.fetch_add(1);
+        launch(gdn_fused_wgp_seg_tma_kernel<T>, dim3(ctas, p.HV, p.N), dim3(kThreads), seg_tma_smem_bytes<T>(), stream, p,
+               ws, state_maps(p, ws, false));
+        return;
+      }
+    }
     launch(gdn_fused_wgp_seg_kernel<T, KDA>, dim3(ctas, p.HV, p.N), dim3(kThreads), seg_smem_bytes<T, KDA>(), stream, p, ws);
     return;
   }
@@ -508,6 +565,16 @@ bool gdn_fused_wgp_seg_enabled() {
 }
 
 int64_t gdn_fused_wgp_pf_launches() { return g_pf_launches.load(); }
+
+// LINATTN_CUDA_SEG_CHAIN unset or not "tma3" / "v3": this (off: the cp.async state pass) until an H200 A/B.
+constexpr bool kSegTmaDefault = false;
+
+bool gdn_fused_wgp_seg_tma_enabled() {
+  const std::string v = env_or("LINATTN_CUDA_SEG_CHAIN", "");
+  return v == "tma3" || (v != "v3" && kSegTmaDefault);
+}
+
+int64_t gdn_fused_wgp_seg_tma_launches() { return g_seg_tma_launches.load(); }
 
 int64_t gdn_fused_wgp_tma_launches() { return g_tma_launches.load(); }
 

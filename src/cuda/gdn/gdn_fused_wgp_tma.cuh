@@ -44,16 +44,17 @@ __device__ __forceinline__ uint8_t* v_tile(typename WgpSmem<T>::Stage0& st) {
 
 // Thread 0 of WG0: chunk rows [t0, t0 + 64) of k (key head h), v (value head j, columns v0..),
 // Ab (value head j) into stage st, completing on bar; extra_tx: bytes of further copies the caller
-// issues on bar for the same phase (kChainSc: the record's WG0 part).
+// issues on bar for the same phase (kChainSc: the record's WG0 part). with_v false (the tier-3 state
+// pass's transition columns, which read no v): no v box.
 template <class T>
 __device__ __forceinline__ void tma_state_tiles(typename WgpSmem<T>::Stage0& st, const StateMaps& m, uint64_t* bar,
                                                 int64_t t0, int64_t t_cap, int h, int j, int v0,
-                                                uint32_t extra_tx = 0) {
-  mbar_arrive_expect_tx(bar, kTmaStageBytes + extra_tx);
+                                                uint32_t extra_tx = 0, bool with_v = true) {
+  mbar_arrive_expect_tx(bar, kTmaStageBytes - (with_v ? 0u : uint32_t(kBT) * 128u) + extra_tx);
   const int row = static_cast<int>(t0);
   tma_load_2d(st.k, &m.k, h * kK, row, bar);
   tma_load_2d(st.k + kBT * 128, &m.k, h * kK + 64, row, bar);
-  tma_load_2d(v_tile<T>(st), &m.v, v0, row, bar);  // v0 = j * V + slice start (the caller's column)
+  if (with_v) tma_load_2d(v_tile<T>(st), &m.v, v0, row, bar);  // v0 = j * V + slice start (the caller's column)
   tma_load_2d(st.a, &m.ab, 0, static_cast<int>(j * t_cap + t0), bar);
 }
 
