@@ -13,7 +13,7 @@
 // must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes;
 // tma3: tma2 with the per-token scales from the prep's records (gdn_chain_scales.cuh): also the same bits as
 // the default, its instance must run, and the workspace grows by the records only with the switch.
-// Two CTAs per SM (LINATTN_CUDA_WGP_X2=1): the chain-mode cases at planned V-slices 32 / 64 / 128 against the fp64
+// Two CTAs per SM (LINATTN_CUDA_WGP_X2=1): the chain-mode cases at planned V-slices 32 / 64 against the fp64
 // reference (the instance must run), and the same bits as the V-slice 32 instance.
 // V-slice 32 of the pipelined kernel (LINATTN_CUDA_WGP_VS=32, where the plan's V-slice is 32): the chain-mode
 // cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
@@ -250,9 +250,8 @@ class CudaGdnFwdX2 : public CudaGdnFwdChain {
 };
 
 TEST_P(CudaGdnFwdX2, MatchesReferenceAtEveryPlannedVSlice) {
-  for (int vs : {32, 64, 128})
+  for (int vs : {32, 64})  // planned 64 (16/64's plan) and 128 take the same way
     for (const Case& c : chain_cases()) {
-      if (c.spec.V % vs != 0) continue;
       const int64_t before = cuda::gdn_fused_wgp_x2_launches();
       run_case(c, api::CudaGdnPath::kChunked, vs);
       EXPECT_GT(cuda::gdn_fused_wgp_x2_launches(), before) << c.name << " (planned V-slice " << vs << "): x2 did not run";
