@@ -71,5 +71,12 @@ int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs
 int64_t gdn_fused_wgp_vs32_launches();
 // The V-slice 32 instance itself (gdn_fused_wgp_vs32.cu; launch_gdn_fused_wgp checks its scope).
 void launch_gdn_fused_wgp_vs32(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
+// Environment LINATTN_CUDA_WGP_X2 (read per call; opt-in): "1" = GDN's pipelined forward at V-slice 32 wherever
+// the V-slice 32 instance can run (whatever the planned V-slice; not KDA: its stage does not fit), by the
+// two-CTAs-per-SM instance (gdn_fused_wgp_x2.cu: 2-stage k / v / Ab ring, 1-stage q / P, one hand-off buffer;
+// the same bits as the V-slice 32 instance).
+bool gdn_fused_wgp_x2_enabled();
+int64_t gdn_fused_wgp_x2_launches();
+void launch_gdn_fused_wgp_x2(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
 
 }  // namespace linattn::cuda
