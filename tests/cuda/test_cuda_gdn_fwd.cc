@@ -13,8 +13,6 @@
 // must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes;
 // tma3: tma2 with the per-token scales from the prep's records (gdn_chain_scales.cuh): also the same bits as
 // the default, its instance must run, and the workspace grows by the records only with the switch.
-// Two CTAs per SM (LINATTN_CUDA_WGP_X2=1): the chain-mode cases at planned V-slices 32 / 64 against the fp64
-// reference (the instance must run), and the same bits as the V-slice 32 instance.
 // V-slice 32 of the pipelined kernel (LINATTN_CUDA_WGP_VS=32, where the plan's V-slice is 32): the chain-mode
 // cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
 // wgmma shapes, so other fp32 summation orders), under every chain-mode value; its instance must run only
@@ -233,50 +231,6 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdVs32,
                          [](const auto& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
                          });
-
-// (dtype, chain mode): the two-CTAs-per-SM instance (LINATTN_CUDA_WGP_X2=1, gdn_fused_wgp_x2.cu) takes GDN's
-// pipelined forward at V-slice 32 whatever the planned V-slice, and gives the V-slice 32 instance's bits.
-class CudaGdnFwdX2 : public CudaGdnFwdChain {
- protected:
-  void SetUp() override {
-    CudaGdnFwdChain::SetUp();
-    unsetenv("LINATTN_CUDA_WGP_VS");
-    setenv("LINATTN_CUDA_WGP_X2", "1", 1);
-  }
-  void TearDown() override {
-    unsetenv("LINATTN_CUDA_WGP_X2");
-    CudaGdnFwdChain::TearDown();
-  }
-};
-
-TEST_P(CudaGdnFwdX2, MatchesReferenceAtEveryPlannedVSlice) {
-  for (int vs : {32, 64})  // planned 64 (16/64's plan) and 128 take the same way
-    for (const Case& c : chain_cases()) {
-      const int64_t before = cuda::gdn_fused_wgp_x2_launches();
-      run_case(c, api::CudaGdnPath::kChunked, vs);
-      EXPECT_GT(cuda::gdn_fused_wgp_x2_launches(), before) << c.name << " (planned V-slice " << vs << "): x2 did not run";
-    }
-}
-
-// Same arithmetic in the same order as the V-slice 32 instance (planned V-slice 32, switch off).
-TEST_P(CudaGdnFwdX2, SameBitsAsVSlice32) {
-  for (const Case& c : chain_cases()) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 32);
-    const int64_t x2_before = cuda::gdn_fused_wgp_x2_launches(), vs32_before = cuda::gdn_fused_wgp_vs32_launches();
-    const ChunkAttnOutTensors want = fwd_with_env(d, "LINATTN_CUDA_WGP_X2", "0", 32);
-    EXPECT_EQ(cuda::gdn_fused_wgp_x2_launches(), x2_before) << "x2 ran without its switch";
-    EXPECT_GT(cuda::gdn_fused_wgp_vs32_launches(), vs32_before) << "the V-slice 32 instance did not run";
-    EXPECT_TRUE(same_bits(want.o, got.o)) << "o differs from the V-slice 32 instance's";
-    EXPECT_TRUE(same_bits(want.final_state, got.final_state)) << "final_state differs from the V-slice 32 instance's";
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwdX2,
-                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
-                                            ::testing::Values(std::string("tma3"))),
-                         [](const auto& info) { return std::string(dtype_name(std::get<0>(info.param))); });
 
 // tma3's records: [nt_cap, HV] x 196 floats, carved only with the switch, only for GDN (no device needed).
 TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {

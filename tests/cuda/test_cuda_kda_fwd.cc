@@ -17,7 +17,6 @@
 // LINATTN_KDA_PREP=v9: v8's body with a shorter gate phase) the same, against v8 instead of v6.
 // The pipelined kernel's V-slice 32 instance (LINATTN_CUDA_WGP_VS=32, planned V-slice 32): every case against
 // the reference (BT 64 runs it, BT 32 keeps mma.sync) and against V-slice 64 on the same inputs.
-// LINATTN_CUDA_WGP_X2=1 (GDN's two-CTAs-per-SM instance) leaves KDA on its planned V-slice.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -188,20 +187,6 @@ TEST(CudaKdaFwdWgmma, VSlice32CloseToVSlice64) {
   ScopedEnv on("LINATTN_CUDA_KDA_WGMMA", "1");
   expect_on_close_to_off("LINATTN_CUDA_WGP_VS", "32", "64", 32, cuda::gdn_fused_wgp_vs32_launches,
                          "the V-slice 32 instance did not run");
-}
-
-// LINATTN_CUDA_WGP_X2 is GDN's (KDA's stage does not fit twice per SM): KDA keeps the planned V-slice and the
-// V-slice 32 instance.
-TEST(CudaKdaFwdWgmma, X2SwitchLeavesKda) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv x2("LINATTN_CUDA_WGP_X2", "1");
-  const FwdCase c = cases(DType::kBF16, 64)[1];
-  for (int vs : {32, 64}) {
-    const int64_t x2_before = cuda::gdn_fused_wgp_x2_launches(), vs32_before = cuda::gdn_fused_wgp_vs32_launches();
-    run_fwd_case(c, api::CudaGdnPath::kChunked, vs);
-    EXPECT_EQ(cuda::gdn_fused_wgp_x2_launches(), x2_before) << "KDA took the two-CTAs-per-SM instance";
-    EXPECT_EQ(cuda::gdn_fused_wgp_vs32_launches() > vs32_before, vs == 32) << "planned V-slice " << vs;
-  }
 }
 
 // The V-slice 32 instance on every case (the -1000 and lower_bound = -5 gates included) where the plan's

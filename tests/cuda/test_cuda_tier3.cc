@@ -159,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaTier3SegKernel,
                                   std::to_string(std::get<1>(info.param)) + "_seg" + std::get<2>(info.param);
                          });
 
-// The opt-in state pass on tma3's rings (LINATTN_CUDA_SEG_CHAIN=tma3; GDN at BT 64 takes it, checked to run)
+// The state pass on tma3's rings (LINATTN_CUDA_SEG_CHAIN=tma3, the default since d3f84ad; GDN at BT 64 takes it, checked to run)
 // and the combine variants (LINATTN_CUDA_SEG_COMBINE=ring3 / blk / blk3, checked to run), alone and
 // together: the reference bars and bitwise equal to the default tier 3 (same products, same order).
 class CudaTier3SegVariants : public ::testing::TestWithParam<std::tuple<DType, int>> {

@@ -93,7 +93,7 @@ TEST_P(CudaTier3Bwd, GdnEverySweepSlice) {
   run_bwd_case(cases(dt, bt, ChunkOp::kGdn)[0], {3}, {32, 64, 128});
 }
 
-// The opt-in tma3 state pass with each combine variant (LINATTN_CUDA_SEG_CHAIN=tma3, LINATTN_CUDA_SEG_COMBINE=ring3 /
+// The tma3 state pass (the default since d3f84ad) with each combine variant (LINATTN_CUDA_SEG_CHAIN=tma3, LINATTN_CUDA_SEG_COMBINE=ring3 /
 // blk3; the state pass runs once for GDN at BT 64, both combines on the variant): every gradient bitwise the default's.
 TEST_P(CudaTier3Bwd, SegVariantsBitwiseDefault) {
   const auto [dt, bt] = GetParam();

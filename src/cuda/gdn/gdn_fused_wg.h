@@ -36,10 +36,10 @@ void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cu
 // takes the pipelined kernel's state-pass mode (gdn_fused_wgp.cu) wherever the pipelined kernel is
 // chosen, "0" = gdn_fused.cu; unset: gdn_fused_wgp.cu's kSegWgmmaDefault.
 bool gdn_fused_wgp_seg_enabled();
-// Environment LINATTN_CUDA_SEG_CHAIN (read per call; opt-in): "tma3" = that GDN state pass with tma3's rings
+// Environment LINATTN_CUDA_SEG_CHAIN (read per call; "tma3" the default since d3f84ad): that GDN state pass with tma3's rings
 // (gdn_fused_wgp_seg_tma_kernel: TMA boxes and the prep's scale records, no per-thread cp.async; bitwise the
-// same values) wherever the forward's chain mode has them (LINATTN_CUDA_GDN_CHAIN tma3, the default); "v3" or
-// unset: the cp.async rings. Launches of the tma3 state pass so far (tests check it ran).
+// same values) wherever the forward's chain mode has them (LINATTN_CUDA_GDN_CHAIN tma3, the default); "v3":
+// the cp.async rings. Launches of the tma3 state pass so far (tests check it ran).
 bool gdn_fused_wgp_seg_tma_enabled();
 int64_t gdn_fused_wgp_seg_tma_launches();
 // Environment LINATTN_CUDA_GDN_CHAIN (read per launch of the pipelined GDN forward, not the tier-3
@@ -71,12 +71,5 @@ int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs
 int64_t gdn_fused_wgp_vs32_launches();
 // The V-slice 32 instance itself (gdn_fused_wgp_vs32.cu; launch_gdn_fused_wgp checks its scope).
 void launch_gdn_fused_wgp_vs32(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
-// Environment LINATTN_CUDA_WGP_X2 (read per call; opt-in): "1" = GDN's pipelined forward at V-slice 32 wherever
-// the V-slice 32 instance can run (whatever the planned V-slice; not KDA: its stage does not fit), by the
-// two-CTAs-per-SM instance (gdn_fused_wgp_x2.cu: 2-stage k / v / Ab ring, 1-stage q / P, one hand-off buffer;
-// the same bits as the V-slice 32 instance).
-bool gdn_fused_wgp_x2_enabled();
-int64_t gdn_fused_wgp_x2_launches();
-void launch_gdn_fused_wgp_x2(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream);
 
 }  // namespace linattn::cuda

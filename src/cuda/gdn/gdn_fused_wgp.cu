@@ -566,8 +566,9 @@ bool gdn_fused_wgp_seg_enabled() {
 
 int64_t gdn_fused_wgp_pf_launches() { return g_pf_launches.load(); }
 
-// LINATTN_CUDA_SEG_CHAIN unset or not "tma3" / "v3": this (off: the cp.async state pass) until an H200 A/B.
-constexpr bool kSegTmaDefault = false;
+// LINATTN_CUDA_SEG_CHAIN unset or not "tma3" / "v3": this. On (the tma3 state pass) since the H200 A/B at
+// d3f84ad: tier 3 GDN 2/8 1x32768 0.336 -> 0.315 ms graph, pass 1 123 -> 103 us; "v3" keeps the cp.async pass.
+constexpr bool kSegTmaDefault = true;
 
 bool gdn_fused_wgp_seg_tma_enabled() {
   const std::string v = env_or("LINATTN_CUDA_SEG_CHAIN", "");
@@ -627,7 +628,6 @@ int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs
   // V-slice 32 where planned is the default since the H200 A/B at accc55a (KDA 32/32 1x32768 2.06 -> 1.92 ms,
   // GDN 16/32 1x32768 1.218 -> 1.151); LINATTN_CUDA_WGP_VS=64 keeps V-slice 64.
   if (env_or("LINATTN_CUDA_WGP_VS", "") == "64") return 64;
-  if (!p.kda && gdn_fused_wgp_x2_enabled() && p.V % 32 == 0 && !p.seg_M && ws.P) return 32;  // any plan
   // The V-slice 32 instance covers the output forward only: the tier-3 state pass and GDN with P formed in
   // WG1 (no P in the workspace) keep V-slice 64, as do plans of wider slices (enough CTAs already).
   return planned_vs == 32 && p.V % 32 == 0 && !p.seg_M && (p.kda || ws.P != nullptr) ? 32 : 64;

@@ -59,9 +59,8 @@ struct WgpXch<32> {
 };
 
 // VS: the V-slice (columns of v / o per CTA), 64 (the default kernel) or 32 (the VS-32 instance).
-// The stage types live here, apart from the ring depths, so every WgpSmemT of one (T, KDA, VS) shares them.
 template <class T, bool KDA, int VS>
-struct WgpStages {
+struct WgpSmemT {
   static_assert(VS == 64 || VS == 32, "gdn fused (pipelined): V-slice 64 or 32");
   struct alignas(1024) Stage0 {  // WG0's inputs of one chunk
     alignas(1024) uint8_t k[kBT * kK * 2];   // [token][key] K-major, panels of 64 keys
@@ -82,19 +81,9 @@ struct WgpStages {
     float qsc[kBT];           // scale e^gam rq per token
   };
   using Xch = WgpXch<VS>;
-};
-// S0 / S1: WG0's / WG1's ring depths, NX: hand-off buffers (1 or 2). The defaults are the default kernels'
-// layout; the two-CTAs-per-SM instance (gdn_fused_wgp_x2.cu) takes 2 / 1 / 1.
-template <class T, bool KDA, int VS, int S0 = kStages0<KDA>, int S1 = kStages1, int NX = 2>
-struct WgpSmemT : WgpStages<T, KDA, VS> {
-  using Base = WgpStages<T, KDA, VS>;
-  using Stage0 = typename Base::Stage0;
-  using Stage1 = typename Base::Stage1;
-  using Xch = typename Base::Xch;
-  static constexpr int kS0 = S0, kS1 = S1, kNX = NX;
-  Stage0 st0[S0];
-  Stage1 st1[S1];
-  Xch xch[NX];
+  Stage0 st0[kStages0<KDA>];
+  Stage1 st1[kStages1];
+  Xch xch[2];
   T o[kBT][VS + 8];  // output staging [token][v]
 };
 template <class T, bool KDA = false>

@@ -18,7 +18,16 @@ using namespace wgp;
 template <class T, bool KDA>
 __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_vs32_kernel(GdnFwdParams p, GdnChunkWs ws) {
   extern __shared__ unsigned char smem_raw[];
-  vs32_cta<T, KDA, WgpSmem32<T, KDA>>(p, ws, smem_raw);
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  WgpSmem32<T, KDA>& s = *reinterpret_cast<WgpSmem32<T, KDA>*>(base);
+  const int tid = threadIdx.x, t = tid & 127;
+  const int v0 = blockIdx.x * 32, j = blockIdx.y, h = j / (p.HV / p.H);
+  const int64_t n = ws_sequence(ws, blockIdx.z);
+  int64_t bos, eos;
+  seq_bounds(p, n, bos, eos);
+  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
+  if (tid < 128) state_warpgroup_vs32<T, KDA>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t);
+  else output_warpgroup_vs32<T, KDA>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
 }
 
 static_assert(sizeof(WgpSmem32<__nv_bfloat16, false>) + 1024 <= 227 * 1024 &&
@@ -38,10 +47,6 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
 int64_t gdn_fused_wgp_vs32_launches() { return g_vs32_launches.load(); }
 
 void launch_gdn_fused_wgp_vs32(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
-  if (!p.kda && gdn_fused_wgp_x2_enabled()) {  // GDN: two CTAs per SM (gdn_fused_wgp_x2.cu)
-    launch_gdn_fused_wgp_x2(p, ws, stream);
-    return;
-  }
   g_vs32_launches.fetch_add(1);
   const bool bf = p.io == ElemType::kBF16;
   if (p.kda) bf ? launch_t<__nv_bfloat16, true>(p, ws, stream) : launch_t<__half, true>(p, ws, stream);

@@ -29,9 +29,6 @@ namespace wgp {
 
 template <class T, bool KDA = false>
 using WgpSmem32 = WgpSmemT<T, KDA, 32>;
-// One hand-off buffer (Smem::kNX 1, the two-CTAs-per-SM instance): WG1 frees S^T's tile after Q S
-// (kBarEmpty) and V^T's after P V^ (this barrier), so WG0 stores S_{c+1} without waiting for P V^.
-constexpr int kBarEmptyV = kBarEmpty + 1;
 
 #define LINATTN_WGP32_R16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define LINATTN_WGP32_D16                                                                                   \
@@ -72,13 +69,13 @@ __device__ __forceinline__ void store_acc_t(uint8_t* tile, const float (&d)[16],
 // B descriptor of a K-major [32][K] tile and its k16 step's offset.
 __host__ __device__ constexpr uint32_t kmaj32_step(int kk) { return kmaj_step(kk, 32); }
 
-// WG0 at V-slice 32: the state chain on S [key][v] (columns v0..v0 + 31). Smem: a WgpSmemT of VS 32, its
-// ring depth kS0 (chunks kS0 - 1 ahead) and hand-off buffers kNX (1 or 2) as it says.
-template <class T, bool KDA, class Smem = WgpSmem32<T, KDA>>
-__device__ void state_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n,
+// WG0 at V-slice 32: the state chain on S [key][v] (columns v0..v0 + 31).
+template <class T, bool KDA>
+__device__ void state_warpgroup_vs32(WgpSmem32<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n,
                                      int64_t bos, int64_t eos, int nchunks, int h, int j, int v0, int t) {
+  using Smem = WgpSmem32<T, KDA>;
   using Stage0 = typename Smem::Stage0;
-  constexpr int kSt = Smem::kS0, kAhead = kSt - 1, kNX = Smem::kNX, kXm = kNX - 1;
+  constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;
   constexpr uint32_t kXsz = sizeof(typename Smem::Xch);
   Stage0* const ring = s.st0;
   int64_t r0c = 0;  // KDA: chunk c of sequence n is row r0c + c of the prep grid
@@ -96,7 +93,7 @@ __device__ void state_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnCh
     cp_async_commit();
   }
   if constexpr (!KDA) {
-    cp_async_wait<kAhead - 1>();
+    cp_async_wait<1>();
     if (nchunks > 0) state_scales<T, 32>(ring[0], chunk_len(bos, eos, 0), t);
   }
   store_acc_t<T>(s.xch[0].s, S[0], 0, t);  // S_0's tile (the top-of-chunk barrier publishes it)
@@ -109,8 +106,8 @@ __device__ void state_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnCh
   const uint64_t ds0 = desc_kmaj0(s.xch[0].s), dw0 = desc_kmaj0(s.xch[0].w);
   for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
     Stage0& st = ring[stage];
-    auto& x = s.xch[c & kXm];
-    const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0)), xoff = uint32_t(c & kXm) * kXsz;
+    auto& x = s.xch[c & 1];
+    const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0)), xoff = uint32_t(c & 1) * kXsz;
     cp_async_wait<kAhead - 1>();  // chunk c's group
     fence_view_async_shared();
     named_barrier(kBarWg0, 128);  // chunk c's inputs, scales and S_c's tile; all of WG0 is past chunk c-1
@@ -165,15 +162,13 @@ __device__ void state_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnCh
     }
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
-    if constexpr (kNX == 1)
-      if (c >= 1) named_barrier(kBarEmptyV, 256);  // WG1 has read V^T_{c-1}
     store_acc_t<T>(x.v, acc, 0, t);  // V^T for WG1
     float hv[16];                    // H = diag(e^(gam_L - gam) rk) V^
 #pragma unroll
     for (int i = 0; i < 16; ++i) hv[i] = acc[i] * wsc[(i >> 1) & 1];
     store_acc_t<T>(x.w, hv, 0, t);  // X^T's readers (Ab X) are done
     fence_view_async_shared();
-    named_barrier_arrive(kBarFull + (c & kXm), 256);  // S_c's and V^T's tiles for WG1
+    named_barrier_arrive(kBarFull + (c & 1), 256);  // S_c's and V^T's tiles for WG1
     named_barrier(kBarWg0, 128);                    // H^T's tile complete
     wgmma_fence();
 #pragma unroll
@@ -185,16 +180,16 @@ __device__ void state_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnCh
     wgmma_commit();
     // While the update runs: chunk c+1's scales (its group is the older of the two in flight).
     if constexpr (!KDA) {
-      cp_async_wait<kAhead - 1>();
+      cp_async_wait<1>();
       if (c + 1 < nchunks) state_scales<T, 32>(ring[stage == kSt - 1 ? 0 : stage + 1], chunk_len(bos, eos, c + 1), t);
     }
     wgmma_wait<0>();
     wgmma_fence_operands(S[0]);
     wgmma_fence_operands(S[1]);
-    if (c + 1 < nchunks) {  // S_{c+1}'s tile, once WG1 has read chunk c-1's (kNX 1: S_c)
-      if (c + 1 >= kNX) named_barrier(kBarEmpty + ((c + 1) & kXm), 256);
-      store_acc_t<T>(s.xch[(c + 1) & kXm].s, S[0], 0, t);
-      store_acc_t<T>(s.xch[(c + 1) & kXm].s, S[1], 64, t);
+    if (c + 1 < nchunks) {  // S_{c+1}'s tile, once WG1 has read chunk c-1's
+      if (c + 1 >= 2) named_barrier(kBarEmpty + ((c + 1) & 1), 256);
+      store_acc_t<T>(s.xch[(c + 1) & 1].s, S[0], 0, t);
+      store_acc_t<T>(s.xch[(c + 1) & 1].s, S[1], 64, t);
     }
   }
   cp_async_wait<0>();
@@ -206,13 +201,12 @@ __device__ void state_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnCh
   }
 }
 
-// WG1 at V-slice 32: O [token][v] of chunk c from WG0's S^T / V^T tiles, one chunk behind WG0. Smem::kS1 1:
-// chunk c+1's q / P load into the one stage once chunk c's products have read it.
-template <class T, bool KDA, class Smem = WgpSmem32<T, KDA>>
-__device__ void output_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
+// WG1 at V-slice 32: O [token][v] of chunk c from WG0's S^T / V^T tiles, one chunk behind WG0.
+template <class T, bool KDA>
+__device__ void output_warpgroup_vs32(WgpSmem32<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
                                       int64_t eos, int nchunks, int h, int j, int v0, int t) {
+  using Smem = WgpSmem32<T, KDA>;
   using Stage1 = typename Smem::Stage1;
-  constexpr int kS1 = Smem::kS1, kNX = Smem::kNX, kXm = kNX - 1;
   constexpr uint32_t kXsz = sizeof(typename Smem::Xch);
   if (nchunks > 0) load_output_inputs<T, KDA, 32>(s.st1[0], p, ws, bos, chunk_len(bos, eos, 0), h, j, t);
   cp_async_commit();
@@ -222,22 +216,20 @@ __device__ void output_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnC
   const uint64_t dq0 = desc_kmaj0(s.st1[0].q), dp0 = desc_kmaj0(s.st1[0].p);
   const uint64_t ds0 = desc_kmaj0(s.xch[0].s), dv0 = desc_kmaj0(s.xch[0].v);
   for (int c = 0; c < nchunks; ++c) {
-    const int stage = c & (kS1 - 1);
+    const int stage = c & 1;
     Stage1& st = s.st1[stage];
-    const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage1)), xoff = uint32_t(c & kXm) * kXsz;
+    const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage1)), xoff = uint32_t(c & 1) * kXsz;
     const int64_t t0 = bos + int64_t(c) * kBT;
     const int len = chunk_len(bos, eos, c);
     cp_async_wait<0>();
     if (!KDA && t < 64) st.qsc[t] = chain_sc::qsc(p.scale, st.gam[t], st.rq[t]);  // own copies
     fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
-    if constexpr (kS1 == 2) {
-      if (c + 1 < nchunks)
-        load_output_inputs<T, KDA, 32>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
-      cp_async_commit();
-    }
+    if (c + 1 < nchunks)
+      load_output_inputs<T, KDA, 32>(s.st1[stage ^ 1], p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
+    cp_async_commit();
 
-    named_barrier(kBarFull + (c & kXm), 256);  // WG0 has written chunk c's tiles
+    named_barrier(kBarFull + (c & 1), 256);  // WG0 has written chunk c's tiles
     float acc[16];
     wgmma_fence();
 #pragma unroll
@@ -255,15 +247,9 @@ __device__ void output_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnC
     for (int kk = 0; kk < kBT / 16; ++kk)
       wgmma_n32<T, 0, 0>(acc, desc_at(dp0, soff + kmaj_step(kk, kBT)), desc_at(dv0, xoff + kmaj32_step(kk)), 1);
     wgmma_commit();
-    if constexpr (kNX == 1)
-      if (c + 1 < nchunks) named_barrier_arrive(kBarEmpty, 256);  // S_c read (Q S done): WG0 may store S_{c+1}
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
-    if constexpr (kNX == 1) {
-      if (c + 1 < nchunks) named_barrier_arrive(kBarEmptyV, 256);  // V^T_c read: WG0 may store V^T_{c+1}
-    } else {
-      if (c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (c & 1), 256);  // WG0 may refill this buffer
-    }
+    if (c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (c & 1), 256);  // WG0 may refill this buffer
 
     // O's accumulator rows are tokens: staged [token][v] by stmatrix (no transpose).
 #pragma unroll
@@ -273,10 +259,6 @@ __device__ void output_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnC
       stmatrix_x4(&s.o[16 * w + 8 * (m & 1) + (lane & 7)][8 * (2 * hf + (m >> 1))], r);
     }
     named_barrier(kBarWg1, 128);
-    if constexpr (kS1 == 1) {  // all of WG1 is past chunk c's products: chunk c+1's q / P into the one stage
-      if (c + 1 < nchunks) load_output_inputs<T, KDA, 32>(st, p, ws, t0 + kBT, chunk_len(bos, eos, c + 1), h, j, t);
-      cp_async_commit();
-    }
     const int orow = t >> 2, och = (t & 3) * 8;  // rows t / 4 + 32u, 16-byte chunk t % 4
     T* out = o_base + (t0 + orow) * ostride + och;
 #pragma unroll
@@ -285,21 +267,6 @@ __device__ void output_warpgroup_vs32(Smem& s, const GdnFwdParams& p, const GdnC
         *reinterpret_cast<uint4*>(out + 32 * u * ostride) = *reinterpret_cast<const uint4*>(&s.o[orow + 32 * u][och]);
   }
   cp_async_wait<0>();
-}
-
-// One CTA (blockIdx: 32 columns of v, value head j, sequence) in the 1024-aligned Smem at raw: WG0 the state
-// chain on S [key][v], WG1 the output (the kernels of gdn_fused_wgp_vs32.cu and gdn_fused_wgp_x2.cu).
-template <class T, bool KDA, class Smem>
-__device__ __forceinline__ void vs32_cta(const GdnFwdParams& p, const GdnChunkWs& ws, unsigned char* raw) {
-  Smem& s = *reinterpret_cast<Smem*>(raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u));
-  const int tid = threadIdx.x, t = tid & 127;
-  const int v0 = blockIdx.x * 32, j = blockIdx.y, h = j / (p.HV / p.H);
-  const int64_t n = ws_sequence(ws, blockIdx.z);
-  int64_t bos, eos;
-  seq_bounds(p, n, bos, eos);
-  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
-  if (tid < 128) state_warpgroup_vs32<T, KDA>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t);
-  else output_warpgroup_vs32<T, KDA>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
 }
 
 #undef LINATTN_WGP32_R16
