@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
   constexpr bool TAB = tables_fit<T, BT, V>();
+  constexpr int UNR = MODE == 10 ? 2 : 1;  // chunked10: the gate formula loops unrolled by 2 (two rows' formulas overlap)
   static_assert(TAB == (V == 128), "the decay tables fit at V = 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       row_scales_r();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    stage_decays_r<BT, Tl::NT, UNR>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
     cp_async_wait<0>();
     __syncthreads();
 
@@ -249,7 +250,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
+    gate_chain_r<T, BT, V, Tl::NT, UNR>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
   }
 
