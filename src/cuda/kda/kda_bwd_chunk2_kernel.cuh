@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
   constexpr bool TAB = tables_fit<T, BT, V>();
-  constexpr int UNR = MODE == 10 ? 2 : 1;  // chunked10: the gate formula loops unrolled by 2 (two rows' formulas overlap)
+  constexpr int UNR = MODE == 10 ? 2 : 1;  // chunked10: gate formula loops unrolled by 2 (two rows overlap)
   static_assert(TAB == (V == 128), "the decay tables fit at V = 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
