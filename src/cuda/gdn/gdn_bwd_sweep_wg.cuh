@@ -2,13 +2,16 @@
 // gdn_bwd_sweep_wg2.cu "wg2"): the shared-memory layout (role 0's 3-stage k / v / Ab ring of
 // gdn_fused_wgp_common.cuh, role 1's 2-stage q / k / Ab / P / dO ring with per-token scales, the
 // fragment hand-off double buffer, the store warpgroup's staging tile, the mbarriers of wg2), role 1's
-// loader and scales, role 0's chain (WG0) and the store warpgroup (WG1), both templated on the
-// hand-off protocol: XNamed<kMode> (named barriers full 3-4 / empty 5-6, wg) or XMbar (mbarriers,
+// loader and scales, role 0's chain (WG0) and the store warpgroup (WG1; kFastDv: wg3 / wg3p's
+// vectorized dv stores), both templated on the hand-off protocol: XNamed<kMode> (named barriers full 3-4 / empty 5-6, wg) or XMbar (mbarriers,
 // wg2). The store warpgroup also takes a producer hook: wg2's WG1 streams role 1's input ring
 // (gdn_bwd_sweep_wg2.cu); NoProducer keeps WG1 a pure store warpgroup (wg).
 // Layouts and thread mapping: see gdn_bwd_sweep_wg.cu's header. GDN, BT 64, K 128, V-slice 64.
 #pragma once
 #include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/tma.cuh"
 #include "cuda/gdn/gdn_bwd_load.cuh"
@@ -289,10 +292,25 @@ __device__ __forceinline__ void load_scales(float (&dst)[16], const float* src, 
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk.
 // prod (wg2, role 1): streams role 1's input ring; issue(cc) runs after chunk cc's fragments are
 // read, finish(cc) after its stores.
-template <class T, class XSync, class Prod>
+// kFastDv (wg3 / wg3p): dv in the io type is packed from the fragments (the same round-to-nearest as
+// store_out) and written through the vh staging pass (stmatrix.trans into rows 64-127 of the tile, 16-byte
+// rows, no extra barrier); fp32 dv keeps the fp32 staging tile but stores float4s. Other dv types, or a
+// dv pointer not 16-byte aligned, take the scalar path. Without it (wg / wg2) dv is staged fp32 and
+// written by scalar store_out (~380 instructions per chunk on WG1: the H200 profile at 3d3a678 shows the
+// reverse chain waiting on "empty" for ~1/3 of its samples, i.e. WG1 sets role 1's step).
+template <class T, bool kFastDv = false, class XSync, class Prod>
 __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int role,
                                 int t, const XSync xs, const Prod& prod) {
   const GdnFwdParams& f = p.f;
+  bool dv_io = false, dv_f4 = false;  // kFastDv: dv via the vh pass / as float4
+  T* dvo = nullptr;                    // kFastDv: this slice's dv, token stride HV * V
+  if constexpr (kFastDv) {
+    constexpr ElemType kIo = std::is_same_v<T, __nv_bfloat16> ? ElemType::kBF16 : ElemType::kF16;
+    const bool ok = role && p.dv.p && (reinterpret_cast<uintptr_t>(p.dv.p) & 15u) == 0;
+    dv_io = ok && p.dv.t == kIo;
+    dv_f4 = ok && p.dv.t == ElemType::kF32;
+    dvo = static_cast<T*>(p.dv.p) + int64_t(id.j) * f.V + id.v0;
+  }
   const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address
   const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
   const int orow = t >> 3, och = (t & 7) * 8;  // 16-byte pieces: rows t / 8 + 16u, chunk t % 8
@@ -316,7 +334,18 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
 #pragma unroll
     for (int i = 0; i < 4; ++i) vfr[i] = x.v[i][t];
     float4 dvr[8];
-    if (role) {
+    [[maybe_unused]] uint32_t dpk[16];  // dv_io: dv^T packed as A fragments (acc_to_frag's pairs)
+    if constexpr (kFastDv) {
+      if (dv_io) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float4 q4 = x.d[i][t];
+          dpk[2 * i] = MmaType<T>::pack(q4.x, q4.y);
+          dpk[2 * i + 1] = MmaType<T>::pack(q4.z, q4.w);
+        }
+      }
+    }
+    if (role && !dv_io) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) dvr[i] = x.d[i][t];
     }
@@ -336,14 +365,33 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
       const uint32_t rr[4] = {vfr[kk].x, vfr[kk].y, vfr[kk].z, vfr[kk].w};
       stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
     }
+    if constexpr (kFastDv) {
+      if (dv_io) {
+#pragma unroll
+        for (int kk = 0; kk < kBT / 16; ++kk) {
+          const uint32_t rr[4] = {dpk[4 * kk], dpk[4 * kk + 1], dpk[4 * kk + 2], dpk[4 * kk + 3]};
+          stmatrix_x4_trans(&s.stg[kBT + 16 * kk + st_row][st_col], rr);
+        }
+      }
+    }
     named_barrier(kBarStore, 128);
 #pragma unroll
     for (int u = 0; u < kBT / 16; ++u)
       if (orow + 16 * u < len)
         *reinterpret_cast<uint4*>(vdst + (t0 + orow + 16 * u) * f.V + och) =
             *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
+    if constexpr (kFastDv) {
+      if (dv_io) {
+        const int64_t dstride = int64_t(f.HV) * f.V;
+#pragma unroll
+        for (int u = 0; u < kBT / 16; ++u)
+          if (orow + 16 * u < len)
+            *reinterpret_cast<uint4*>(dvo + (t0 + orow + 16 * u) * dstride + och) =
+                *reinterpret_cast<const uint4*>(&s.stg[kBT + orow + 16 * u][och]);
+      }
+    }
     named_barrier(kBarStore, 128);
-    if (role && p.dv.p) {
+    if (role && p.dv.p && !dv_io) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
         const float4& q4 = dvr[i >> 2];
@@ -358,6 +406,12 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
         if (row < len) {
           const float4 v = *reinterpret_cast<const float4*>(&stf[row][dcol]);
           const int64_t o = ((t0 + row) * f.HV + id.j) * int64_t(f.V) + id.v0 + dcol;
+          if constexpr (kFastDv) {
+            if (dv_f4) {
+              *reinterpret_cast<float4*>(static_cast<float*>(p.dv.p) + o) = v;
+              continue;
+            }
+          }
           store_out(p.dv.p, p.dv.t, o, v.x);
           store_out(p.dv.p, p.dv.t, o + 1, v.y);
           store_out(p.dv.p, p.dv.t, o + 2, v.z);

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "core/check.h"
 #include "cuda/common/launch.h"
@@ -179,7 +180,8 @@ __device__ void rev_chain2(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& 
   }
 }
 
-template <class T>
+// kFastDv: "wg3p" (the store warpgroup's vectorized dv stores).
+template <class T, bool kFastDv>
 __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg2_kernel(GdnBwdParams p, GdnBwdWs w) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -203,8 +205,8 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg2_kernel(GdnBwdParams 
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
   const XMbar xs{&s.bar};
   if (tid >= 128) {
-    if (role) store_warpgroup<T>(s, p, w, id, role, t, xs, RevProducer<T>{s, p, w, id, t});
-    else store_warpgroup<T>(s, p, w, id, role, t, xs, NoProducer{});
+    if (role) store_warpgroup<T, kFastDv>(s, p, w, id, role, t, xs, RevProducer<T>{s, p, w, id, t});
+    else store_warpgroup<T, kFastDv>(s, p, w, id, role, t, xs, NoProducer{});
   } else if (role) {
     rev_chain2<T>(s, p, id, t, xs);
   } else {
@@ -218,14 +220,18 @@ std::atomic<int64_t> g_wg2_launches{0};
 
 int64_t gdn_bwd_sweep_wg2_launches() { return g_wg2_launches.load(); }
 
-void launch_gdn_bwd_sweeps_wg2(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+void launch_gdn_bwd_sweeps_wg2(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream, bool fast_dv) {
   LINATTN_CHECK(gdn_bwd_sweep_wg_supported(p.f), "gdn bwd sweeps (wg2): needs GDN, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
   g_wg2_launches.fetch_add(1);
-  if (p.f.io == ElemType::kBF16)
-    launch(gdn_bwd_sweep_wg2_kernel<__nv_bfloat16>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w);
-  else
-    launch(gdn_bwd_sweep_wg2_kernel<__half>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
+  auto go = [&](auto fast) {
+    constexpr bool kFast = decltype(fast)::value;
+    if (p.f.io == ElemType::kBF16)
+      launch(gdn_bwd_sweep_wg2_kernel<__nv_bfloat16, kFast>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w);
+    else
+      launch(gdn_bwd_sweep_wg2_kernel<__half, kFast>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
+  };
+  fast_dv ? go(std::true_type{}) : go(std::false_type{});
 }
 
 }  // namespace linattn::cuda
