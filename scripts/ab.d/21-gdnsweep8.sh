@@ -2,10 +2,10 @@
 # store_warpgroup's kFastDv; perf-notes "Sweeps: the store warpgroup set the reverse step (gdnsweep8)"): wg / wg2
 # with the store warpgroup's dv stores vectorized (io-type dv through the vh staging pass, fp32 dv as float4),
 # the same values as wg. Compiled here, never run on a GPU before this piece.
-# 1. tests with wg3 exported, own caps 35 + 20 s: test_cuda_gdn_bwd (SweepWg3*: wg3 and wg3p vs fp64 reference
-#    and bitwise == wg on every case + a long varlen case, determinism; the wg tests with wg3 exported; the
-#    graph sequences), then test_cuda_graph_bwd's GDN / training-cache tests with wg3 exported; no bench if a
-#    test fails or is cut (exit 124: said so, counted as a failure);
+# 1. tests with wg3 exported, own caps 35 + 20 s: test_cuda_gdn_bwd bf16 BT 64 (SweepWg3*: wg3 and wg3p vs fp64
+#    reference and bitwise == wg on every case + a long varlen case, determinism; their graph sequences; fp16 and
+#    BT 32 are in the full binary), then test_cuda_graph_bwd's GDN / training-cache tests with wg3 exported; no
+#    bench if a test fails or is cut (exit 124: said so, counted as a failure);
 # 2. bench 16/32, interleaved: 1x32768 default / wg3 / wg3p, the same with --saved 1 (training cache), 4096x8
 #    and 1x8192 default / wg3, then round 2 in reverse order while time is left.
 # The piece keeps to its own 90 s (gs8_mine: seconds of it left).
@@ -20,7 +20,7 @@ gs8_test() {  # gs8_test BINARY FILTER CAP: with wg3 exported; sets gs8rc
   gs8rc=$?
 }
 if [ "$(gs8_mine)" -gt 60 ]; then
-  gs8_test test_cuda_gdn_bwd 'Dtypes/CudaGdnBwd.SweepWg3*/*_bt64:Dtypes/CudaGdnBwd.SweepWgMatchesReferenceAndMmaSweeps/bf16_bt64:CudaGdnBwdSweepWg.Wg3GraphSequence:CudaGdnBwdSweepWg.GraphSequence' 35
+  gs8_test test_cuda_gdn_bwd 'Dtypes/CudaGdnBwd.SweepWg3*/bf16_bt64:CudaGdnBwdSweepWg.Wg3GraphSequence' 35
   if [ $gs8rc -eq 0 ]; then
     gs8_test test_cuda_graph_bwd 'CudaGraphGdn*:CudaGraphFwdBwd.*' 20
     if [ $gs8rc -eq 0 ]; then
