@@ -19,7 +19,8 @@
 // order and bf16 rounding points differ); determinism and the graph sequence. With the switch
 // exported as another wg value ("wglate", "wg2") these tests take that variant instead.
 // The sweep variants wg2 (WG1 streams role 1's inputs, mbarrier hand-offs), wg3 (wg with the store
-// warpgroup's dv stores vectorized) and wg3p (wg2 with those stores), each forced here, run every
+// warpgroup's dv stores vectorized), wg3p (wg2 with those stores) and wg3pf (wg3p with role 0's
+// inputs streamed by WG1 too), each forced here, run every
 // case and a long GVA varlen case again: fp64 reference, padding, zero-length dh0, and bitwise equal
 // to wg (the same products on the same operands, the same values stored); determinism and the graph
 // sequence.
@@ -133,7 +134,7 @@ void run_case_sweep_wg(const Case& c) {
   EXPECT_TRUE(grads_agree(in.d, base_run, got, c.spec.dtype, Qty::kDdt_bias_head)) << "wgmma sweeps vs mma.sync sweeps";
 }
 
-// A sweep variant (wg2, wg3, wg3p) against the reference and bitwise against wg; at BT 64 its
+// A sweep variant (wg2, wg3, wg3p, wg3pf) against the reference and bitwise against wg; at BT 64 its
 // kernel must have run (launches: the variant's launch counter).
 void run_case_sweep_variant(const Case& c, const char* variant, int64_t (*launches)()) {
   SCOPED_TRACE(c.name + " sweep " + variant);
@@ -336,16 +337,27 @@ TEST_P(CudaGdnBwd, SweepWg2IsDeterministic) {
 }
 
 // wg3 (wg with the store warpgroup's dv stores vectorized: io-type dv through the vh staging pass,
-// fp32 dv as float4) and wg3p (wg2 with the same stores): bitwise vs wg (same values stored); the
-// fast-store kernels must have run at BT 64. The cases hold fp32 and io-type gradients.
+// fp32 dv as float4), wg3p (wg2 with the same stores) and wg3pf (wg3p with role 0's ring streamed by
+// WG1 too): bitwise vs wg (same products, same values stored); the fast-store kernels must have run at
+// BT 64. The cases hold fp32, io-type and (fp16 runs) bf16 gradients: all three dv store paths.
 TEST_P(CudaGdnBwd, SweepWg3MatchesReferenceAndWgBitwise) {
   const auto [dt, bt] = GetParam();
-  for (const char* v : {"wg3", "wg3p"}) sweep_variant_matches(dt, bt, v, cuda::gdn_bwd_sweep_wg3_launches);
+  sweep_variant_matches(dt, bt, "wg3", cuda::gdn_bwd_sweep_wg3_launches);
+}
+
+TEST_P(CudaGdnBwd, SweepWg3pMatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  sweep_variant_matches(dt, bt, "wg3p", cuda::gdn_bwd_sweep_wg3_launches);
+}
+
+TEST_P(CudaGdnBwd, SweepWg3pfMatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  sweep_variant_matches(dt, bt, "wg3pf", cuda::gdn_bwd_sweep_wg3_launches);
 }
 
 TEST_P(CudaGdnBwd, SweepWg3IsDeterministic) {
   const auto [dt, bt] = GetParam();
-  for (const char* v : {"wg3", "wg3p"}) sweep_variant_deterministic(dt, bt, v);
+  for (const char* v : {"wg3", "wg3p", "wg3pf"}) sweep_variant_deterministic(dt, bt, v);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
@@ -484,7 +496,12 @@ TEST(CudaGdnBwdSweepWg, Wg2GraphSequence) {
 
 TEST(CudaGdnBwdSweepWg, Wg3GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  for (const char* v : {"wg3", "wg3p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg3_launches);
+  for (const char* v : {"wg3", "wg3pf"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg3_launches);
+}
+
+TEST(CudaGdnBwdSweepWg, Wg3pGraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_graph_sequence("wg3p", cuda::gdn_bwd_sweep_wg3_launches);
 }
 
 // The public op and its workspace query on CUDA tensors (see check_public_op_workspace).

@@ -129,34 +129,67 @@ __device__ __forceinline__ void load_acc_state(float (&S)[64], const void* src, 
     S[i] = src ? load_elem(src, ty, state_index(f, id.n, id.j, acc_col(t, i), id.v0 + acc_row(t, i))) : 0.f;
 }
 
-// Role 0 (WG0): the forward state chain; S^T and V^T fragments to the hand-off buffer.
-template <class T, class XSync>
-__device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
-                          const XSync xs) {
+// Role 0's input ring as WG0 streams it itself (wg, wg2): the forward's 3-stage k / v / Ab ring by
+// cp.async, two chunks ahead, the next chunk's scales while the update runs, the chain barrier.
+template <class T>
+struct FwdOwnRing {
+  static constexpr int kStages = kFwdStages;
+  SweepWgSmem<T>& s;
+  const GdnFwdParams& f;
+  const GdnBwdWs& w;
+  const Ids& id;
+  int t;
+  __device__ __forceinline__ void prologue() const {
+    for (int c = 0; c < kFwdStages - 1; ++c) {
+      if (c < id.nchunks)
+        load_state_inputs<T>(s.ring.f[c], f, w.c, id.bos + c * kBT, chunk_len(id.bos, id.eos, c), id.h, id.j, id.v0, t);
+      cp_async_commit();
+    }
+    cp_async_wait<1>();
+    if (id.nchunks > 0) state_scales<T>(s.ring.f[0], chunk_len(id.bos, id.eos, 0), t);
+  }
+  __device__ __forceinline__ void acquire(int) const {
+    cp_async_wait<1>();
+    fence_view_async_shared();
+    named_barrier(kBarChain, 128);
+  }
+  __device__ __forceinline__ void ahead(int c, int stage) const {  // after the step's first product is issued
+    const int a = c + kFwdStages - 1, ld_stage = stage == 0 ? kFwdStages - 1 : stage - 1;
+    if (a < id.nchunks)
+      load_state_inputs<T>(s.ring.f[ld_stage], f, w.c, id.bos + int64_t(a) * kBT, chunk_len(id.bos, id.eos, a), id.h,
+                           id.j, id.v0, t);
+    cp_async_commit();
+  }
+  __device__ __forceinline__ void next_scales(int c, int stage) const {  // before the step's last wait
+    cp_async_wait<1>();
+    if (c + 1 < id.nchunks)
+      state_scales<T>(s.ring.f[stage == kFwdStages - 1 ? 0 : stage + 1], chunk_len(id.bos, id.eos, c + 1), t);
+  }
+  __device__ __forceinline__ void release(int) const {}
+  __device__ __forceinline__ void finish() const { cp_async_wait<0>(); }
+};
+
+// Role 0 (WG0): the forward state chain; S^T and V^T fragments to the hand-off buffer. ring: where its
+// inputs come from (FwdOwnRing; wg3pf: WG1's producer, gdn_bwd_sweep_wg2.cu).
+template <class T, class XSync, class Ring>
+__device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& id, int t, const XSync xs,
+                          const Ring& rg) {
   using Stage0 = typename WgpSmem<T>::Stage0;
   const GdnFwdParams& f = p.f;
   Stage0* const ring = s.ring.f;
   float S[64];
   load_acc_state(S, f.h0, f.h0_type, f, id, t);
-  for (int c = 0; c < kFwdStages - 1; ++c) {
-    if (c < id.nchunks)
-      load_state_inputs<T>(ring[c], f, w.c, id.bos + c * kBT, chunk_len(id.bos, id.eos, c), id.h, id.j, id.v0, t);
-    cp_async_commit();
-  }
-  cp_async_wait<1>();
-  if (id.nchunks > 0) state_scales<T>(ring[0], chunk_len(id.bos, id.eos, 0), t);
+  rg.prologue();
   const int lane = t & 31, mat = lane >> 3;  // ldmatrix.trans lane address of V^T's fragments
   const int ld_row = 8 * (mat >> 1) + (lane & 7), ld_col = 16 * (t >> 5) + 8 * (mat & 1);
   const uint64_t dk0 = desc_kmaj0(ring[0].k), da0 = desc_kmaj0(ring[0].a), dkt0 = desc_mnmaj0(ring[0].k, kBT);
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-  for (int c = 0, stage = 0; c < id.nchunks; ++c, stage = stage == kFwdStages - 1 ? 0 : stage + 1) {
+  for (int c = 0, stage = 0; c < id.nchunks; ++c, stage = stage == Ring::kStages - 1 ? 0 : stage + 1) {
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
-    cp_async_wait<1>();
-    fence_view_async_shared();
-    named_barrier(kBarChain, 128);
+    rg.acquire(c);
     uint32_t sf[32];
     acc_to_frag<T, 64>(sf, S);
     wgmma_fence();
@@ -164,11 +197,7 @@ __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     for (int kk = 0; kk < kK / 16; ++kk)
       wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
     wgmma_commit();
-    const int ahead = c + kFwdStages - 1, ld_stage = stage == 0 ? kFwdStages - 1 : stage - 1;
-    if (ahead < id.nchunks)
-      load_state_inputs<T>(ring[ld_stage], f, w.c, id.bos + int64_t(ahead) * kBT, chunk_len(id.bos, id.eos, ahead), id.h,
-                           id.j, id.v0, t);
-    cp_async_commit();
+    rg.ahead(c, stage);
     Xch& x = s.x[c & 1];
     xs.wait_empty(c);
 #pragma unroll
@@ -225,13 +254,13 @@ __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
 #pragma unroll
     for (int i = 0; i < 4; ++i) x.v[i][t] = make_uint4(vf[4 * i], vf[4 * i + 1], vf[4 * i + 2], vf[4 * i + 3]);
     xs.fill(c);
-    cp_async_wait<1>();
-    if (c + 1 < id.nchunks) state_scales<T>(ring[stage == kFwdStages - 1 ? 0 : stage + 1], chunk_len(id.bos, id.eos, c + 1), t);
+    rg.next_scales(c, stage);
     wgmma_wait<0>();
     wgmma_fence_operands(S);
     wgmma_fence_regs(hf);
+    rg.release(c);
   }
-  cp_async_wait<0>();
+  rg.finish();
 }
 
 // Role 1's inputs of the chunk at t0 (len valid rows) into stage st; t: the issuing warpgroup's thread.
