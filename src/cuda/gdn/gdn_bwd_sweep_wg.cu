@@ -20,8 +20,8 @@
 // The layout, role 0's chain, role 1's loader and the store warpgroup live in gdn_bwd_sweep_wg.cuh;
 // "wg2" (gdn_bwd_sweep_wg2.cu) moves role 1's input ring to WG1 and runs every hand-off on mbarriers.
 // "wg3" (kMode 3) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's kFastDv),
-// "wg3p" wg2 with them, "wg3pf" wg3p with role 0's input ring also streamed by WG1; both store the same values as wg (perf-notes "Sweeps: the store warpgroup
-// set the reverse step").
+// "wg3p" wg2 with them, "wg3pf" wg3p with role 0's input ring also streamed by WG1; all three store the
+// same values as wg (perf-notes "Sweeps: the store warpgroup set the reverse step").
 #include <cuda_runtime.h>
 
 #include <atomic>

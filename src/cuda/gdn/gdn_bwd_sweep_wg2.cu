@@ -14,6 +14,8 @@
 // keeps wg's chain (its own 3-stage ring in WG0) on the mbarrier fragment hand-off.
 // Same products on the same operands as wg (only their issue order and the protocol differ), so the
 // outputs equal wg's bit for bit (tests/cuda/test_cuda_gdn_bwd.cc checks it).
+// "wg3p": the same with the store warpgroup's vectorized dv stores (kFastDv); "wg3pf": wg3p with role 0's
+// 2-stage k / v / Ab ring streamed by WG1 as well (RingProducer<T, false>, fwd_chain on FwdProducedRing).
 #include <cuda_runtime.h>
 
 #include <atomic>
