@@ -187,7 +187,8 @@ constexpr bool kWg2Default = false;
 
 bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
-  if (v == "wg" || v == "wglate" || v == "wgsync" || v == "wg2" || v == "wg3" || v == "wg3p" || v == "wg3pf") return true;
+  if (v == "wg" || v == "wglate" || v == "wgsync" || v == "wg2") return true;
+  if (v == "wg3" || v == "wg3p" || v == "wg3pf") return true;
   if (!v.empty()) return false;  // "mma" (or any other value): the mma.sync sweeps
   // Default: the wgmma sweeps where sequences average >= kWgMinTokens tokens (capacity in graph mode).
   // H200 at 73035b5: 1x32768 5.43 -> 4.23 ms, 4096x8 -14%, 1x8192 -21%, but 512x16 +7.5% (per-CTA

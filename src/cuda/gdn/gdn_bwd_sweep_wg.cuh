@@ -2,8 +2,9 @@
 // gdn_bwd_sweep_wg2.cu "wg2"): the shared-memory layout (role 0's 3-stage k / v / Ab ring of
 // gdn_fused_wgp_common.cuh, role 1's 2-stage q / k / Ab / P / dO ring with per-token scales, the
 // fragment hand-off double buffer, the store warpgroup's staging tile, the mbarriers of wg2), role 1's
-// loader and scales, role 0's chain (WG0) and the store warpgroup (WG1; kFastDv: wg3 / wg3p's
-// vectorized dv stores), both templated on the hand-off protocol: XNamed<kMode> (named barriers full 3-4 / empty 5-6, wg) or XMbar (mbarriers,
+// loader and scales, role 0's chain (WG0; its ring a policy: FwdOwnRing, or wg3pf's WG1 producer) and
+// the store warpgroup (WG1; kFastDv: the vectorized dv stores of wg3 / wg3p / wg3pf), both templated on
+// the hand-off protocol: XNamed<kMode> (named barriers full 3-4 / empty 5-6, wg) or XMbar (mbarriers,
 // wg2). The store warpgroup also takes a producer hook: wg2's WG1 streams role 1's input ring
 // (gdn_bwd_sweep_wg2.cu); NoProducer keeps WG1 a pure store warpgroup (wg).
 // Layouts and thread mapping: see gdn_bwd_sweep_wg.cu's header. GDN, BT 64, K 128, V-slice 64.
