@@ -18,9 +18,12 @@
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
 // order and bf16 rounding points differ); determinism and the graph sequence. With the switch
 // exported as another wg value ("wglate", "wg2") these tests take that variant instead.
-// The sweep variant wg2 (WG1 streams role 1's inputs, mbarrier hand-offs; forced here) runs every
+// The sweep variants wg2 (WG1 streams role 1's inputs, mbarrier hand-offs), wg3 (wg with the store
+// warpgroup's dv stores vectorized), wg3p (wg2 with those stores) and wg3pf (wg3p with role 0's
+// inputs streamed by WG1 too), each forced here, run every
 // case and a long GVA varlen case again: fp64 reference, padding, zero-length dh0, and bitwise equal
-// to wg (the same products on the same operands); determinism and the graph sequence.
+// to wg (the same products on the same operands, the same values stored); determinism and the graph
+// sequence.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -131,16 +134,17 @@ void run_case_sweep_wg(const Case& c) {
   EXPECT_TRUE(grads_agree(in.d, base_run, got, c.spec.dtype, Qty::kDdt_bias_head)) << "wgmma sweeps vs mma.sync sweeps";
 }
 
-// wg2 against the reference and bitwise against wg; at BT 64 the wg2 kernel must have run.
-void run_case_sweep_wg2(const Case& c) {
-  SCOPED_TRACE(c.name + " sweep wg2");
+// A sweep variant (wg2, wg3, wg3p, wg3pf) against the reference and bitwise against wg; at BT 64 its
+// kernel must have run (launches: the variant's launch counter).
+void run_case_sweep_variant(const Case& c, const char* variant, int64_t (*launches)()) {
+  SCOPED_TRACE(c.name + " sweep " + variant);
   const BwdInputs in = bwd_inputs(c);
   const ChunkAttnGradTensors base_run = bwd_with_env(in, kSweepEnv, "wg");
-  const int64_t before = cuda::gdn_bwd_sweep_wg2_launches();
-  const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, "wg2");
-  EXPECT_EQ(cuda::gdn_bwd_sweep_wg2_launches() > before, c.spec.opt.chunk_size == 64) << "wg2 runs at BT 64 only";
+  const int64_t before = launches();
+  const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, variant);
+  EXPECT_EQ(launches() > before, c.spec.opt.chunk_size == 64) << variant << " runs at BT 64 only";
   check_bwd_grads(in, ref_backward(in.d, in.cot), got);
-  EXPECT_TRUE(grads_bitwise(got, base_run)) << "wg2 differs from wg";
+  EXPECT_TRUE(grads_bitwise(got, base_run)) << variant << " differs from wg";
 }
 
 // Long sequences (many turns of the 2-stage input ring and of the hand-off buffer's mbarrier
@@ -297,22 +301,22 @@ TEST_P(CudaGdnBwd, SweepWgIsDeterministic) {
   EXPECT_TRUE(grads_bitwise(a, b));
 }
 
-TEST_P(CudaGdnBwd, SweepWg2MatchesReferenceAndWgBitwise) {
-  const auto [dt, bt] = GetParam();
+// Every case (under compute-sanitizer: the varlen case, up to 3 chunks) and the long case through a
+// sweep variant, bitwise vs wg.
+void sweep_variant_matches(DType dt, int bt, const char* variant, int64_t (*launches)()) {
   const auto all = cases(dt, bt);
-  if (std::getenv("LINATTN_SANITIZED")) {  // compute-sanitizer: the varlen case (up to 3 chunks)
-    run_case_sweep_wg2(all[1]);
+  if (std::getenv("LINATTN_SANITIZED")) {
+    run_case_sweep_variant(all[1], variant, launches);
     return;
   }
-  for (const Case& c : all) run_case_sweep_wg2(c);
-  run_case_sweep_wg2(long_case(dt, bt));
+  for (const Case& c : all) run_case_sweep_variant(c, variant, launches);
+  run_case_sweep_variant(long_case(dt, bt), variant, launches);
 }
 
-TEST_P(CudaGdnBwd, SweepWg2IsDeterministic) {
-  const auto [dt, bt] = GetParam();
-  ScopedEnv e(kSweepEnv, "wg2");
+void sweep_variant_deterministic(DType dt, int bt, const char* variant) {
+  ScopedEnv e(kSweepEnv, variant);
   for (const Case& c : {cases(dt, bt)[2], long_case(dt, bt)}) {
-    SCOPED_TRACE(c.name);
+    SCOPED_TRACE(c.name + " " + variant);
     const ChunkAttnData d = make_chunk_attn(c.spec);
     Rng rng(17);
     const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
@@ -320,6 +324,40 @@ TEST_P(CudaGdnBwd, SweepWg2IsDeterministic) {
     const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
     EXPECT_TRUE(grads_bitwise(a, b));
   }
+}
+
+TEST_P(CudaGdnBwd, SweepWg2MatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  sweep_variant_matches(dt, bt, "wg2", cuda::gdn_bwd_sweep_wg2_launches);
+}
+
+TEST_P(CudaGdnBwd, SweepWg2IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  sweep_variant_deterministic(dt, bt, "wg2");
+}
+
+// wg3 (wg with the store warpgroup's dv stores vectorized: io-type dv through the vh staging pass,
+// fp32 dv as float4), wg3p (wg2 with the same stores) and wg3pf (wg3p with role 0's ring streamed by
+// WG1 too): bitwise vs wg (same products, same values stored); the fast-store kernels must have run at
+// BT 64. The cases hold fp32, io-type and (fp16 runs) bf16 gradients: all three dv store paths.
+TEST_P(CudaGdnBwd, SweepWg3MatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  sweep_variant_matches(dt, bt, "wg3", cuda::gdn_bwd_sweep_wg3_launches);
+}
+
+TEST_P(CudaGdnBwd, SweepWg3pMatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  sweep_variant_matches(dt, bt, "wg3p", cuda::gdn_bwd_sweep_wg3_launches);
+}
+
+TEST_P(CudaGdnBwd, SweepWg3pfMatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  sweep_variant_matches(dt, bt, "wg3pf", cuda::gdn_bwd_sweep_wg3_launches);
+}
+
+TEST_P(CudaGdnBwd, SweepWg3IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  for (const char* v : {"wg3", "wg3p", "wg3pf"}) sweep_variant_deterministic(dt, bt, v);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
@@ -439,16 +477,31 @@ TEST(CudaGdnBwdSweepWg, GraphSequence) {
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
 }
 
-// The graph sequence (graph replay == eager bitwise, seven layouts) with the sweep variant wg2.
-TEST(CudaGdnBwdSweepWg, Wg2GraphSequence) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e(kSweepEnv, "wg2");
+// The graph sequence (graph replay == eager bitwise, seven layouts) with a sweep variant.
+void sweep_variant_graph_sequence(const char* variant, int64_t (*launches)()) {
+  SCOPED_TRACE(variant);
+  ScopedEnv e(kSweepEnv, variant);
   std::vector<GraphCase> gcs = {{ChunkOp::kGdn, DType::kBF16, 64, true, true, DType::kBF16},
                                 {ChunkOp::kGdn, DType::kF16, 64, false, false, DType::kF32}};
   if (std::getenv("LINATTN_SANITIZED")) gcs.resize(1);
-  const int64_t before = cuda::gdn_bwd_sweep_wg2_launches();
+  const int64_t before = launches();
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
-  EXPECT_GT(cuda::gdn_bwd_sweep_wg2_launches(), before);
+  EXPECT_GT(launches(), before);
+}
+
+TEST(CudaGdnBwdSweepWg, Wg2GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_graph_sequence("wg2", cuda::gdn_bwd_sweep_wg2_launches);
+}
+
+TEST(CudaGdnBwdSweepWg, Wg3GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const char* v : {"wg3", "wg3pf"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg3_launches);
+}
+
+TEST(CudaGdnBwdSweepWg, Wg3pGraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_graph_sequence("wg3p", cuda::gdn_bwd_sweep_wg3_launches);
 }
 
 // The public op and its workspace query on CUDA tensors (see check_public_op_workspace).

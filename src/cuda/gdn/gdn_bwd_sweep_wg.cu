@@ -19,6 +19,9 @@
 // protocol does not explain (docs/perf-notes.md "Sweeps on wgmma"); "wglate" / "wgsync" probe it.
 // The layout, role 0's chain, role 1's loader and the store warpgroup live in gdn_bwd_sweep_wg.cuh;
 // "wg2" (gdn_bwd_sweep_wg2.cu) moves role 1's input ring to WG1 and runs every hand-off on mbarriers.
+// "wg3" (kMode 3) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's kFastDv),
+// "wg3p" wg2 with them, "wg3pf" wg3p with role 0's input ring also streamed by WG1; all three store the
+// same values as wg (perf-notes "Sweeps: the store warpgroup set the reverse step").
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -166,16 +169,16 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
-  const XNamed<kMode> xs;
-  if (tid >= 128) store_warpgroup<T>(s, p, w, id, role, t, xs, NoProducer{});
+  const XNamed<kMode == 3 ? 0 : kMode> xs;  // 3: wg3 (wg's protocol, WG1's vectorized dv stores)
+  if (tid >= 128) store_warpgroup<T, kMode == 3>(s, p, w, id, role, t, xs, NoProducer{});
   else if (role) rev_chain<T>(s, p, w, id, t);
-  else fwd_chain<T>(s, p, w, id, t, xs);
+  else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
 }
 
 }  // namespace
 
 namespace {
-std::atomic<int64_t> g_wg_sweep_launches{0};
+std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0};
 // Whether the switch unset takes wg2 (gdn_bwd_sweep_wg2.cu) where the wgmma sweeps run: false (the H200
 // A/B at 6da9684 measured wg2 5% slower, perf-notes "Sweeps: the chain warpgroup left only the chain");
 // "wg" keeps wg either way.
@@ -185,6 +188,7 @@ constexpr bool kWg2Default = false;
 bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
   if (v == "wg" || v == "wglate" || v == "wgsync" || v == "wg2") return true;
+  if (v == "wg3" || v == "wg3p" || v == "wg3pf") return true;
   if (!v.empty()) return false;  // "mma" (or any other value): the mma.sync sweeps
   // Default: the wgmma sweeps where sequences average >= kWgMinTokens tokens (capacity in graph mode).
   // H200 at 73035b5: 1x32768 5.43 -> 4.23 ms, 4096x8 -14%, 1x8192 -21%, but 512x16 +7.5% (per-CTA
@@ -193,6 +197,7 @@ bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
 }
 
 int64_t gdn_bwd_sweep_wg_launches() { return g_wg_sweep_launches.load(); }
+int64_t gdn_bwd_sweep_wg3_launches() { return g_wg3_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -210,7 +215,10 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
   g_wg_sweep_launches.fetch_add(1);
-  if (v == "wg2" || (v.empty() && kWg2Default)) launch_gdn_bwd_sweeps_wg2(p, w, stream);
+  if (v == "wg3" || v == "wg3p" || v == "wg3pf") g_wg3_sweep_launches.fetch_add(1);
+  if (v == "wg2" || v == "wg3p" || v == "wg3pf" || (v.empty() && kWg2Default))
+    launch_gdn_bwd_sweeps_wg2(p, w, stream, v == "wg3pf" ? 2 : v == "wg3p" ? 1 : 0);
+  else if (v == "wg3") go(std::integral_constant<int, 3>{});
   else if (v == "wglate") go(std::integral_constant<int, 1>{});
   else if (v == "wgsync") go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

@@ -2,13 +2,17 @@
 // gdn_bwd_sweep_wg2.cu "wg2"): the shared-memory layout (role 0's 3-stage k / v / Ab ring of
 // gdn_fused_wgp_common.cuh, role 1's 2-stage q / k / Ab / P / dO ring with per-token scales, the
 // fragment hand-off double buffer, the store warpgroup's staging tile, the mbarriers of wg2), role 1's
-// loader and scales, role 0's chain (WG0) and the store warpgroup (WG1), both templated on the
-// hand-off protocol: XNamed<kMode> (named barriers full 3-4 / empty 5-6, wg) or XMbar (mbarriers,
+// loader and scales, role 0's chain (WG0; its ring a policy: FwdOwnRing, or wg3pf's WG1 producer) and
+// the store warpgroup (WG1; kFastDv: the vectorized dv stores of wg3 / wg3p / wg3pf), both templated on
+// the hand-off protocol: XNamed<kMode> (named barriers full 3-4 / empty 5-6, wg) or XMbar (mbarriers,
 // wg2). The store warpgroup also takes a producer hook: wg2's WG1 streams role 1's input ring
 // (gdn_bwd_sweep_wg2.cu); NoProducer keeps WG1 a pure store warpgroup (wg).
 // Layouts and thread mapping: see gdn_bwd_sweep_wg.cu's header. GDN, BT 64, K 128, V-slice 64.
 #pragma once
 #include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/tma.cuh"
 #include "cuda/gdn/gdn_bwd_load.cuh"
@@ -126,34 +130,67 @@ __device__ __forceinline__ void load_acc_state(float (&S)[64], const void* src, 
     S[i] = src ? load_elem(src, ty, state_index(f, id.n, id.j, acc_col(t, i), id.v0 + acc_row(t, i))) : 0.f;
 }
 
-// Role 0 (WG0): the forward state chain; S^T and V^T fragments to the hand-off buffer.
-template <class T, class XSync>
-__device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
-                          const XSync xs) {
+// Role 0's input ring as WG0 streams it itself (wg, wg2): the forward's 3-stage k / v / Ab ring by
+// cp.async, two chunks ahead, the next chunk's scales while the update runs, the chain barrier.
+template <class T>
+struct FwdOwnRing {
+  static constexpr int kStages = kFwdStages;
+  SweepWgSmem<T>& s;
+  const GdnFwdParams& f;
+  const GdnBwdWs& w;
+  const Ids& id;
+  int t;
+  __device__ __forceinline__ void prologue() const {
+    for (int c = 0; c < kFwdStages - 1; ++c) {
+      if (c < id.nchunks)
+        load_state_inputs<T>(s.ring.f[c], f, w.c, id.bos + c * kBT, chunk_len(id.bos, id.eos, c), id.h, id.j, id.v0, t);
+      cp_async_commit();
+    }
+    cp_async_wait<1>();
+    if (id.nchunks > 0) state_scales<T>(s.ring.f[0], chunk_len(id.bos, id.eos, 0), t);
+  }
+  __device__ __forceinline__ void acquire(int) const {
+    cp_async_wait<1>();
+    fence_view_async_shared();
+    named_barrier(kBarChain, 128);
+  }
+  __device__ __forceinline__ void ahead(int c, int stage) const {  // after the step's first product is issued
+    const int a = c + kFwdStages - 1, ld_stage = stage == 0 ? kFwdStages - 1 : stage - 1;
+    if (a < id.nchunks)
+      load_state_inputs<T>(s.ring.f[ld_stage], f, w.c, id.bos + int64_t(a) * kBT, chunk_len(id.bos, id.eos, a), id.h,
+                           id.j, id.v0, t);
+    cp_async_commit();
+  }
+  __device__ __forceinline__ void next_scales(int c, int stage) const {  // before the step's last wait
+    cp_async_wait<1>();
+    if (c + 1 < id.nchunks)
+      state_scales<T>(s.ring.f[stage == kFwdStages - 1 ? 0 : stage + 1], chunk_len(id.bos, id.eos, c + 1), t);
+  }
+  __device__ __forceinline__ void release(int) const {}
+  __device__ __forceinline__ void finish() const { cp_async_wait<0>(); }
+};
+
+// Role 0 (WG0): the forward state chain; S^T and V^T fragments to the hand-off buffer. ring: where its
+// inputs come from (FwdOwnRing; wg3pf: WG1's producer, gdn_bwd_sweep_wg2.cu).
+template <class T, class XSync, class Ring>
+__device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& id, int t, const XSync xs,
+                          const Ring& rg) {
   using Stage0 = typename WgpSmem<T>::Stage0;
   const GdnFwdParams& f = p.f;
   Stage0* const ring = s.ring.f;
   float S[64];
   load_acc_state(S, f.h0, f.h0_type, f, id, t);
-  for (int c = 0; c < kFwdStages - 1; ++c) {
-    if (c < id.nchunks)
-      load_state_inputs<T>(ring[c], f, w.c, id.bos + c * kBT, chunk_len(id.bos, id.eos, c), id.h, id.j, id.v0, t);
-    cp_async_commit();
-  }
-  cp_async_wait<1>();
-  if (id.nchunks > 0) state_scales<T>(ring[0], chunk_len(id.bos, id.eos, 0), t);
+  rg.prologue();
   const int lane = t & 31, mat = lane >> 3;  // ldmatrix.trans lane address of V^T's fragments
   const int ld_row = 8 * (mat >> 1) + (lane & 7), ld_col = 16 * (t >> 5) + 8 * (mat & 1);
   const uint64_t dk0 = desc_kmaj0(ring[0].k), da0 = desc_kmaj0(ring[0].a), dkt0 = desc_mnmaj0(ring[0].k, kBT);
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-  for (int c = 0, stage = 0; c < id.nchunks; ++c, stage = stage == kFwdStages - 1 ? 0 : stage + 1) {
+  for (int c = 0, stage = 0; c < id.nchunks; ++c, stage = stage == Ring::kStages - 1 ? 0 : stage + 1) {
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
-    cp_async_wait<1>();
-    fence_view_async_shared();
-    named_barrier(kBarChain, 128);
+    rg.acquire(c);
     uint32_t sf[32];
     acc_to_frag<T, 64>(sf, S);
     wgmma_fence();
@@ -161,11 +198,7 @@ __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     for (int kk = 0; kk < kK / 16; ++kk)
       wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
     wgmma_commit();
-    const int ahead = c + kFwdStages - 1, ld_stage = stage == 0 ? kFwdStages - 1 : stage - 1;
-    if (ahead < id.nchunks)
-      load_state_inputs<T>(ring[ld_stage], f, w.c, id.bos + int64_t(ahead) * kBT, chunk_len(id.bos, id.eos, ahead), id.h,
-                           id.j, id.v0, t);
-    cp_async_commit();
+    rg.ahead(c, stage);
     Xch& x = s.x[c & 1];
     xs.wait_empty(c);
 #pragma unroll
@@ -222,13 +255,13 @@ __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
 #pragma unroll
     for (int i = 0; i < 4; ++i) x.v[i][t] = make_uint4(vf[4 * i], vf[4 * i + 1], vf[4 * i + 2], vf[4 * i + 3]);
     xs.fill(c);
-    cp_async_wait<1>();
-    if (c + 1 < id.nchunks) state_scales<T>(ring[stage == kFwdStages - 1 ? 0 : stage + 1], chunk_len(id.bos, id.eos, c + 1), t);
+    rg.next_scales(c, stage);
     wgmma_wait<0>();
     wgmma_fence_operands(S);
     wgmma_fence_regs(hf);
+    rg.release(c);
   }
-  cp_async_wait<0>();
+  rg.finish();
 }
 
 // Role 1's inputs of the chunk at t0 (len valid rows) into stage st; t: the issuing warpgroup's thread.
@@ -289,10 +322,25 @@ __device__ __forceinline__ void load_scales(float (&dst)[16], const float* src, 
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk.
 // prod (wg2, role 1): streams role 1's input ring; issue(cc) runs after chunk cc's fragments are
 // read, finish(cc) after its stores.
-template <class T, class XSync, class Prod>
+// kFastDv (wg3 / wg3p): dv in the io type is packed from the fragments (the same round-to-nearest as
+// store_out) and written through the vh staging pass (stmatrix.trans into rows 64-127 of the tile, 16-byte
+// rows, no extra barrier); fp32 dv keeps the fp32 staging tile but stores float4s. Other dv types, or a
+// dv pointer not 16-byte aligned, take the scalar path. Without it (wg / wg2) dv is staged fp32 and
+// written by scalar store_out (~380 instructions per chunk on WG1: the H200 profile at 3d3a678 shows the
+// reverse chain waiting on "empty" for ~1/3 of its samples, i.e. WG1 sets role 1's step).
+template <class T, bool kFastDv = false, class XSync, class Prod>
 __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int role,
                                 int t, const XSync xs, const Prod& prod) {
   const GdnFwdParams& f = p.f;
+  bool dv_io = false, dv_f4 = false;  // kFastDv: dv via the vh pass / as float4
+  T* dvo = nullptr;                    // kFastDv: this slice's dv, token stride HV * V
+  if constexpr (kFastDv) {
+    constexpr ElemType kIo = std::is_same_v<T, __nv_bfloat16> ? ElemType::kBF16 : ElemType::kF16;
+    const bool ok = role && p.dv.p && (reinterpret_cast<uintptr_t>(p.dv.p) & 15u) == 0;
+    dv_io = ok && p.dv.t == kIo;
+    dv_f4 = ok && p.dv.t == ElemType::kF32;
+    dvo = static_cast<T*>(p.dv.p) + int64_t(id.j) * f.V + id.v0;
+  }
   const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address
   const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
   const int orow = t >> 3, och = (t & 7) * 8;  // 16-byte pieces: rows t / 8 + 16u, chunk t % 8
@@ -316,7 +364,18 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
 #pragma unroll
     for (int i = 0; i < 4; ++i) vfr[i] = x.v[i][t];
     float4 dvr[8];
-    if (role) {
+    [[maybe_unused]] uint32_t dpk[16];  // dv_io: dv^T packed as A fragments (acc_to_frag's pairs)
+    if constexpr (kFastDv) {
+      if (dv_io) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float4 q4 = x.d[i][t];
+          dpk[2 * i] = MmaType<T>::pack(q4.x, q4.y);
+          dpk[2 * i + 1] = MmaType<T>::pack(q4.z, q4.w);
+        }
+      }
+    }
+    if (role && !dv_io) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) dvr[i] = x.d[i][t];
     }
@@ -336,14 +395,33 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
       const uint32_t rr[4] = {vfr[kk].x, vfr[kk].y, vfr[kk].z, vfr[kk].w};
       stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
     }
+    if constexpr (kFastDv) {
+      if (dv_io) {
+#pragma unroll
+        for (int kk = 0; kk < kBT / 16; ++kk) {
+          const uint32_t rr[4] = {dpk[4 * kk], dpk[4 * kk + 1], dpk[4 * kk + 2], dpk[4 * kk + 3]};
+          stmatrix_x4_trans(&s.stg[kBT + 16 * kk + st_row][st_col], rr);
+        }
+      }
+    }
     named_barrier(kBarStore, 128);
 #pragma unroll
     for (int u = 0; u < kBT / 16; ++u)
       if (orow + 16 * u < len)
         *reinterpret_cast<uint4*>(vdst + (t0 + orow + 16 * u) * f.V + och) =
             *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
+    if constexpr (kFastDv) {
+      if (dv_io) {
+        const int64_t dstride = int64_t(f.HV) * f.V;
+#pragma unroll
+        for (int u = 0; u < kBT / 16; ++u)
+          if (orow + 16 * u < len)
+            *reinterpret_cast<uint4*>(dvo + (t0 + orow + 16 * u) * dstride + och) =
+                *reinterpret_cast<const uint4*>(&s.stg[kBT + orow + 16 * u][och]);
+      }
+    }
     named_barrier(kBarStore, 128);
-    if (role && p.dv.p) {
+    if (role && p.dv.p && !dv_io) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
         const float4& q4 = dvr[i >> 2];
@@ -358,6 +436,12 @@ __device__ void store_warpgroup(SweepWgSmem<T>& s, const GdnBwdParams& p, const 
         if (row < len) {
           const float4 v = *reinterpret_cast<const float4*>(&stf[row][dcol]);
           const int64_t o = ((t0 + row) * f.HV + id.j) * int64_t(f.V) + id.v0 + dcol;
+          if constexpr (kFastDv) {
+            if (dv_f4) {
+              *reinterpret_cast<float4*>(static_cast<float*>(p.dv.p) + o) = v;
+              continue;
+            }
+          }
           store_out(p.dv.p, p.dv.t, o, v.x);
           store_out(p.dv.p, p.dv.t, o + 1, v.y);
           store_out(p.dv.p, p.dv.t, o + 2, v.z);

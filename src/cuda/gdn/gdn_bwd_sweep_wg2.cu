@@ -14,9 +14,12 @@
 // keeps wg's chain (its own 3-stage ring in WG0) on the mbarrier fragment hand-off.
 // Same products on the same operands as wg (only their issue order and the protocol differ), so the
 // outputs equal wg's bit for bit (tests/cuda/test_cuda_gdn_bwd.cc checks it).
+// "wg3p": the same with the store warpgroup's vectorized dv stores (kFastDv); "wg3pf": wg3p with role 0's
+// 2-stage k / v / Ab ring streamed by WG1 as well (RingProducer<T, false>, fwd_chain on FwdProducedRing).
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "core/check.h"
 #include "cuda/common/launch.h"
@@ -28,9 +31,11 @@ namespace {
 using namespace wgp;
 using namespace sweep_wg;
 
-// WG1's producer of role 1's input ring (chain step cc = chunk nchunks - 1 - cc).
-template <class T>
-struct RevProducer {
+// WG1's producer of a chain's 2-stage input ring: kRev, role 1's (chain step cc = chunk nchunks - 1 - cc;
+// q / k / Ab / P / dO); else role 0's ("wg3pf"; step cc = chunk cc; the forward's k / v / Ab stage, two of
+// the union's three).
+template <class T, bool kRev>
+struct RingProducer {
   SweepWgSmem<T>& s;
   const GdnBwdParams& p;
   const GdnBwdWs& w;
@@ -39,11 +44,18 @@ struct RevProducer {
   __device__ __forceinline__ int64_t start(int cc) const { return id.bos + int64_t(id.nchunks - 1 - cc) * kBT; }
   __device__ __forceinline__ int len(int cc) const { return cc == 0 ? static_cast<int>(id.eos - start(0)) : kBT; }
   __device__ __forceinline__ void load(int cc) const {
-    load_rev_inputs<T>(s.ring.r[cc & 1], p, w, start(cc), len(cc), id, t);
+    if constexpr (kRev)
+      load_rev_inputs<T>(s.ring.r[cc & 1], p, w, start(cc), len(cc), id, t);
+    else
+      load_state_inputs<T>(s.ring.f[cc & 1], p.f, w.c, id.bos + int64_t(cc) * kBT, chunk_len(id.bos, id.eos, cc), id.h,
+                           id.j, id.v0, t);
   }
   // The thread's copies of step cc have landed (cp.async waited): scales, proxy fence, arrive.
   __device__ __forceinline__ void publish(int cc) const {
-    rev_scales<T>(s.ring.r[cc & 1], p.f.scale, len(cc), t);
+    if constexpr (kRev)
+      rev_scales<T>(s.ring.r[cc & 1], p.f.scale, len(cc), t);
+    else
+      state_scales<T>(s.ring.f[cc & 1], chunk_len(id.bos, id.eos, cc), t);
     fence_view_async_shared();
     mbar_arrive(&s.bar.in_full[cc & 1]);
   }
@@ -68,6 +80,20 @@ struct RevProducer {
     cp_async_wait<0>();
     publish(cc + 2);
   }
+};
+
+// Role 0's ring as WG0 sees it under wg3pf: WG1's producer fills stage c % 2 (in_full), WG0 frees it after
+// the step's last product (in_empty); the scales come with the stage.
+template <class T>
+struct FwdProducedRing {
+  static constexpr int kStages = kRevStages;
+  SweepWgSmem<T>& s;
+  __device__ __forceinline__ void prologue() const {}
+  __device__ __forceinline__ void acquire(int c) const { mbar_wait(&s.bar.in_full[c & 1], uint32_t((c >> 1) & 1)); }
+  __device__ __forceinline__ void ahead(int, int) const {}
+  __device__ __forceinline__ void next_scales(int, int) const {}
+  __device__ __forceinline__ void release(int c) const { mbar_arrive(&s.bar.in_empty[c & 1]); }
+  __device__ __forceinline__ void finish() const {}
 };
 
 // Role 1 (WG0): the reverse dS chain on WG1's ring; dS^T, dV^T and dv^T to the hand-off buffer,
@@ -179,7 +205,9 @@ __device__ void rev_chain2(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& 
   }
 }
 
-template <class T>
+// kFastDv: "wg3p" (the store warpgroup's vectorized dv stores); kFwdProd: "wg3pf" (also role 0's ring
+// streamed by WG1).
+template <class T, bool kFastDv, bool kFwdProd>
 __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg2_kernel(GdnBwdParams p, GdnBwdWs w) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -203,12 +231,15 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg2_kernel(GdnBwdParams 
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
   const XMbar xs{&s.bar};
   if (tid >= 128) {
-    if (role) store_warpgroup<T>(s, p, w, id, role, t, xs, RevProducer<T>{s, p, w, id, t});
-    else store_warpgroup<T>(s, p, w, id, role, t, xs, NoProducer{});
+    if (role) store_warpgroup<T, kFastDv>(s, p, w, id, role, t, xs, RingProducer<T, true>{s, p, w, id, t});
+    else if constexpr (kFwdProd) store_warpgroup<T, kFastDv>(s, p, w, id, role, t, xs, RingProducer<T, false>{s, p, w, id, t});
+    else store_warpgroup<T, kFastDv>(s, p, w, id, role, t, xs, NoProducer{});
   } else if (role) {
     rev_chain2<T>(s, p, id, t, xs);
+  } else if constexpr (kFwdProd) {
+    fwd_chain<T>(s, p, id, t, xs, FwdProducedRing<T>{s});
   } else {
-    fwd_chain<T>(s, p, w, id, t, xs);
+    fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
   }
 }
 
@@ -218,14 +249,21 @@ std::atomic<int64_t> g_wg2_launches{0};
 
 int64_t gdn_bwd_sweep_wg2_launches() { return g_wg2_launches.load(); }
 
-void launch_gdn_bwd_sweeps_wg2(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+void launch_gdn_bwd_sweeps_wg2(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream, int variant) {
   LINATTN_CHECK(gdn_bwd_sweep_wg_supported(p.f), "gdn bwd sweeps (wg2): needs GDN, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
   g_wg2_launches.fetch_add(1);
-  if (p.f.io == ElemType::kBF16)
-    launch(gdn_bwd_sweep_wg2_kernel<__nv_bfloat16>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w);
-  else
-    launch(gdn_bwd_sweep_wg2_kernel<__half>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
+  auto go = [&](auto fast, auto fwd_prod) {
+    constexpr bool kFast = decltype(fast)::value, kFwd = decltype(fwd_prod)::value;
+    if (p.f.io == ElemType::kBF16)
+      launch(gdn_bwd_sweep_wg2_kernel<__nv_bfloat16, kFast, kFwd>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p,
+             w);
+    else
+      launch(gdn_bwd_sweep_wg2_kernel<__half, kFast, kFwd>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
+  };
+  if (variant == 2) go(std::true_type{}, std::true_type{});
+  else if (variant == 1) go(std::true_type{}, std::false_type{});
+  else go(std::false_type{}, std::false_type{});
 }
 
 }  // namespace linattn::cuda
