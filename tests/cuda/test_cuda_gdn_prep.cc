@@ -1,3 +1,6 @@
+// Prep v7 (LINATTN_CUDA_GDN_PREP=v7, gdn_prep_v7.cu): the same cases against the fp64 reference and bitwise v6's
+// o / final state / gradients (its Ab, Ai, rq, rk, gam and records are v6's bits; P differs only in the sign of
+// upper-triangle zeros), the V-slices, P in the fused kernel, tma3 records, backward, training cache; 4 CTAs per SM.
 // GDN prep v6 (LINATTN_CUDA_GDN_PREP=v6, src/cuda/gdn/gdn_prep.cu): the default prep's arithmetic with fewer CTA
 // barriers, so with the switch every GDN forward case (the layer options with GVA 2, varlen with edge lengths 0,
 // 1, BT-1, BT, BT+1, 2BT+3, padding and int64 cu_seqlens, strong decays with -1000 gates, a zero-length sequence
@@ -18,6 +21,7 @@
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_prep_v6.h"
+#include "cuda/gdn/gdn_prep_v7.h"
 #include "cuda_bwd_util.h"
 #include "cuda_fwd_util.h"
 
@@ -204,6 +208,117 @@ TEST_P(CudaGdnPrepV6, TrainingCacheSameBitsAsDefault) {
     EXPECT_TRUE(same_bits(plain.out.final_state, cached.out.final_state)) << "final_state differs";
     EXPECT_TRUE(grads_bitwise(plain.grads, cached.grads));
     EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), cached.grads, dt()));
+  }
+}
+
+// ---- prep v7 ----
+TEST(CudaGdnPrepV7Occupancy, FourCtasPerSmAtBt64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  for (int G : {1, 4, 8}) EXPECT_EQ(cuda::gdn_prep_v7_ctas_per_sm(G), 4) << "G = " << G;
+}
+
+TEST_P(CudaGdnPrepV6, V7SwitchIsRead) {
+  set_prep("v7");
+  EXPECT_TRUE(cuda::gdn_prep_v7_env());
+  EXPECT_FALSE(cuda::gdn_prep_v6_env());
+  set_prep("v6");
+  EXPECT_FALSE(cuda::gdn_prep_v7_env());
+  unsetenv("LINATTN_CUDA_GDN_PREP");
+  EXPECT_FALSE(cuda::gdn_prep_v7_env()) << "v7 is opt-in";
+}
+
+TEST_P(CudaGdnPrepV6, V7MatchesReference) {
+  for (const FwdCase& c : gdn_cases(dt(), bt())) {
+    const int64_t before = cuda::gdn_prep_v7_launches();
+    set_prep("v7");
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+    set_prep(nullptr);
+    EXPECT_GT(cuda::gdn_prep_v7_launches(), before) << c.name << ": the v7 prep did not run";
+  }
+}
+
+TEST_P(CudaGdnPrepV6, V7SameBitsAsV6) {
+  for (const FwdCase& c : gdn_cases(dt(), bt())) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    expect_same_fwd(fwd_with(d, "v6"), fwd_with(d, "v7"));
+    if (c.name == "varlen_edges_mixed_decay")
+      for (int vs : {32, 64, 128}) expect_same_fwd(fwd_with(d, "v6", vs), fwd_with(d, "v7", vs));
+  }
+}
+
+TEST_P(CudaGdnPrepV6, V7SameBitsWithPInTheFusedKernel) {
+  setenv("LINATTN_CUDA_WGMMA", "1", 1);
+  setenv("LINATTN_CUDA_GDN_P", "fused", 1);
+  for (const FwdCase& c : gdn_cases(dt(), bt())) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    expect_same_fwd(fwd_with(d, "v6", 64), fwd_with(d, "v7", 64));
+  }
+}
+
+TEST_P(CudaGdnPrepV6, V7SameBitsWithTma3Records) {
+  if (bt() != 64) GTEST_SKIP() << "tma3 is BT 64 only";
+  setenv("LINATTN_CUDA_WGMMA", "1", 1);
+  setenv("LINATTN_CUDA_GDN_P", "prep", 1);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
+  std::vector<FwdCase> cs = gdn_cases(dt(), 64);
+  ChunkAttnSpec v = varlen_edges_spec(dt(), 64, ChunkOp::kGdn);
+  v.seqlens = {200, 63, 1, 130, 321, 65, 0, 255, 17, 48};
+  v.pad_tokens = 5;
+  v.opt.use_qk_l2norm_in_kernel = true;
+  v.opt.state_v_first = true;
+  cs.push_back({"varlen_partial_chunks_v_first", v});
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    const int64_t before = cuda::gdn_prep_v7_launches();
+    const ChunkAttnOutTensors got = fwd_with(d, "v7", 64);
+    EXPECT_GT(cuda::gdn_prep_v7_launches(), before) << "the v7 prep did not run";
+    expect_same_fwd(fwd_with(d, "v6", 64), got);
+    set_prep("v7");
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 64);
+    set_prep(nullptr);
+  }
+}
+
+TEST_P(CudaGdnPrepV6, V7BackwardSameBitsAsV6) {
+  std::vector<FwdCase> cs = gdn_cases(dt(), bt());
+  cs.resize(3);
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(5);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt(), true);
+    set_prep("v6");
+    const ChunkAttnGradTensors v6 = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+    set_prep("v7");
+    const int64_t before = cuda::gdn_prep_v7_launches();
+    const ChunkAttnGradTensors v7 = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+    EXPECT_GT(cuda::gdn_prep_v7_launches(), before) << "the v7 prep did not run in the backward";
+    set_prep(nullptr);
+    EXPECT_TRUE(grads_bitwise(v6, v7));
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), v7, dt()));
+    EXPECT_TRUE(grads_padding_zero(d, v7));
+  }
+}
+
+TEST_P(CudaGdnPrepV6, V7TrainingCacheSameBitsAsV6) {
+  std::vector<FwdCase> cs = gdn_cases(dt(), bt());
+  cs.resize(3);
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(17);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt(), true);
+    set_prep("v6");
+    const FwdBwd plain = fwd_bwd(d, cot, false);
+    set_prep("v7");
+    const FwdBwd cached = fwd_bwd(d, cot, true);
+    set_prep(nullptr);
+    EXPECT_TRUE(same_bits(plain.out.o, cached.out.o)) << "o differs";
+    EXPECT_TRUE(same_bits(plain.out.final_state, cached.out.final_state)) << "final_state differs";
+    EXPECT_TRUE(grads_bitwise(plain.grads, cached.grads));
   }
 }
 

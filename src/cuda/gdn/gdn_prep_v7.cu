@@ -1,0 +1,275 @@
+// GDN prep v7 (opt-in, LINATTN_CUDA_GDN_PREP=v7; gdn_prep_v7.h, perf-notes "Prep v7"). Grid, front half (q / k
+// copies, gate scans, row scales, tma3 records, K K^T and Q K^T: prep_front, gdn_prep_parts.cuh) as v6; then per
+// value head j one phase of three warp-uniform roles (BT 64: warps 0-1, 2-4, 5-7):
+//   diagonal items (row i, its diagonal 16-column segment): head j-1's Ab, then head j's L and P with one decay
+//     2^(gam_i - gam_c) per element, then (warp barrier: the block's rows are the warp's own) the 16x16 diagonal
+//     inverse of head j's L (solve_diag_blocks);
+//   off-diagonal items (i, segment b < i / 16): head j-1's Ab zero segments, head j's L and P (no masks);
+//   upper items: head j-1's Ab off-diagonal segments, head j's P zero segments;
+// CTA barrier, the merges by column chains (one warp per column block), CTA barrier: 2 per value head (v6 3).
+// v6 formed every decay twice (P of all heads first, from Q K^T in the union, then L per head) over every
+// segment with per-element masks: ~half of its 41k warp instructions per CTA (ncu 082dba2). Here L, X and Q K^T
+// are the packed lower 16x16 blocks (X's and P's upper blocks are exact zeros, never stored in shared memory), so
+// Q K^T stays resident through the value heads at v6's 4 CTAs per SM (~52 KB at G 4).
+// Every value is v6's expression in v6's order: bitwise v6's Ab, Ai, gam, rq, rk and records; P too except the
+// sign of its upper-triangle zeros (+0 here; v6 stored scale 0 qk_ij).
+#include "cuda/gdn/gdn_prep_v7.h"
+
+#include <atomic>
+
+#include "core/util.h"
+#include "cuda/common/launch.h"
+#include "cuda/gdn/gdn_prep_parts.cuh"
+
+namespace linattn::cuda {
+namespace {
+
+// L, X: the lower 16x16 blocks (a >= b) at index a (a + 1) / 2 + b, rows of 20 floats (the TF32 fragment loads of
+// the merges hit 32 distinct banks, as v6's 68-float rows did); kk and qk: v6's packed kk layout (rows of 16 floats,
+// blocks 260 apart: a quarter warp's float4 loads of two rows x four blocks on distinct bank groups).
+template <class T, int BT, bool WP>
+struct PrepSmemV7 {
+  static constexpr int kNB = BT / 16, kNBlk = kNB * (kNB + 1) / 2, kKkBlk = 16 * 16 + 4, kLs = 20;
+  static constexpr bool kPacked = true, kQkPacked = true;  // gram_products writes the lower blocks only
+  static_assert(kPacked && kQkPacked, "the v7 loop reads kk / qk as packed lower blocks");
+  union {
+    struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;  // until the Gram products
+    struct {
+      float L[kNBlk][16][kLs];
+      float X[kNBlk][16][kLs];
+      alignas(16) float qkb[WP ? kNBlk * kKkBlk : 4];
+    } sv;
+  } u;
+  float tscr[kNB > 1 ? kNB - 1 : 1][16][20];  // per-chain 16x16 scratch of the merges
+  float rq[BT], rk[BT];
+  alignas(16) float kkb[kNBlk * kKkBlk];
+  // followed by gam[G][BT], beta[G][BT] (dynamic)
+  static size_t bytes(int G) { return sizeof(PrepSmemV7) + size_t(G) * BT * 2 * sizeof(float); }
+  static __device__ __forceinline__ int blk(int a, int b) { return a * (a + 1) / 2 + b; }
+  __device__ __forceinline__ float* kk_at(int i, int c) {
+    return &kkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
+  }
+  __device__ __forceinline__ float* qk_at(int i, int c) {
+    return &u.sv.qkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
+  }
+};
+
+// Off-diagonal lower item u (0 <= u < 8 NB (NB - 1)): row block a, segment b < a, row i.
+template <int NB>
+__device__ __forceinline__ void off_item(int u, int& a, int& b, int& i) {
+  a = 1;
+#pragma unroll
+  for (int q = 1; q < NB - 1; ++q)
+    if (u >= 16 * a) u -= 16 * a++;
+  b = u >> 4;
+  i = 16 * a + (u & 15);
+}
+
+// Row i, segment b (b <= i / 16) of value head j: L into shared memory (rows >= len: v6's zeros), P stored (rows
+// < len). One decay per element, v6's expressions: P = scale d qk, L = beta_i d kk (d = 0 past len), masks only in
+// the diagonal segment.
+template <class T, int BT, bool WP, bool Diag, class Smem>
+__device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, const float* gam,
+                                        const float* beta, int j, int64_t t0, int len, int i, int b) {
+  const float gi = gam[i], bi = beta[i];
+  const bool live = i < len;
+  const int c0 = 16 * b;
+  float* Lr = &s.u.sv.L[Smem::blk(i >> 4, b)][i & 15][0];
+  float pv[kSeg];
+#pragma unroll
+  for (int e4 = 0; e4 < kSeg; e4 += 4) {
+    const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
+    const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
+    float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(s.qk_at(i, c0 + e4));
+    const float gv[4] = {g4.x, g4.y, g4.z, g4.w}, kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w},
+                qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+    float lv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int jc = c0 + e4 + e;
+      const float d = exp2f(gi - gv[e]);
+      const float dp = (!Diag || jc <= i) ? d : 0.f;
+      const float dl = live ? dp : 0.f;
+      lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
+      if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
+    }
+    *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[0], lv[1], lv[2], lv[3]);
+  }
+  if constexpr (WP)
+    if (live) store16<T>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+}
+
+// Row i, segment b of value head j's Ab = X diag(beta) (and Ai = X): b <= i / 16 from the packed X, else zeros
+// (v6: its zeroed upper X times beta).
+template <class T, int BT, bool Zero, class Smem>
+__device__ __forceinline__ void ab_item(const GdnChunkWs& ws, const Smem& s, const float* beta, int j, int64_t t0,
+                                        int len, int i, int b) {
+  if (i >= len) return;
+  const int c0 = 16 * b;
+  const float* xr = s.u.sv.X[Smem::blk(i >> 4, b)][i & 15];
+  float av[kSeg];
+#pragma unroll
+  for (int e = 0; e < kSeg; ++e) av[e] = (Zero ? 0.f : xr[e]) * beta[c0 + e];
+  const int64_t off = (j * ws.T_cap + t0 + i) * BT + c0;
+  store16<T>(static_cast<T*>(ws.Ab) + off, av);
+  if (ws.Ai) {  // the backward also needs the unscaled inverse
+#pragma unroll
+    for (int e = 0; e < kSeg; ++e) av[e] = Zero ? 0.f : xr[e];
+    store16<T>(static_cast<T*>(ws.Ai) + off, av);
+  }
+}
+
+// X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order.
+template <class Smem>
+__device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int a, int b, int lane) {
+  constexpr int LS = Smem::kLs;
+  const int g = lane >> 2, t = lane & 3;
+  float acc[2][4] = {};
+  for (int m = b; m < a; ++m)
+    mma16x16_tf32<LS, LS>(acc, s.u.sv.L[Smem::blk(a, m)], 0, 0, s.u.sv.X[Smem::blk(m, b)], 0, 0, lane);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    tw[g][8 * nt + 2 * t] = acc[nt][0];
+    tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+    tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+    tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+  }
+  __syncwarp();
+  float res[2][4] = {};
+  mma16x16_tf32<LS, 20>(res, s.u.sv.X[Smem::blk(a, a)], 0, 0, tw, 0, 0, lane);
+  float (*X)[LS] = s.u.sv.X[Smem::blk(a, b)];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int c = 8 * nt + 2 * t;
+    X[g][c] = -res[nt][0];
+    X[g][c + 1] = -res[nt][1];
+    X[g + 8][c] = -res[nt][2];
+    X[g + 8][c + 1] = -res[nt][3];
+  }
+}
+
+template <class T, int BT, bool WP, bool SC>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                                                const int32_t* chunk_indices, int nts) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using Smem = PrepSmemV7<T, BT, WP>;
+  constexpr int NB = Smem::kNB, kOff = 8 * NB * (NB - 1);  // diagonal items: BT; off-diagonal and upper: kOff each
+  static_assert(BT + 2 * kOff <= kThreads, "one item per thread and role");
+  auto& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int G = p.HV / p.H;
+  float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
+  float* beta_all = gam_all + G * BT;                                   // [G][BT]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, h = blockIdx.y;
+  int64_t t0;
+  int len;
+  if (!prep_front<T, BT, WP, WP, SC, true>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
+
+  // This thread's items: a diagonal one (tid < BT), an off-diagonal lower one, or an upper one (the transposed pair).
+  int a = 0, b = 0, i = tid;
+  const int role = tid < BT ? 0 : tid < BT + kOff ? 1 : tid < BT + 2 * kOff ? 2 : 3;
+  if (role == 0) {
+    a = b = tid >> 4;
+  } else if (role <= 2) {
+    off_item<NB>(tid - BT - (role == 2 ? kOff : 0), a, b, i);
+    if (role == 2) {  // upper pair: row block b, segment a
+      i = 16 * b + (i & 15);
+      const int tmp = a;
+      a = b;
+      b = tmp;
+    }
+  }
+  for (int jj = 0; jj <= G; ++jj) {
+    const int j = h * G + jj;
+    const float* gam = gam_all + jj * BT;
+    const float* beta = beta_all + jj * BT;
+    if (role == 0) {
+      if (jj > 0) ab_item<T, BT, false>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's
+      if (jj == G) break;
+      lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
+      __syncwarp();  // the diagonal block's 16 rows of L are this warp's
+      solve_diag_blocks<16, Smem::kLs>(s.u.sv.L[Smem::blk(a, a)], s.u.sv.X[Smem::blk(a, a)], tid & 15);
+    } else if (role == 1) {
+      // head j-1's Ab zero segments, transposed: row block b, segment a
+      if (jj > 0) ab_item<T, BT, true>(ws, s, beta - BT, j - 1, t0, len, 16 * b + (i & 15), a);
+      if (jj == G) break;
+      lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
+    } else if (role == 2) {
+      // head j-1's Ab off-diagonal segments: row block a_lower = b (swapped above), segment a
+      if (jj > 0) ab_item<T, BT, false>(ws, s, beta - BT, j - 1, t0, len, 16 * b + (i & 15), a);
+      if (jj == G) break;
+      if constexpr (WP)  // P's upper segments: zeros
+        if (i < len) {
+          uint4* dst = reinterpret_cast<uint4*>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + 16 * b);
+          dst[0] = dst[1] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    } else if (jj == G) {
+      break;
+    }
+    __syncthreads();
+    if (warp < NB - 1)  // column chain `warp`: X_(warp+1)warp, X_(warp+2)warp, ... (merge order as v6)
+      for (int aa = warp + 1; aa < NB; ++aa) {
+        merge_block_packed(s, s.tscr[warp], aa, warp, lane);
+        __syncwarp();
+      }
+    __syncthreads();
+  }
+}
+
+std::atomic<int64_t> g_v7_launches{0};
+
+template <class T, int BT, bool WP, bool SC>
+void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+                 cudaStream_t stream) {
+  const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
+  auto kernel = gdn_prep_v7_kernel<T, BT, WP, SC>;
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
+  launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(p.HV / p.H),
+         stream, p, ws, ci, nts);
+}
+
+template <class T, int BT>
+void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+                  cudaStream_t stream) {
+  if constexpr (BT == chain_sc::kTok) {
+    if (ws.sc) {
+      ws.P ? launch_v7_t<T, BT, true, true>(p, ws, ci, nt_cap, stream)
+           : launch_v7_t<T, BT, false, true>(p, ws, ci, nt_cap, stream);
+      return;
+    }
+  }
+  ws.P ? launch_v7_t<T, BT, true, false>(p, ws, ci, nt_cap, stream)
+       : launch_v7_t<T, BT, false, false>(p, ws, ci, nt_cap, stream);
+}
+
+}  // namespace
+
+bool gdn_prep_v7_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v7"; }
+int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
+
+int gdn_prep_v7_ctas_per_sm(int G) {
+  auto kernel = gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>;
+  const size_t bytes = PrepSmemV7<__nv_bfloat16, 64, true>::bytes(G);
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));  // as launch_v7_t and launch() set them
+  if (bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
+  int n = 0;
+  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, bytes));
+  return n;
+}
+
+void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
+                        cudaStream_t stream) {
+  g_v7_launches.fetch_add(1);
+  const bool bf = p.io == ElemType::kBF16;
+  if (p.BT == 64) {
+    bf ? launch_v7_bt<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
+       : launch_v7_bt<__half, 64>(p, ws, chunk_indices, nt_cap, stream);
+  } else if (p.BT == 32) {
+    bf ? launch_v7_bt<__nv_bfloat16, 32>(p, ws, chunk_indices, nt_cap, stream)
+       : launch_v7_bt<__half, 32>(p, ws, chunk_indices, nt_cap, stream);
+  } else {
+    LINATTN_UNSUPPORTED("gdn prep v7: chunk_size ", p.BT, " (supported: 32, 64)");
+  }
+}
+
+}  // namespace linattn::cuda
