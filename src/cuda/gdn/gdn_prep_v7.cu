@@ -4,8 +4,9 @@
 //   diagonal items (row i, its diagonal 16-column segment): head j-1's Ab, then head j's L and P with one decay
 //     2^(gam_i - gam_c) per element, then (warp barrier: the block's rows are the warp's own) the 16x16 diagonal
 //     inverse of head j's L (solve_diag_blocks);
-//   off-diagonal items (i, segment b < i / 16): head j-1's Ab zero segments, head j's L and P (no masks);
-//   upper items: head j-1's Ab off-diagonal segments, head j's P zero segments;
+//   off-diagonal items (i, segment b < i / 16, row-major): head j's L and P (no masks);
+//   the same off-diagonal items for head j-1's Ab, and two upper 8-column chunks each: zeros of Ab / Ai (head j-1)
+//     and P (head j), consecutive lanes on consecutive chunks of a row (coalesced);
 // CTA barrier, the merges by column chains (one warp per column block), CTA barrier: 2 per value head (v6 3).
 // v6 formed every decay twice (P of all heads first, from Q K^T in the union, then L per head) over every
 // segment with per-element masks: ~half of its 41k warp instructions per CTA (ncu 082dba2). Here L, X and Q K^T
@@ -25,18 +26,19 @@ namespace linattn::cuda {
 namespace {
 
 // L, X: the lower 16x16 blocks (a >= b) at index a (a + 1) / 2 + b, rows of 20 floats (the TF32 fragment loads of
-// the merges hit 32 distinct banks, as v6's 68-float rows did); kk and qk: v6's packed kk layout (rows of 16 floats,
+// the merges hit 32 distinct banks, as v6's 68-float rows did), blocks 324 floats apart; kk and qk: v6's packed kk layout (rows of 16 floats,
 // blocks 260 apart: a quarter warp's float4 loads of two rows x four blocks on distinct bank groups).
 template <class T, int BT, bool WP>
 struct PrepSmemV7 {
   static constexpr int kNB = BT / 16, kNBlk = kNB * (kNB + 1) / 2, kKkBlk = 16 * 16 + 4, kLs = 20;
+  static constexpr int kBlk = 16 * kLs + 4;  // L / X block stride: a row's segments (b, b + 1) 4 banks apart
   static constexpr bool kPacked = true, kQkPacked = true;  // gram_products writes the lower blocks only
   static_assert(kPacked && kQkPacked, "the v7 loop reads kk / qk as packed lower blocks");
   union {
     struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;  // until the Gram products
     struct {
-      float L[kNBlk][16][kLs];
-      float X[kNBlk][16][kLs];
+      float L[kNBlk * kBlk];
+      float X[kNBlk * kBlk];
       alignas(16) float qkb[WP ? kNBlk * kKkBlk : 4];
     } sv;
   } u;
@@ -46,6 +48,15 @@ struct PrepSmemV7 {
   // followed by gam[G][BT], beta[G][BT] (dynamic)
   static size_t bytes(int G) { return sizeof(PrepSmemV7) + size_t(G) * BT * 2 * sizeof(float); }
   static __device__ __forceinline__ int blk(int a, int b) { return a * (a + 1) / 2 + b; }
+  __device__ __forceinline__ float (*Lb(int a, int b))[kLs] {
+    return reinterpret_cast<float (*)[kLs]>(&u.sv.L[blk(a, b) * kBlk]);
+  }
+  __device__ __forceinline__ float (*Xb(int a, int b))[kLs] {
+    return reinterpret_cast<float (*)[kLs]>(&u.sv.X[blk(a, b) * kBlk]);
+  }
+  __device__ __forceinline__ const float (*Xb(int a, int b) const)[kLs] {
+    return reinterpret_cast<const float (*)[kLs]>(&u.sv.X[blk(a, b) * kBlk]);
+  }
   __device__ __forceinline__ float* kk_at(int i, int c) {
     return &kkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
   }
@@ -54,15 +65,28 @@ struct PrepSmemV7 {
   }
 };
 
-// Off-diagonal lower item u (0 <= u < 8 NB (NB - 1)): row block a, segment b < a, row i.
+// Off-diagonal lower item u (0 <= u < 8 NB (NB - 1)): row block a, segment b < a, row i; row-major inside a block
+// row (consecutive lanes take consecutive segments of a row: fewer 128-byte lines per warp store).
 template <int NB>
 __device__ __forceinline__ void off_item(int u, int& a, int& b, int& i) {
   a = 1;
 #pragma unroll
   for (int q = 1; q < NB - 1; ++q)
     if (u >= 16 * a) u -= 16 * a++;
-  b = u >> 4;
-  i = 16 * a + (u & 15);
+  b = u % a;
+  i = 16 * a + u / a;
+}
+
+// Upper (all-zero) 8-column chunk q (0 <= q < 16 NB (NB - 1)) of Ab / P, row-major: row i, first column c.
+template <int NB>
+__device__ __forceinline__ void zero_chunk(int q, int& i, int& c) {
+  int a = 0;
+#pragma unroll
+  for (int t = 0; t < NB - 2; ++t)
+    if (q >= 32 * (NB - 1 - a)) q -= 32 * (NB - 1 - a++);
+  const int nc = 2 * (NB - 1 - a);  // chunks per row of block row a
+  i = 16 * a + q / nc;
+  c = 16 * (a + 1) + 8 * (q % nc);
 }
 
 // Row i, segment b (b <= i / 16) of value head j: L into shared memory (rows >= len: v6's zeros), P stored (rows
@@ -74,7 +98,7 @@ __device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs&
   const float gi = gam[i], bi = beta[i];
   const bool live = i < len;
   const int c0 = 16 * b;
-  float* Lr = &s.u.sv.L[Smem::blk(i >> 4, b)][i & 15][0];
+  float* Lr = s.Lb(i >> 4, b)[i & 15];
   float pv[kSeg];
 #pragma unroll
   for (int e4 = 0; e4 < kSeg; e4 += 4) {
@@ -100,24 +124,41 @@ __device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs&
     if (live) store16<T>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + c0, pv);
 }
 
-// Row i, segment b of value head j's Ab = X diag(beta) (and Ai = X): b <= i / 16 from the packed X, else zeros
-// (v6: its zeroed upper X times beta).
-template <class T, int BT, bool Zero, class Smem>
+// Row i, segment b <= i / 16 of value head j's Ab = X diag(beta) (and Ai = X) from the packed X.
+template <class T, int BT, class Smem>
 __device__ __forceinline__ void ab_item(const GdnChunkWs& ws, const Smem& s, const float* beta, int j, int64_t t0,
                                         int len, int i, int b) {
   if (i >= len) return;
   const int c0 = 16 * b;
-  const float* xr = s.u.sv.X[Smem::blk(i >> 4, b)][i & 15];
+  const float* xr = s.Xb(i >> 4, b)[i & 15];
   float av[kSeg];
 #pragma unroll
-  for (int e = 0; e < kSeg; ++e) av[e] = (Zero ? 0.f : xr[e]) * beta[c0 + e];
+  for (int e = 0; e < kSeg; ++e) av[e] = xr[e] * beta[c0 + e];
   const int64_t off = (j * ws.T_cap + t0 + i) * BT + c0;
   store16<T>(static_cast<T*>(ws.Ab) + off, av);
   if (ws.Ai) {  // the backward also needs the unscaled inverse
 #pragma unroll
-    for (int e = 0; e < kSeg; ++e) av[e] = Zero ? 0.f : xr[e];
+    for (int e = 0; e < kSeg; ++e) av[e] = xr[e];
     store16<T>(static_cast<T*>(ws.Ai) + off, av);
   }
+}
+
+// The upper 8-column chunk (row i, columns c..c+7) of value head j's Ab (v6: its zeroed upper X times beta), Ai
+// (zeros) and, for head jp (< 0: none), P (zeros: v6 stored scale 0 qk, zeros of either sign).
+template <class T, int BT>
+__device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* beta, int j, int jp, int64_t t0, int len,
+                                          int i, int c) {
+  if (i >= len) return;
+  if (j >= 0) {
+    float av[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) av[e] = 0.f * beta[c + e];
+    const int64_t off = (j * ws.T_cap + t0 + i) * BT + c;
+    store8<T>(static_cast<T*>(ws.Ab) + off, av);
+    if (ws.Ai) *reinterpret_cast<uint4*>(static_cast<T*>(ws.Ai) + off) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  if (jp >= 0) *reinterpret_cast<uint4*>(static_cast<T*>(ws.P) + (jp * ws.T_cap + t0 + i) * BT + c) =
+      make_uint4(0u, 0u, 0u, 0u);
 }
 
 // X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order.
@@ -127,7 +168,7 @@ __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int
   const int g = lane >> 2, t = lane & 3;
   float acc[2][4] = {};
   for (int m = b; m < a; ++m)
-    mma16x16_tf32<LS, LS>(acc, s.u.sv.L[Smem::blk(a, m)], 0, 0, s.u.sv.X[Smem::blk(m, b)], 0, 0, lane);
+    mma16x16_tf32<LS, LS>(acc, s.Lb(a, m), 0, 0, s.Xb(m, b), 0, 0, lane);
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
     tw[g][8 * nt + 2 * t] = acc[nt][0];
@@ -137,8 +178,8 @@ __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int
   }
   __syncwarp();
   float res[2][4] = {};
-  mma16x16_tf32<LS, 20>(res, s.u.sv.X[Smem::blk(a, a)], 0, 0, tw, 0, 0, lane);
-  float (*X)[LS] = s.u.sv.X[Smem::blk(a, b)];
+  mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
+  float (*X)[LS] = s.Xb(a, b);
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
     const int c = 8 * nt + 2 * t;
@@ -165,44 +206,38 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
   int len;
   if (!prep_front<T, BT, WP, WP, SC, true>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
 
-  // This thread's items: a diagonal one (tid < BT), an off-diagonal lower one, or an upper one (the transposed pair).
-  int a = 0, b = 0, i = tid;
+  // This thread's items (roles warp-uniform at BT 64): 0: the diagonal segment of row tid; 1: an off-diagonal lower
+  // item (L and P); 2: an off-diagonal lower item (Ab) and two upper 8-column chunks (Ab / Ai / P zeros).
+  int a = 0, b = 0, i = tid, zi[2] = {BT, BT}, zc[2] = {0, 0};
   const int role = tid < BT ? 0 : tid < BT + kOff ? 1 : tid < BT + 2 * kOff ? 2 : 3;
   if (role == 0) {
     a = b = tid >> 4;
   } else if (role <= 2) {
-    off_item<NB>(tid - BT - (role == 2 ? kOff : 0), a, b, i);
-    if (role == 2) {  // upper pair: row block b, segment a
-      i = 16 * b + (i & 15);
-      const int tmp = a;
-      a = b;
-      b = tmp;
-    }
+    const int u = tid - BT - (role == 2 ? kOff : 0);
+    off_item<NB>(u, a, b, i);
+    if (role == 2)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) zero_chunk<NB>(u + k * kOff, zi[k], zc[k]);
   }
   for (int jj = 0; jj <= G; ++jj) {
     const int j = h * G + jj;
     const float* gam = gam_all + jj * BT;
     const float* beta = beta_all + jj * BT;
     if (role == 0) {
-      if (jj > 0) ab_item<T, BT, false>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's
+      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
       if (jj == G) break;
       lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
       __syncwarp();  // the diagonal block's 16 rows of L are this warp's
-      solve_diag_blocks<16, Smem::kLs>(s.u.sv.L[Smem::blk(a, a)], s.u.sv.X[Smem::blk(a, a)], tid & 15);
+      solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), tid & 15);
     } else if (role == 1) {
-      // head j-1's Ab zero segments, transposed: row block b, segment a
-      if (jj > 0) ab_item<T, BT, true>(ws, s, beta - BT, j - 1, t0, len, 16 * b + (i & 15), a);
       if (jj == G) break;
       lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
     } else if (role == 2) {
-      // head j-1's Ab off-diagonal segments: row block a_lower = b (swapped above), segment a
-      if (jj > 0) ab_item<T, BT, false>(ws, s, beta - BT, j - 1, t0, len, 16 * b + (i & 15), a);
+      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+        zero_item<T, BT>(ws, beta - BT, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k]);
       if (jj == G) break;
-      if constexpr (WP)  // P's upper segments: zeros
-        if (i < len) {
-          uint4* dst = reinterpret_cast<uint4*>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + 16 * b);
-          dst[0] = dst[1] = make_uint4(0u, 0u, 0u, 0u);
-        }
     } else if (jj == G) {
       break;
     }
