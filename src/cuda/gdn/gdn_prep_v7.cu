@@ -1,6 +1,6 @@
 // GDN prep v7 (opt-in, LINATTN_CUDA_GDN_PREP=v7; gdn_prep_v7.h, perf-notes "Prep v7"). Grid, front half (q / k
 // copies, gate scans, row scales, tma3 records, K K^T and Q K^T: prep_front, gdn_prep_parts.cuh) as v6; then per
-// value head j one phase of three warp-uniform roles (BT 64: warps 0-1, 2-4, 5-7):
+// value head j one phase of three warp-uniform roles (BT 64: warps 0-1; 2, 3, 6; 4, 5, 7):
 //   diagonal items (row i, its diagonal 16-column segment): head j-1's Ab, then head j's L and P with one decay
 //     2^(gam_i - gam_c) per element, then (warp barrier: the block's rows are the warp's own) the 16x16 diagonal
 //     inverse of head j's L (solve_diag_blocks);
@@ -206,14 +206,20 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
   int len;
   if (!prep_front<T, BT, WP, WP, SC, true>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
 
-  // This thread's items (roles warp-uniform at BT 64): 0: the diagonal segment of row tid; 1: an off-diagonal lower
-  // item (L and P); 2: an off-diagonal lower item (Ab) and two upper 8-column chunks (Ab / Ai / P zeros).
-  int a = 0, b = 0, i = tid, zi[2] = {BT, BT}, zc[2] = {0, 0};
-  const int role = tid < BT ? 0 : tid < BT + kOff ? 1 : tid < BT + 2 * kOff ? 2 : 3;
+  // This thread's items by its logical index lt (roles warp-uniform at BT 64): 0: the diagonal segment of row lt;
+  // 1: an off-diagonal lower item (L and P); 2: an off-diagonal lower item (Ab) and two upper 8-column chunks (Ab /
+  // Ai / P zeros). BT 64 spreads the roles and the merge chains over the four schedulers (warp % 4; per value head
+  // ~560 / 210 / 120 instructions per role-0 / 1 / 2 warp, chains ~330 / 220 / 110): role 0 on warps 0, 1, role 1
+  // on 2, 3, 6, role 2 on 4, 5, 7, chains 0 / 1 / 2 on warps 6 / 3 / 7 (v6's order, all on warps 0-2, gave
+  // scheduler 0 ~3x scheduler 3's share).
+  const int lt = BT == 64 ? 32 * ((0x74653210 >> (4 * warp)) & 15) + lane : tid;  // logical warps 0,1,2,3,5,6,4,7
+  const int chain = BT == 64 ? (warp == 6 ? 0 : warp == 3 ? 1 : warp == 7 ? 2 : -1) : (warp < NB - 1 ? warp : -1);
+  int a = 0, b = 0, i = lt, zi[2] = {BT, BT}, zc[2] = {0, 0};
+  const int role = lt < BT ? 0 : lt < BT + kOff ? 1 : lt < BT + 2 * kOff ? 2 : 3;
   if (role == 0) {
-    a = b = tid >> 4;
+    a = b = lt >> 4;
   } else if (role <= 2) {
-    const int u = tid - BT - (role == 2 ? kOff : 0);
+    const int u = lt - BT - (role == 2 ? kOff : 0);
     off_item<NB>(u, a, b, i);
     if (role == 2)
 #pragma unroll
@@ -228,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
       if (jj == G) break;
       lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
       __syncwarp();  // the diagonal block's 16 rows of L are this warp's
-      solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), tid & 15);
+      solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
     } else if (role == 1) {
       if (jj == G) break;
       lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
@@ -242,9 +248,9 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
       break;
     }
     __syncthreads();
-    if (warp < NB - 1)  // column chain `warp`: X_(warp+1)warp, X_(warp+2)warp, ... (merge order as v6)
-      for (int aa = warp + 1; aa < NB; ++aa) {
-        merge_block_packed(s, s.tscr[warp], aa, warp, lane);
+    if (chain >= 0)  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
+      for (int aa = chain + 1; aa < NB; ++aa) {
+        merge_block_packed(s, s.tscr[chain], aa, chain, lane);
         __syncwarp();
       }
     __syncthreads();
