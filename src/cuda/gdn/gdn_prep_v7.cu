@@ -26,8 +26,9 @@ namespace linattn::cuda {
 namespace {
 
 // L, X: the lower 16x16 blocks (a >= b) at index a (a + 1) / 2 + b, rows of 20 floats (the TF32 fragment loads of
-// the merges hit 32 distinct banks, as v6's 68-float rows did), blocks 324 floats apart; kk and qk: v6's packed kk layout (rows of 16 floats,
-// blocks 260 apart: a quarter warp's float4 loads of two rows x four blocks on distinct bank groups).
+// the merges hit 32 distinct banks, as v6's 68-float rows did), blocks 324 floats apart; kk and qk: v6's packed kk
+// layout (rows of 16 floats, blocks 260 apart: a quarter warp's float4 loads of two rows x four blocks on distinct
+// bank groups).
 template <class T, int BT, bool WP>
 struct PrepSmemV7 {
   static constexpr int kNB = BT / 16, kNBlk = kNB * (kNB + 1) / 2, kKkBlk = 16 * 16 + 4, kLs = 20;
@@ -161,7 +162,9 @@ __device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* bet
       make_uint4(0u, 0u, 0u, 0u);
 }
 
-// X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order.
+// X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order (a
+// copy of its 25 lines: a generic merge_block over block views changed the address code of every KDA / GDN prep
+// kernel that inverts, so the shared one stays as it is).
 template <class Smem>
 __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int a, int b, int lane) {
   constexpr int LS = Smem::kLs;
