@@ -190,6 +190,12 @@ std::atomic<int64_t> g_v6_launches{0};
 template <class T, int BT, bool SC = false>
 void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                    cudaStream_t stream) {
+  if constexpr (!SC) {
+    if (gdn_prep_v7_env()) {  // opt-in (gdn_prep_v7.cu)
+      launch_gdn_prep_v7<T, BT>(p, ws, ci, nt_cap, stream);
+      return;
+    }
+  }
   if constexpr (BT == chain_sc::kTok && !SC) {
     if (ws.sc) {
       launch_prep_t<T, BT, true>(p, ws, ci, nt_cap, stream);
@@ -243,10 +249,6 @@ void launch_gdn_prep(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t*
   LINATTN_CHECK(nt_cap < (int64_t(1) << 31), "gdn prep: too many chunks: ", nt_cap);
   const bool bf = p.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.io == ElemType::kF16, "gdn prep: io dtype must be bf16 or fp16");
-  if (gdn_prep_v7_env()) {  // opt-in (gdn_prep_v7.cu)
-    launch_gdn_prep_v7(p, ws, chunk_indices, nt_cap, stream);
-    return;
-  }
   if (p.BT == 64) {
     bf ? launch_prep_t<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
        : launch_prep_t<__half, 64>(p, ws, chunk_indices, nt_cap, stream);

@@ -301,19 +301,19 @@ int gdn_prep_v7_ctas_per_sm(int G) {
   return n;
 }
 
+template <class T, int BT>
 void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
                         cudaStream_t stream) {
   g_v7_launches.fetch_add(1);
-  const bool bf = p.io == ElemType::kBF16;
-  if (p.BT == 64) {
-    bf ? launch_v7_bt<__nv_bfloat16, 64>(p, ws, chunk_indices, nt_cap, stream)
-       : launch_v7_bt<__half, 64>(p, ws, chunk_indices, nt_cap, stream);
-  } else if (p.BT == 32) {
-    bf ? launch_v7_bt<__nv_bfloat16, 32>(p, ws, chunk_indices, nt_cap, stream)
-       : launch_v7_bt<__half, 32>(p, ws, chunk_indices, nt_cap, stream);
-  } else {
-    LINATTN_UNSUPPORTED("gdn prep v7: chunk_size ", p.BT, " (supported: 32, 64)");
-  }
+  launch_v7_bt<T, BT>(p, ws, chunk_indices, nt_cap, stream);
 }
+template void launch_gdn_prep_v7<__nv_bfloat16, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                                    cudaStream_t);
+template void launch_gdn_prep_v7<__half, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                             cudaStream_t);
+template void launch_gdn_prep_v7<__nv_bfloat16, 32>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                                    cudaStream_t);
+template void launch_gdn_prep_v7<__half, 32>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                             cudaStream_t);
 
 }  // namespace linattn::cuda

@@ -17,7 +17,9 @@ bool gdn_prep_v7_env();
 int64_t gdn_prep_v7_launches();
 // Resident CTAs per SM of the bf16 BT-64 v7 kernel (P written) for G value heads per q/k head.
 int gdn_prep_v7_ctas_per_sm(int G);
-// The v7 prep (K = 128, BT 64 or 32, bf16 / fp16 checked by the caller, launch_gdn_prep).
+// The v7 prep for io type T (__nv_bfloat16 / __half) and chunk size BT (64 / 32; instantiated in gdn_prep_v7.cu);
+// launch_gdn_prep checks K and dispatches.
+template <class T, int BT>
 void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
                         cudaStream_t stream);
 
