@@ -1,3 +1,6 @@
+// Prep v7 (LINATTN_CUDA_GDN_PREP=v7, gdn_prep_v7.cu): the same cases against the fp64 reference and bitwise v6's
+// o / final state / gradients (its Ab, Ai, rq, rk, gam and records are v6's bits; P differs only in the sign of
+// upper-triangle zeros), the V-slices, P in the fused kernel, tma3 records, backward, training cache; 4 CTAs per SM.
 // GDN prep v6 (LINATTN_CUDA_GDN_PREP=v6, src/cuda/gdn/gdn_prep.cu): the default prep's arithmetic with fewer CTA
 // barriers, so with the switch every GDN forward case (the layer options with GVA 2, varlen with edge lengths 0,
 // 1, BT-1, BT, BT+1, 2BT+3, padding and int64 cu_seqlens, strong decays with -1000 gates, a zero-length sequence
@@ -18,6 +21,7 @@
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_prep_v6.h"
+#include "cuda/gdn/gdn_prep_v7.h"
 #include "cuda_bwd_util.h"
 #include "cuda_fwd_util.h"
 
@@ -79,84 +83,15 @@ TEST(CudaGdnPrepV6Occupancy, FourCtasPerSmAtBt64) {
   std::printf("gdn prep v6: %d CTAs per SM at G 4\n", cuda::gdn_prep_v6_ctas_per_sm(4));
 }
 
-TEST_P(CudaGdnPrepV6, MatchesReference) {
-  for (const FwdCase& c : gdn_cases(dt(), bt())) {
-    const int64_t before = cuda::gdn_prep_v6_launches();
-    set_prep("v6");
-    run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
-    set_prep(nullptr);
-    EXPECT_GT(cuda::gdn_prep_v6_launches(), before) << c.name << ": the v6 prep did not run";
-  }
-}
-
-TEST_P(CudaGdnPrepV6, SameBitsAsDefault) {
-  for (const FwdCase& c : gdn_cases(dt(), bt())) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    expect_same_fwd(fwd_with(d, nullptr), fwd_with(d, "v6"));
-    if (c.name == "varlen_edges_mixed_decay")
-      for (int vs : {32, 64, 128}) expect_same_fwd(fwd_with(d, nullptr, vs), fwd_with(d, "v6", vs));
-  }
-}
-
-// P formed in the pipelined fused kernel: the prep's no-P instance (BT 64 only; elsewhere the prep writes P).
-TEST_P(CudaGdnPrepV6, SameBitsWithPInTheFusedKernel) {
-  setenv("LINATTN_CUDA_WGMMA", "1", 1);
-  setenv("LINATTN_CUDA_GDN_P", "fused", 1);
-  for (const FwdCase& c : gdn_cases(dt(), bt())) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    expect_same_fwd(fwd_with(d, nullptr, 64), fwd_with(d, "v6", 64));
-  }
-}
-
-// Chain mode tma3: the prep also writes the fused kernel's scale records (BT 64); partial chunks at every
-// ring stage as in the chain tests.
-TEST_P(CudaGdnPrepV6, SameBitsWithTma3Records) {
-  if (bt() != 64) GTEST_SKIP() << "tma3 is BT 64 only";
-  setenv("LINATTN_CUDA_WGMMA", "1", 1);
-  setenv("LINATTN_CUDA_GDN_P", "prep", 1);
-  setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
-  std::vector<FwdCase> cs = gdn_cases(dt(), 64);
-  ChunkAttnSpec v = varlen_edges_spec(dt(), 64, ChunkOp::kGdn);
-  v.seqlens = {200, 63, 1, 130, 321, 65, 0, 255};
-  v.pad_tokens = 5;
-  v.opt.use_qk_l2norm_in_kernel = true;
-  v.opt.state_v_first = true;
-  cs.push_back({"varlen_partial_chunks_v_first", v});
-  for (const FwdCase& c : cs) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    const int64_t sc_before = cuda::gdn_fused_wgp_sc_launches();
-    const ChunkAttnOutTensors got = fwd_with(d, "v6", 64);
-    EXPECT_GT(cuda::gdn_fused_wgp_sc_launches(), sc_before) << "the tma3 instance did not run";
-    expect_same_fwd(fwd_with(d, nullptr, 64), got);
-    set_prep("v6");
-    run_fwd_case(c, api::CudaGdnPath::kChunked, 64);
-    set_prep(nullptr);
-  }
-}
-
-// The backward's own prep (Ab, Ai, P, gam, rq, rk) with v6: bitwise the default's gradients, close to fp64.
-TEST_P(CudaGdnPrepV6, BackwardSameBitsAsDefault) {
-  std::vector<FwdCase> cs = gdn_cases(dt(), bt());
-  cs.resize(3);  // the backward tests' GDN shapes (K = V = 128)
-  for (const FwdCase& c : cs) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(5);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt(), true);
-    const ChunkAttnGradTensors def = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
-    set_prep("v6");
-    const int64_t before = cuda::gdn_prep_v6_launches();
-    const ChunkAttnGradTensors v6 = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
-    EXPECT_GT(cuda::gdn_prep_v6_launches(), before) << "the v6 prep did not run in the backward";
-    set_prep(nullptr);
-    EXPECT_TRUE(grads_bitwise(def, v6));
-    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), v6, dt()));
-    EXPECT_TRUE(grads_padding_zero(d, v6));
-  }
-}
+// A prep version under test: its switch value, the baseline it must equal bitwise (nullptr: "v5", the previous
+// default) and its launch counter.
+struct Variant {
+  const char* name;
+  const char* base;
+  int64_t (*launches)();
+};
+const Variant kV6{"v6", nullptr, cuda::gdn_prep_v6_launches};
+const Variant kV7{"v7", "v6", cuda::gdn_prep_v7_launches};
 
 // Forward then backward through the public ops; with `cache`, the forward's prep fills the training cache and
 // the backward reads it.
@@ -186,26 +121,144 @@ FwdBwd fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& cot, bool cach
   return {outputs_to_host(*dev), grads_to_host(g->g)};
 }
 
-// The training cache: the v6 forward's prep outputs, read by the backward, give bitwise the default's
-// gradients (with and without the cache) and the v6 forward's outputs are the default's.
-TEST_P(CudaGdnPrepV6, TrainingCacheSameBitsAsDefault) {
-  std::vector<FwdCase> cs = gdn_cases(dt(), bt());
+// The checks, each run for v6 (against v5) and v7 (against v6).
+void matches_reference(const Variant& v, DType dt, int bt) {
+  for (const FwdCase& c : gdn_cases(dt, bt)) {
+    const int64_t before = v.launches();
+    set_prep(v.name);
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
+    set_prep(nullptr);
+    EXPECT_GT(v.launches(), before) << c.name << ": the " << v.name << " prep did not run";
+  }
+}
+
+void same_bits_as_base(const Variant& v, DType dt, int bt) {
+  for (const FwdCase& c : gdn_cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    expect_same_fwd(fwd_with(d, v.base), fwd_with(d, v.name));
+    if (c.name == "varlen_edges_mixed_decay")
+      for (int vs : {32, 64, 128}) expect_same_fwd(fwd_with(d, v.base, vs), fwd_with(d, v.name, vs));
+  }
+}
+
+// P formed in the pipelined fused kernel: the prep's no-P instance (BT 64 only; elsewhere the prep writes P).
+void same_bits_p_fused(const Variant& v, DType dt, int bt) {
+  setenv("LINATTN_CUDA_WGMMA", "1", 1);
+  setenv("LINATTN_CUDA_GDN_P", "fused", 1);
+  for (const FwdCase& c : gdn_cases(dt, bt)) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    expect_same_fwd(fwd_with(d, v.base, 64), fwd_with(d, v.name, 64));
+  }
+}
+
+// Chain mode tma3: the prep also writes the fused kernel's scale records (BT 64); partial chunks at every ring stage
+// as in the chain tests.
+void same_bits_tma3(const Variant& v, DType dt) {
+  setenv("LINATTN_CUDA_WGMMA", "1", 1);
+  setenv("LINATTN_CUDA_GDN_P", "prep", 1);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
+  std::vector<FwdCase> cs = gdn_cases(dt, 64);
+  ChunkAttnSpec sp = varlen_edges_spec(dt, 64, ChunkOp::kGdn);
+  sp.seqlens = {200, 63, 1, 130, 321, 65, 0, 255, 17, 48};
+  sp.pad_tokens = 5;
+  sp.opt.use_qk_l2norm_in_kernel = true;
+  sp.opt.state_v_first = true;
+  cs.push_back({"varlen_partial_chunks_v_first", sp});
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    const int64_t sc_before = cuda::gdn_fused_wgp_sc_launches(), before = v.launches();
+    const ChunkAttnOutTensors got = fwd_with(d, v.name, 64);
+    EXPECT_GT(cuda::gdn_fused_wgp_sc_launches(), sc_before) << "the tma3 instance did not run";
+    EXPECT_GT(v.launches(), before) << "the " << v.name << " prep did not run";
+    expect_same_fwd(fwd_with(d, v.base, 64), got);
+    set_prep(v.name);
+    run_fwd_case(c, api::CudaGdnPath::kChunked, 64);
+    set_prep(nullptr);
+  }
+}
+
+// The backward's own prep (Ab, Ai, P, gam, rq, rk): bitwise the baseline's gradients, close to fp64.
+void backward_same_bits(const Variant& v, DType dt, int bt) {
+  std::vector<FwdCase> cs = gdn_cases(dt, bt);
+  cs.resize(3);  // the backward tests' GDN shapes (K = V = 128)
+  for (const FwdCase& c : cs) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(5);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt, true);
+    set_prep(v.base);
+    const ChunkAttnGradTensors base = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+    set_prep(v.name);
+    const int64_t before = v.launches();
+    const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+    EXPECT_GT(v.launches(), before) << "the " << v.name << " prep did not run in the backward";
+    set_prep(nullptr);
+    EXPECT_TRUE(grads_bitwise(base, got));
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, dt));
+    EXPECT_TRUE(grads_padding_zero(d, got));
+  }
+}
+
+// The training cache: the variant's forward prep outputs, read by the backward, give bitwise the baseline's
+// gradients without the cache, and the forward's outputs are the baseline's.
+void training_cache_same_bits(const Variant& v, DType dt, int bt) {
+  std::vector<FwdCase> cs = gdn_cases(dt, bt);
   cs.resize(3);
   for (const FwdCase& c : cs) {
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
     Rng rng(17);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt(), true);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, dt, true);
+    set_prep(v.base);
     const FwdBwd plain = fwd_bwd(d, cot, false);
-    set_prep("v6");
+    set_prep(v.name);
     const FwdBwd cached = fwd_bwd(d, cot, true);
     set_prep(nullptr);
     EXPECT_TRUE(same_bits(plain.out.o, cached.out.o)) << "o differs";
     EXPECT_TRUE(same_bits(plain.out.final_state, cached.out.final_state)) << "final_state differs";
     EXPECT_TRUE(grads_bitwise(plain.grads, cached.grads));
-    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), cached.grads, dt()));
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), cached.grads, dt));
   }
 }
+
+TEST_P(CudaGdnPrepV6, MatchesReference) { matches_reference(kV6, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, SameBitsAsDefault) { same_bits_as_base(kV6, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, SameBitsWithPInTheFusedKernel) { same_bits_p_fused(kV6, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, SameBitsWithTma3Records) {
+  if (bt() != 64) GTEST_SKIP() << "tma3 is BT 64 only";
+  same_bits_tma3(kV6, dt());
+}
+TEST_P(CudaGdnPrepV6, BackwardSameBitsAsDefault) { backward_same_bits(kV6, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, TrainingCacheSameBitsAsDefault) { training_cache_same_bits(kV6, dt(), bt()); }
+
+// ---- prep v7: the same checks against v6 ----
+TEST(CudaGdnPrepV7Occupancy, FourCtasPerSmAtBt64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  for (int G : {1, 4, 8}) EXPECT_EQ(cuda::gdn_prep_v7_ctas_per_sm(G), 4) << "G = " << G;
+}
+
+TEST_P(CudaGdnPrepV6, V7SwitchIsRead) {
+  set_prep("v7");
+  EXPECT_TRUE(cuda::gdn_prep_v7_env());
+  EXPECT_FALSE(cuda::gdn_prep_v6_env());
+  set_prep("v6");
+  EXPECT_FALSE(cuda::gdn_prep_v7_env());
+  unsetenv("LINATTN_CUDA_GDN_PREP");
+  EXPECT_FALSE(cuda::gdn_prep_v7_env()) << "v7 is opt-in";
+}
+
+TEST_P(CudaGdnPrepV6, V7MatchesReference) { matches_reference(kV7, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, V7SameBitsAsV6) { same_bits_as_base(kV7, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, V7SameBitsWithPInTheFusedKernel) { same_bits_p_fused(kV7, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, V7SameBitsWithTma3Records) {
+  if (bt() != 64) GTEST_SKIP() << "tma3 is BT 64 only";
+  same_bits_tma3(kV7, dt());
+}
+TEST_P(CudaGdnPrepV6, V7BackwardSameBitsAsV6) { backward_same_bits(kV7, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, V7TrainingCacheSameBitsAsV6) { training_cache_same_bits(kV7, dt(), bt()); }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepV6,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),

@@ -12,7 +12,8 @@
 //   sc      the pipelined fused kernel's per-token scales per (chunk, value head) (only when ws.sc is set:
 //           chain mode tma3, BT 64; the SC instances; gdn_chain_scales.cuh)
 // v6 (LINATTN_CUDA_GDN_PREP=v6, gdn_prep_v6.h; gdn_prep_v6_kernel): the same values, 4 CTAs per SM (packed kk),
-// interleaved row scales, 3 CTA barriers per value head instead of 6.
+// interleaved row scales, 3 CTA barriers per value head instead of 6. v7 (opt-in, gdn_prep_v7.cu): one decay per
+// element for L and P, packed L / X / Q K^T; the front half (prep_front, gdn_prep_parts.cuh) is shared.
 // K K^T and Q K^T (fp32 accumulators, mma.sync) are shared by the G value heads of the q/k head;
 // all G gate scans run at once (one warp per value head). Per value head: every thread builds 16
 // contiguous entries of a row of L and P (P stored with 16-byte writes); (I + L) is inverted by
@@ -32,144 +33,12 @@
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_p_fused.h"
 #include "cuda/gdn/gdn_prep_common.cuh"
+#include "cuda/gdn/gdn_prep_parts.cuh"
 #include "cuda/gdn/gdn_prep_v6.h"
+#include "cuda/gdn/gdn_prep_v7.h"
 
 namespace linattn::cuda {
 namespace {
-
-constexpr int kK = 128, kThreads = 256, kWarps = kThreads / 32, kLdK = kK + 8;
-
-// WP: P is written (ws.P set). PE (with WP; the default, LINATTN_CUDA_GDN_PREP=v2 turns it off): the P rows of every
-// value head are written right after the Gram products, so Q K^T lives in the shared union (the dead
-// q / k tiles, before L / X use it): ~65 KB at BT 64, 3 CTAs per SM as without P.
-// V6 (prep v6): kk keeps only its lower 16x16 blocks (the only ones L reads), packed, and the merge scratch only
-// the BT/16 - 1 warps of the column chains: ~51 KB at BT 64 and G 4 (~65 KB without), 4 CTAs per SM with the
-// kernel's 64 registers. Block (a, b), a >= b, at kkb[(a (a + 1) / 2 + b) kKkBlk]: rows of 16 floats, blocks
-// 260 floats apart, so a quarter warp's float4 loads (two rows x four blocks) hit eight distinct bank groups.
-template <class T, int BT, bool WP = true, bool PE = false, bool V6 = false>
-struct PrepSmem {
-  static constexpr int kLd = BT + 4;  // fp32 row stride: 16-byte aligned rows
-  static constexpr bool kPacked = V6;
-  static constexpr int kNB = BT / 16, kKkBlk = 16 * 16 + 4, kKkFloats = V6 ? kNB * (kNB + 1) / 2 * kKkBlk : 4;
-  union {
-    struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;     // until the Gram products
-    struct { float L[BT][kLd]; float X[BT][kLd]; } sv;  // then L and X = (I + L)^-1
-    float qk[PE ? BT : 1][kLd];                         // PE: Q K^T (as qk below) until P is stored
-  } u;
-  float kk[V6 ? 1 : BT][kLd];  // (k_i . k_j) rk_i rk_j (V6: kkb)
-  float qk[(WP && !PE) ? BT : 1][kLd];  // (q_i . k_j) rq_i rk_j (WP without PE only)
-  float tscr[V6 ? (kNB > 1 ? kNB - 1 : 1) : kWarps][16][20];  // per-warp 16x16 scratch of the merges
-  float rq[BT], rk[BT];
-  alignas(16) float kkb[kKkFloats];  // V6: kk's lower blocks, packed
-  // followed by gam[G][BT], beta[G][BT] (dynamic)
-  static size_t bytes(int G) { return sizeof(PrepSmem) + size_t(G) * BT * 2 * sizeof(float); }
-  // kk[i][c0 ..] (c0 a multiple of 4 in the block of column c0; V6: only blocks with c0 / 16 <= i / 16)
-  __device__ __forceinline__ float* kk_at(int i, int c0) {
-    if constexpr (V6) return &kkb[((i >> 4) * ((i >> 4) + 1) / 2 + (c0 >> 4)) * kKkBlk + (i & 15) * 16 + (c0 & 15)];
-    else return &kk[i][c0];
-  }
-};
-
-template <class T, int BT, bool WP, bool PE, bool V6>
-__device__ __forceinline__ void gram_products(PrepSmem<T, BT, WP, PE, V6>& s, int warp, int lane) {
-  constexpr int WM = BT / 16, WN = kWarps / WM, CW = BT / WN, NTW = CW / 8;
-  const int wm = warp % WM, wn = warp / WM;
-  float ak[NTW][4] = {}, aq[NTW][4] = {};
-#pragma unroll
-  for (int kt = 0; kt < kK / 16; ++kt) {
-    uint32_t fk[4], fq[4];
-    ldsm_x4(fk, a_addr_rowmajor(&s.u.in.k[0][0], kLdK, 16 * wm, 16 * kt, lane));
-    if constexpr (WP) ldsm_x4(fq, a_addr_rowmajor(&s.u.in.q[0][0], kLdK, 16 * wm, 16 * kt, lane));
-#pragma unroll
-    for (int np = 0; np < NTW / 2; ++np) {
-      uint32_t b[4];
-      ldsm_x4(b, b_addr_nk(&s.u.in.k[0][0], kLdK, 16 * kt, wn * CW + 16 * np, lane));
-      mma16816<T>(ak[2 * np], fk, b[0], b[1]);
-      mma16816<T>(ak[2 * np + 1], fk, b[2], b[3]);
-      if constexpr (WP) {
-        mma16816<T>(aq[2 * np], fq, b[0], b[1]);
-        mma16816<T>(aq[2 * np + 1], fq, b[2], b[3]);
-      }
-    }
-    if constexpr (NTW % 2 == 1) {
-      uint32_t b[2];
-      ldsm_x2(b, b_addr_nk(&s.u.in.k[0][0], kLdK, 16 * kt, wn * CW + 16 * (NTW / 2), lane));
-      mma16816<T>(ak[NTW - 1], fk, b[0], b[1]);
-      if constexpr (WP) mma16816<T>(aq[NTW - 1], fq, b[0], b[1]);
-    }
-  }
-  const int g = lane >> 2, t = lane & 3;
-  if constexpr (PE) __syncthreads();  // qk overwrites the q / k tiles every warp reads above
-  float (*qk)[PrepSmem<T, BT, WP, PE, V6>::kLd] = PE ? s.u.qk : s.qk;
-#pragma unroll
-  for (int nt = 0; nt < NTW; ++nt) {
-    const int col = wn * CW + nt * 8 + 2 * t;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = 16 * wm + g + 8 * half;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        if (!V6 || (col >> 4) <= (row >> 4)) *s.kk_at(row, col + e) = ak[nt][2 * half + e] * s.rk[row] * s.rk[col + e];
-        if constexpr (WP) qk[row][col + e] = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
-      }
-    }
-  }
-}
-
-// q / k row scales (rq, rk in shared memory and the workspace), one warp per row: row i = warp + 8 u.
-// V6: a warp's 2 BT / 8 rows at once (one 8-byte load per row and lane, the butterflies of all rows
-// interleaved) instead of one row after another (~20% of the prep's stall samples at 3d3a678: each row a
-// chain of 4 loads, 5 dependent shuffles, a predicated store); the same sums in the same order (same bits).
-template <bool V6, class T, int BT, class Smem>
-__device__ __forceinline__ void row_scales(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, int h, int64_t t0,
-                                           int len, int warp, int lane) {
-  if constexpr (!V6) {
-    for (int i = warp; i < 2 * BT; i += kWarps) {
-      const T* row = i < BT ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
-      const float ss = row_sumsq_warp<T, kK>(row, lane);
-      const float rs = p.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
-      if (lane == 0) {
-        const int ri = i < BT ? i : i - BT;
-        (i < BT ? s.rq : s.rk)[ri] = rs;
-        if (ri < len) (i < BT ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
-      }
-    }
-  } else {
-    constexpr int R = 2 * BT / kWarps, RQ = BT / kWarps;  // rows per warp; the first RQ are q rows
-    static_assert(kK / 32 == 4, "one 8-byte load per row and lane");
-    float ss[R];
-#pragma unroll
-    for (int u = 0; u < R; ++u) {
-      const int i = warp + kWarps * u;
-      const T* row = u < RQ ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
-      const uint2 w = *reinterpret_cast<const uint2*>(row + 4 * lane);
-      const T* e2 = reinterpret_cast<const T*>(&w);
-      ss[u] = 0.f;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float x = MmaType<T>::to_float(e2[e]);
-        ss[u] += x * x;
-      }
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1)
-#pragma unroll
-      for (int u = 0; u < R; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], d);
-    float mine = 0.f;  // lane u < R stores row u's scale
-#pragma unroll
-    for (int u = 0; u < R; ++u)
-      if (lane == u) mine = ss[u];
-    if (lane < R) {
-      const bool isq = lane < RQ;
-      const int ri = warp + kWarps * lane - (isq ? 0 : BT);
-      const float rs = p.l2norm ? rsqrtf(mine + 1e-6f) : 1.f;
-      (isq ? s.rq : s.rk)[ri] = rs;
-      if (ri < len) (isq ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
-    }
-  }
-}
-
-constexpr int kSeg = 16;  // each thread: 16 contiguous columns of one row of L / P / Ab
 
 // Value head j's L (strictly lower; rows past len zero) into s.u.sv.L and, with zero_upper, zeros into the upper
 // blocks of X (invert_unit_lower leaves them: they stay zero for the next value heads); P of the head too in the
@@ -251,46 +120,10 @@ __device__ __forceinline__ void prep_body(const GdnFwdParams& p, const GdnChunkW
   const int G = p.HV / p.H;
   float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
   float* beta_all = gam_all + G * BT;                                   // [G][BT]
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t r = blockIdx.x;
-  const int h = blockIdx.y;
+  const int tid = threadIdx.x, h = blockIdx.y;
   int64_t t0;
   int len;
-  if (!chunk_span(p, chunk_indices, nts, r, BT, t0, len)) return;  // sentinel row / empty chunk: touch nothing
-  load_qk_rows<kThreads, BT>(p, t0, h, len, s.u.in.q, s.u.in.k, tid);
-  cp_async_commit();
-
-  // All G gate scans and betas while the copies fly: warp w owns value heads w, w + 8, ...
-  for (int jj = warp; jj < G; jj += kWarps) {
-    const int j = h * G + jj;
-    float gsum = 0.f;
-#pragma unroll
-    for (int half = 0; half < BT / 32; ++half) {
-      const int i = lane + 32 * half;
-      float gv = i < len ? gdn_gate(p, t0 + i, j) : 0.f;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const float o = __shfl_up_sync(0xffffffffu, gv, d);
-        if (lane >= d) gv += o;
-      }
-      gv += gsum;
-      gsum = __shfl_sync(0xffffffffu, gv, 31);
-      gam_all[jj * BT + i] = gv * kLog2e;
-      beta_all[jj * BT + i] = i < len ? gdn_beta(p, t0 + i, j) : 0.f;
-      if (i < len) ws.gam[j * ws.T_cap + t0 + i] = gv * kLog2e;
-    }
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-
-  row_scales<V6, T, BT>(p, ws, s, h, t0, len, warp, lane);
-  __syncthreads();
-  if constexpr (SC) {  // chain mode tma3: the fused kernel's per-token scales, by its expressions
-    static_assert(BT == chain_sc::kTok, "the scale records are per 64-token chunk");
-    chain_sc::write_records<kThreads>(ws.sc, r, p.HV, h, G, gam_all, s.rk, s.rq, len, p.scale, tid);
-  }
-  gram_products<T, BT, WP, PE, V6>(s, warp, lane);
-  __syncthreads();  // q/k tiles dead from here: their space holds L and X (PE: first Q K^T)
+  if (!prep_front<T, BT, WP, PE, SC, V6>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
 
   if constexpr (PE) {  // every value head's P rows (the expressions of the per-head loop below), then qk dies
     constexpr int kSegs = BT / kSeg;
@@ -357,6 +190,12 @@ std::atomic<int64_t> g_v6_launches{0};
 template <class T, int BT, bool SC = false>
 void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                    cudaStream_t stream) {
+  if constexpr (!SC) {
+    if (gdn_prep_v7_env()) {  // opt-in (gdn_prep_v7.cu)
+      launch_gdn_prep_v7<T, BT>(p, ws, ci, nt_cap, stream);
+      return;
+    }
+  }
   if constexpr (BT == chain_sc::kTok && !SC) {
     if (ws.sc) {
       launch_prep_t<T, BT, true>(p, ws, ci, nt_cap, stream);

@@ -1,0 +1,319 @@
+// GDN prep v7 (opt-in, LINATTN_CUDA_GDN_PREP=v7; gdn_prep_v7.h, perf-notes "Prep v7"). Grid, front half (q / k
+// copies, gate scans, row scales, tma3 records, K K^T and Q K^T: prep_front, gdn_prep_parts.cuh) as v6; then per
+// value head j one phase of three warp-uniform roles (BT 64: warps 0-1; 2, 3, 6; 4, 5, 7):
+//   diagonal items (row i, its diagonal 16-column segment): head j-1's Ab, then head j's L and P with one decay
+//     2^(gam_i - gam_c) per element, then (warp barrier: the block's rows are the warp's own) the 16x16 diagonal
+//     inverse of head j's L (solve_diag_blocks);
+//   off-diagonal items (i, segment b < i / 16, row-major): head j's L and P (no masks);
+//   the same off-diagonal items for head j-1's Ab, and two upper 8-column chunks each: zeros of Ab / Ai (head j-1)
+//     and P (head j), consecutive lanes on consecutive chunks of a row (coalesced);
+// CTA barrier, the merges by column chains (one warp per column block), CTA barrier: 2 per value head (v6 3).
+// v6 formed every decay twice (P of all heads first, from Q K^T in the union, then L per head) over every
+// segment with per-element masks: ~half of its 41k warp instructions per CTA (ncu 082dba2). Here L, X and Q K^T
+// are the packed lower 16x16 blocks (X's and P's upper blocks are exact zeros, never stored in shared memory), so
+// Q K^T stays resident through the value heads at v6's 4 CTAs per SM (~52 KB at G 4).
+// Every value is v6's expression in v6's order: bitwise v6's Ab, Ai, gam, rq, rk and records; P too except the
+// sign of its upper-triangle zeros (+0 here; v6 stored scale 0 qk_ij).
+#include "cuda/gdn/gdn_prep_v7.h"
+
+#include <atomic>
+
+#include "core/util.h"
+#include "cuda/common/launch.h"
+#include "cuda/gdn/gdn_prep_parts.cuh"
+
+namespace linattn::cuda {
+namespace {
+
+// L, X: the lower 16x16 blocks (a >= b) at index a (a + 1) / 2 + b, rows of 20 floats (the TF32 fragment loads of
+// the merges hit 32 distinct banks, as v6's 68-float rows did), blocks 324 floats apart; kk and qk: v6's packed kk
+// layout (rows of 16 floats, blocks 260 apart: a quarter warp's float4 loads of two rows x four blocks on distinct
+// bank groups).
+template <class T, int BT, bool WP>
+struct PrepSmemV7 {
+  static constexpr int kNB = BT / 16, kNBlk = kNB * (kNB + 1) / 2, kKkBlk = 16 * 16 + 4, kLs = 20;
+  static constexpr int kBlk = 16 * kLs + 4;  // L / X block stride: a row's segments (b, b + 1) 4 banks apart
+  static constexpr bool kPacked = true, kQkPacked = true;  // gram_products writes the lower blocks only
+  static_assert(kPacked && kQkPacked, "the v7 loop reads kk / qk as packed lower blocks");
+  union {
+    struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;  // until the Gram products
+    struct {
+      float L[kNBlk * kBlk];
+      float X[kNBlk * kBlk];
+      alignas(16) float qkb[WP ? kNBlk * kKkBlk : 4];
+    } sv;
+  } u;
+  float tscr[kNB > 1 ? kNB - 1 : 1][16][20];  // per-chain 16x16 scratch of the merges
+  float rq[BT], rk[BT];
+  alignas(16) float kkb[kNBlk * kKkBlk];
+  // followed by gam[G][BT], beta[G][BT] (dynamic)
+  static size_t bytes(int G) { return sizeof(PrepSmemV7) + size_t(G) * BT * 2 * sizeof(float); }
+  static __device__ __forceinline__ int blk(int a, int b) { return a * (a + 1) / 2 + b; }
+  __device__ __forceinline__ float (*Lb(int a, int b))[kLs] {
+    return reinterpret_cast<float (*)[kLs]>(&u.sv.L[blk(a, b) * kBlk]);
+  }
+  __device__ __forceinline__ float (*Xb(int a, int b))[kLs] {
+    return reinterpret_cast<float (*)[kLs]>(&u.sv.X[blk(a, b) * kBlk]);
+  }
+  __device__ __forceinline__ const float (*Xb(int a, int b) const)[kLs] {
+    return reinterpret_cast<const float (*)[kLs]>(&u.sv.X[blk(a, b) * kBlk]);
+  }
+  __device__ __forceinline__ float* kk_at(int i, int c) {
+    return &kkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
+  }
+  __device__ __forceinline__ float* qk_at(int i, int c) {
+    return &u.sv.qkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
+  }
+};
+
+// Off-diagonal lower item u (0 <= u < 8 NB (NB - 1)): row block a, segment b < a, row i; row-major inside a block
+// row (consecutive lanes take consecutive segments of a row: fewer 128-byte lines per warp store).
+template <int NB>
+__device__ __forceinline__ void off_item(int u, int& a, int& b, int& i) {
+  a = 1;
+#pragma unroll
+  for (int q = 1; q < NB - 1; ++q)
+    if (u >= 16 * a) u -= 16 * a++;
+  b = u % a;
+  i = 16 * a + u / a;
+}
+
+// Upper (all-zero) 8-column chunk q (0 <= q < 16 NB (NB - 1)) of Ab / P, row-major: row i, first column c.
+template <int NB>
+__device__ __forceinline__ void zero_chunk(int q, int& i, int& c) {
+  int a = 0;
+#pragma unroll
+  for (int t = 0; t < NB - 2; ++t)
+    if (q >= 32 * (NB - 1 - a)) q -= 32 * (NB - 1 - a++);
+  const int nc = 2 * (NB - 1 - a);  // chunks per row of block row a
+  i = 16 * a + q / nc;
+  c = 16 * (a + 1) + 8 * (q % nc);
+}
+
+// Row i, segment b (b <= i / 16) of value head j: L into shared memory (rows >= len: v6's zeros), P stored (rows
+// < len). One decay per element, v6's expressions: P = scale d qk, L = beta_i d kk (d = 0 past len), masks only in
+// the diagonal segment.
+template <class T, int BT, bool WP, bool Diag, class Smem>
+__device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, const float* gam,
+                                        const float* beta, int j, int64_t t0, int len, int i, int b) {
+  const float gi = gam[i], bi = beta[i];
+  const bool live = i < len;
+  const int c0 = 16 * b;
+  float* Lr = s.Lb(i >> 4, b)[i & 15];
+  float pv[kSeg];
+#pragma unroll
+  for (int e4 = 0; e4 < kSeg; e4 += 4) {
+    const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
+    const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
+    float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(s.qk_at(i, c0 + e4));
+    const float gv[4] = {g4.x, g4.y, g4.z, g4.w}, kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w},
+                qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+    float lv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int jc = c0 + e4 + e;
+      const float d = exp2f(gi - gv[e]);
+      const float dp = (!Diag || jc <= i) ? d : 0.f;
+      const float dl = live ? dp : 0.f;
+      lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
+      if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
+    }
+    *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[0], lv[1], lv[2], lv[3]);
+  }
+  if constexpr (WP)
+    if (live) store16<T>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+}
+
+// Row i, segment b <= i / 16 of value head j's Ab = X diag(beta) (and Ai = X) from the packed X.
+template <class T, int BT, class Smem>
+__device__ __forceinline__ void ab_item(const GdnChunkWs& ws, const Smem& s, const float* beta, int j, int64_t t0,
+                                        int len, int i, int b) {
+  if (i >= len) return;
+  const int c0 = 16 * b;
+  const float* xr = s.Xb(i >> 4, b)[i & 15];
+  float av[kSeg];
+#pragma unroll
+  for (int e = 0; e < kSeg; ++e) av[e] = xr[e] * beta[c0 + e];
+  const int64_t off = (j * ws.T_cap + t0 + i) * BT + c0;
+  store16<T>(static_cast<T*>(ws.Ab) + off, av);
+  if (ws.Ai) {  // the backward also needs the unscaled inverse
+#pragma unroll
+    for (int e = 0; e < kSeg; ++e) av[e] = xr[e];
+    store16<T>(static_cast<T*>(ws.Ai) + off, av);
+  }
+}
+
+// The upper 8-column chunk (row i, columns c..c+7) of value head j's Ab (v6: its zeroed upper X times beta), Ai
+// (zeros) and, for head jp (< 0: none), P (zeros: v6 stored scale 0 qk, zeros of either sign).
+template <class T, int BT>
+__device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* beta, int j, int jp, int64_t t0, int len,
+                                          int i, int c) {
+  if (i >= len) return;
+  if (j >= 0) {
+    float av[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) av[e] = 0.f * beta[c + e];
+    const int64_t off = (j * ws.T_cap + t0 + i) * BT + c;
+    store8<T>(static_cast<T*>(ws.Ab) + off, av);
+    if (ws.Ai) *reinterpret_cast<uint4*>(static_cast<T*>(ws.Ai) + off) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  if (jp >= 0) *reinterpret_cast<uint4*>(static_cast<T*>(ws.P) + (jp * ws.T_cap + t0 + i) * BT + c) =
+      make_uint4(0u, 0u, 0u, 0u);
+}
+
+// X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order (a
+// copy of its 25 lines: a generic merge_block over block views changed the address code of every KDA / GDN prep
+// kernel that inverts, so the shared one stays as it is).
+template <class Smem>
+__device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int a, int b, int lane) {
+  constexpr int LS = Smem::kLs;
+  const int g = lane >> 2, t = lane & 3;
+  float acc[2][4] = {};
+  for (int m = b; m < a; ++m)
+    mma16x16_tf32<LS, LS>(acc, s.Lb(a, m), 0, 0, s.Xb(m, b), 0, 0, lane);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    tw[g][8 * nt + 2 * t] = acc[nt][0];
+    tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+    tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+    tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+  }
+  __syncwarp();
+  float res[2][4] = {};
+  mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
+  float (*X)[LS] = s.Xb(a, b);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int c = 8 * nt + 2 * t;
+    X[g][c] = -res[nt][0];
+    X[g][c + 1] = -res[nt][1];
+    X[g + 8][c] = -res[nt][2];
+    X[g + 8][c + 1] = -res[nt][3];
+  }
+}
+
+template <class T, int BT, bool WP, bool SC>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                                                const int32_t* chunk_indices, int nts) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using Smem = PrepSmemV7<T, BT, WP>;
+  constexpr int NB = Smem::kNB, kOff = 8 * NB * (NB - 1);  // diagonal items: BT; off-diagonal and upper: kOff each
+  static_assert(BT + 2 * kOff <= kThreads, "one item per thread and role");
+  auto& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int G = p.HV / p.H;
+  float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
+  float* beta_all = gam_all + G * BT;                                   // [G][BT]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, h = blockIdx.y;
+  int64_t t0;
+  int len;
+  if (!prep_front<T, BT, WP, WP, SC, true>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
+
+  // This thread's items by its logical index lt (roles warp-uniform at BT 64): 0: the diagonal segment of row lt;
+  // 1: an off-diagonal lower item (L and P); 2: an off-diagonal lower item (Ab) and two upper 8-column chunks (Ab /
+  // Ai / P zeros). BT 64 spreads the roles and the merge chains over the four schedulers (warp % 4; per value head
+  // ~560 / 210 / 120 instructions per role-0 / 1 / 2 warp, chains ~330 / 220 / 110): role 0 on warps 0, 1, role 1
+  // on 2, 3, 6, role 2 on 4, 5, 7, chains 0 / 1 / 2 on warps 6 / 3 / 7 (v6's order, all on warps 0-2, gave
+  // scheduler 0 ~3x scheduler 3's share).
+  const int lt = BT == 64 ? 32 * ((0x74653210 >> (4 * warp)) & 15) + lane : tid;  // logical warps 0,1,2,3,5,6,4,7
+  const int chain = BT == 64 ? (warp == 6 ? 0 : warp == 3 ? 1 : warp == 7 ? 2 : -1) : (warp < NB - 1 ? warp : -1);
+  int a = 0, b = 0, i = lt, zi[2] = {BT, BT}, zc[2] = {0, 0};
+  const int role = lt < BT ? 0 : lt < BT + kOff ? 1 : lt < BT + 2 * kOff ? 2 : 3;
+  if (role == 0) {
+    a = b = lt >> 4;
+  } else if (role <= 2) {
+    const int u = lt - BT - (role == 2 ? kOff : 0);
+    off_item<NB>(u, a, b, i);
+    if (role == 2)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) zero_chunk<NB>(u + k * kOff, zi[k], zc[k]);
+  }
+  for (int jj = 0; jj <= G; ++jj) {
+    const int j = h * G + jj;
+    const float* gam = gam_all + jj * BT;
+    const float* beta = beta_all + jj * BT;
+    if (role == 0) {
+      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
+      if (jj == G) break;
+      lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
+      __syncwarp();  // the diagonal block's 16 rows of L are this warp's
+      solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
+    } else if (role == 1) {
+      if (jj == G) break;
+      lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
+    } else if (role == 2) {
+      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+        zero_item<T, BT>(ws, beta - BT, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k]);
+      if (jj == G) break;
+    } else if (jj == G) {
+      break;
+    }
+    __syncthreads();
+    if (chain >= 0)  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
+      for (int aa = chain + 1; aa < NB; ++aa) {
+        merge_block_packed(s, s.tscr[chain], aa, chain, lane);
+        __syncwarp();
+      }
+    __syncthreads();
+  }
+}
+
+std::atomic<int64_t> g_v7_launches{0};
+
+template <class T, int BT, bool WP, bool SC>
+void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+                 cudaStream_t stream) {
+  const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
+  auto kernel = gdn_prep_v7_kernel<T, BT, WP, SC>;
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
+  launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(p.HV / p.H),
+         stream, p, ws, ci, nts);
+}
+
+template <class T, int BT>
+void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+                  cudaStream_t stream) {
+  if constexpr (BT == chain_sc::kTok) {
+    if (ws.sc) {
+      ws.P ? launch_v7_t<T, BT, true, true>(p, ws, ci, nt_cap, stream)
+           : launch_v7_t<T, BT, false, true>(p, ws, ci, nt_cap, stream);
+      return;
+    }
+  }
+  ws.P ? launch_v7_t<T, BT, true, false>(p, ws, ci, nt_cap, stream)
+       : launch_v7_t<T, BT, false, false>(p, ws, ci, nt_cap, stream);
+}
+
+}  // namespace
+
+bool gdn_prep_v7_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v7"; }
+int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
+
+int gdn_prep_v7_ctas_per_sm(int G) {
+  auto kernel = gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>;
+  const size_t bytes = PrepSmemV7<__nv_bfloat16, 64, true>::bytes(G);
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));  // as launch_v7_t and launch() set them
+  if (bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
+  int n = 0;
+  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, bytes));
+  return n;
+}
+
+template <class T, int BT>
+void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
+                        cudaStream_t stream) {
+  g_v7_launches.fetch_add(1);
+  launch_v7_bt<T, BT>(p, ws, chunk_indices, nt_cap, stream);
+}
+template void launch_gdn_prep_v7<__nv_bfloat16, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                                    cudaStream_t);
+template void launch_gdn_prep_v7<__half, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                             cudaStream_t);
+template void launch_gdn_prep_v7<__nv_bfloat16, 32>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                                    cudaStream_t);
+template void launch_gdn_prep_v7<__half, 32>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
+                                             cudaStream_t);
+
+}  // namespace linattn::cuda
