@@ -26,7 +26,8 @@
 // V7 ("wg7", opt-in =wg7; template V4 = 3): V4 with each head's tiles in two cp.async groups (Ai / dV^,
 // what Y reads, issued at the previous head's second barrier; S / dS' / V^ / dO at its third), the
 // second barrier moved before dq_inter / dk_inter so the second group lands under Y; the Y.v row
-// dot's v loads under the Y product; warp 0's finish of head jj under head jj + 1's Y, the row-dot
+// dot's v loads under the Y product; in each M half, X and the staged Pd / R stores under the second
+// product (Q K^T / K K^T, its own commit group); warp 0's finish of head jj under head jj + 1's Y, the row-dot
 // partials double-buffered by head parity (WgRed), no end-of-head barrier but the last. Same values
 // as V4 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
@@ -579,6 +580,56 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
           wgmma_fence();
           wg_issue_v<V2, T, 16, V, false, false, kBT>(pl, half == 0 ? s.dO : s.y, s.vh, cb);
+          if constexpr (kSplit) {
+            // wg7: the two products in two groups: X (into pl) and the staged Pd / R stores run while
+            // Q K^T / K K^T is on the tensor pipe, then M's row / column sums (same operations and
+            // order as below: X, the stores, then m = X (xk ..) into rowM / colM)
+            wgmma_commit();
+            wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
+            wgmma_commit();
+            wgmma_wait<1>();
+            wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int i = r0 + 8 * hf;
+              const float gi = gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+#pragma unroll
+              for (int nt = 0; nt < NTB; ++nt) {
+                const int c0 = cb + nt * 8 + 2 * tq;
+                float(&X)[4] = pl[nt];  // X of row i, column c0 + e at 2 hf + e
+                float rkc[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int jc = c0 + e;
+                  const float d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
+                  rkc[e] = s.rk[jc];
+                  X[2 * hf + e] = half == 0 ? f.scale * d * X[2 * hf + e] : jc < i ? -d * X[2 * hf + e] : 0.f;
+                }
+                const uint32_t o = frag_off(fbb, hf, nt);
+                const float x0 = X[2 * hf], x1 = X[2 * hf + 1];
+                st_pair(reinterpret_cast<T*>((half == 0 ? s.pk : s.rm) + o), x0 * rkc[0], x1 * rkc[1]);
+                if (half == 0) st_pair(reinterpret_cast<T*>(s.pq + o), rqi * x0, rqi * x1);
+                else st_pair(reinterpret_cast<T*>(s.rb + o), brk * x0, brk * x1);
+              }
+            }
+            wgmma_wait<0>();
+            wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int i = r0 + 8 * hf;
+              const float rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+#pragma unroll
+              for (int nt = 0; nt < NTB; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const float X = pl[nt][2 * hf + e], rkc = s.rk[cb + nt * 8 + 2 * tq + e];
+                  const float m = half == 0 ? X * (xk[nt][2 * hf + e] * rqi * rkc) : brk * X * (xk[nt][2 * hf + e] * rkc);
+                  rowM[hf] += m;
+                  colM[nt][e] += m;
+                }
+            }
+            continue;
+          }
           wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
           wg_sync(pl);
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
