@@ -13,6 +13,7 @@
 // the same, bitwise vs wg3. wg6 (wg4's per-item code in persistent CTAs that load the next item
 // under the current one's tail) the same, bitwise vs wg4, also with the CTA count capped ("wg6:3",
 // "wg6:1": every CTA walks many items, G = 1 / 2 / 3, sentinel rows and short chunks in between).
+// wg7 (wg4 with split head loads) the same, bitwise vs wg4, plus the long GVA varlen case.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -278,6 +279,21 @@ TEST_P(CudaGdnBwd, Wg6IsDeterministic) {
   variant_deterministic(dt, bt, "wg6:3");
 }
 
+// wg7 (wg4 with each head's tiles in two cp.async groups, the v loads of Y.v under Y; V = 128, V = 64
+// cases take V2 as under wg4), bitwise vs wg4; at BT 64 the wg7 kernel must have run.
+TEST_P(CudaGdnBwd, Wg7MatchesReferenceAndWg4) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg7_launches();
+  variant_matches(dt, bt, "wg7", "wg4");
+  if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), "wg7", "wg4");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg7_launches() > before, bt == 64) << "wg7 runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg7IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg7");
+}
+
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
@@ -435,6 +451,11 @@ TEST(CudaGdnBwdWg6, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   variant_graph_sequence("wg6");
   if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg6:5");
+}
+
+TEST(CudaGdnBwdWg7, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg7");
 }
 
 // The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).

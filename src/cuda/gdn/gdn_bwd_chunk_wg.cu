@@ -23,6 +23,13 @@
 // and its q / k under the epilogue's stores (dq / dk staged in the dead intra tiles instead of over
 // q / k) and under head 0's Y, so an item's start no longer waits for 152 KB with nothing in flight.
 // Same values as V4 bit for bit (same per-item code and order).
+// V7 ("wg7", opt-in =wg7; template V4 = 3): V4 with each head's tiles in two cp.async groups (Ai / dV^,
+// what Y reads, issued at the previous head's second barrier; S / dS' / V^ / dO at its third), the
+// second barrier moved before dq_inter / dk_inter so the second group lands under Y; the Y.v row
+// dot's v loads under the Y product; in each M half, X and the staged Pd / R stores under the second
+// product (Q K^T / K K^T, its own commit group); warp 0's finish of head jj under head jj + 1's Y, the row-dot
+// partials double-buffered by head parity (WgRed), no end-of-head barrier but the last. Same values
+// as V4 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -82,11 +89,32 @@ struct WgPer {
   WgItem nx[2];
 };
 
+// wg7 only (placed after WgPer): the row-dot partials of odd value heads (even heads: WgSmem's), so
+// warp 0's finish of head jj runs under head jj + 1's Y while that head writes the other set.
+struct WgRed {
+  float red[6][kBT][kWN];
+  float redc[kBT][kBT / 16];
+  float wred[kNW];
+};
+// What finish_rows_core reads of the partials and row norms (one WgRed-or-WgSmem set).
+struct WgRedView {
+  float (*red)[kBT][kWN];
+  float (*redc)[kBT / 16];
+  float* wred;
+  const float* rq;
+  const float* rk;
+};
+
 template <int V, bool V2, bool PER = false>
 constexpr size_t wg_smem_bytes() {
   return sizeof(WgSmem<V>) + (V2 ? sizeof(WgRows) : 0) + (PER ? sizeof(WgPer) : 0) + 1024;
 }
 static_assert(wg_smem_bytes<128, true, true>() <= 227 * 1024, "one CTA per SM must fit");
+template <int V>
+constexpr size_t wg7_smem_bytes() {
+  return wg_smem_bytes<V, true, true>() + sizeof(WgRed);
+}
+static_assert(wg7_smem_bytes<128>() <= 227 * 1024, "wg7: one CTA per SM must fit");
 // wg6 stages dq / dk in pk + pq and rm + rb (each pair one 64 x 128 swizzled tile, like q / k)
 static_assert(offsetof(WgSmem<128>, pq) == offsetof(WgSmem<128>, pk) + kBT * kBT * 2 &&
                   offsetof(WgSmem<128>, rb) == offsetof(WgSmem<128>, rm) + kBT * kBT * 2 &&
@@ -138,6 +166,27 @@ __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p
   }
   load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
   if constexpr (V3) prefetch_head_l2<V>(f, w, t0, len, j, tid);
+}
+
+// wg7: head j's tiles as two cp.async groups' worth (not committed). PART 0: what Y = Ai^T dV^
+// reads (Ai, dV^: 24 KB) and the L2 prefetches of load_head_wg; PART 1: S, dS', V^, dO (96 KB).
+template <class T, int V, int PART>
+__device__ __forceinline__ void load_head_part(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
+                                               int64_t t0, int len, int j, int tid_) {
+  int tid;  // opaque, as in load_head_wg
+  asm volatile("mov.b32 %0, %1;" : "=r"(tid) : "r"(tid_));
+  const int64_t toff = (j * w.c.T_cap + t0) * V;
+  if constexpr (PART == 0) {
+    load_sw2<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
+    load_sw2<T, kBT, V, kNT>(s.dvh, static_cast<const T*>(w.dvh) + toff, V, len, tid);
+    prefetch_head_l2<V>(p.f, w, t0, len, j, tid);
+  } else {
+    const int64_t soff = (r * p.f.HV + j) * int64_t(kK) * V;
+    load_sw2<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+    load_sw2<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+    load_sw2<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
+    load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
+  }
 }
 
 // An item's q / k rows and row norms (cp.async, not committed).
@@ -193,6 +242,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   static_assert(!V3 || V2, "wg3 extends wg2");
   static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
   static_assert(!kPer || V4 == 1, "wg6 is wg4 in persistent CTAs");
+  // wg7 (V4 == 3): wg4 with each head's tiles in two cp.async groups (split load, see the header)
+  constexpr bool kSplit = V4 == 3;
+  static_assert(!kSplit || !kPer, "wg7 is not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -202,6 +254,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   // wg6: the CTA's items blockIdx.x, + gridDim.x, ... (find_item); slot 0 holds the first, whose
   // loads go out here as every later item's do: head 0's tiles, then q / k (two groups).
   WgPer& pr = *reinterpret_cast<WgPer*>(reinterpret_cast<WgRows*>(&s + 1) + 1);
+  // wg7: partial set b (0: WgSmem's, 1: WgRed's; head jj writes set jj & 1, the epilogue set G & 1)
+  WgRed& rd2 = *reinterpret_cast<WgRed*>(&pr + 1);
+  auto red_of = [&](int b) -> float(*)[kBT][kWN] { return kSplit && b ? rd2.red : s.red; };
   if constexpr (kPer) {
     if (tid == 0) pr.nx[0] = find_item(p, w, blockIdx.x, gridDim.x);
     __syncthreads();
@@ -250,8 +305,22 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     const uint32_t fbk = frag_base<kBT>(ck, wm, g, tq), fbv = frag_base<kBT>(cv, wm, g, tq),
                    fbb = frag_base<kBT>(cb, wm, g, tq);
     WgRows& rs = *reinterpret_cast<WgRows*>(&s + 1);  // wg2 only
+    // wg7: warp 0's finish of head jf from partial set jf & 1 (as wg4's, with the set's pointers)
+    auto finish_wg7 = [&](int jf) {
+      const int b = jf & 1;
+      const WgRedView v{red_of(b), b ? rd2.redc : s.redc, b ? rd2.wred : s.wred, s.rq, s.rk};
+      finish_rows_core<kBT, kNW>(
+          v, rs.gam[b], rs.beta[b], [&](int i, int64_t) { return RowDraws{rs.gate[b][i], rs.dA[b][i], rs.bdraw[b][i]}; },
+          p, w, r, t0, len, h * G + jf, lane);
+    };
 
-    if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
+    if constexpr (kSplit) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
+      load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
+      cp_async_commit();
+      load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
+      load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
+      cp_async_commit();
+    } else if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
       load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
@@ -282,6 +351,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       if constexpr (kPer) {  // wg6: head 0 leaves the item's q / k (its last group) in flight, under Y
         if (jj == 0) cp_async_wait<1>();
         else cp_async_wait<0>();
+      } else if constexpr (kSplit) {  // wg7: the head's Ai / dV^ only; the rest lands under Y
+        cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
       }
@@ -302,9 +373,33 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       // Row dots, flushed to s.red[q]: 0 Y.v, 1 q.dq_inter, 2 k.dk_inter, 3 rowsum(M), 4 k.(R K^),
       // 5 k.xn (q, k raw; the row scales are applied in finish_rows).
 
-      if constexpr (V4 < 2) {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
+      if constexpr (V4 != 2) {  // Y = Ai^T dV^ (own buffer: no wait for the other warpgroups' reads of dV^); Y.v
         float Y[NTV][4] = {};
-        wg_tile_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+        // wg7: this thread's v pairs of the Y.v row dot are loaded while Y is on the tensor pipe
+        // (same values, same operations after it: ld_pair of the same 32-bit words)
+        [[maybe_unused]] uint32_t vraw[2][NTV];
+        if constexpr (kSplit) {
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
+          wgmma_fence();
+          wg_issue_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+          wgmma_commit();
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            int rv = r0 + 8 * hf;
+            asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rv));
+            const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
+#pragma unroll
+            for (int nt = 0; nt < NTV; ++nt)
+              vraw[hf][nt] = rv < len ? *reinterpret_cast<const uint32_t*>(vrow + cv + nt * 8 + 2 * tq) : 0u;
+          }
+          // the previous head's finish (warp 0), under Y and the other warps' Y.v: its partial set is
+          // not the one this head writes, its row scalars not the buffer this head's start wrote
+          if (jj > 0 && warp == 0) finish_wg7(jj - 1);
+          wgmma_wait<0>();
+          wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
+        } else {
+          wg_tile_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
+        }
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
@@ -324,11 +419,23 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
 #pragma unroll
           for (int nt = 0; nt < NTV; ++nt) {
-            const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+            const float2 vv = kSplit ? ld_pair(reinterpret_cast<const T*>(&vraw[hf][nt]))
+                                     : ld_pair(vrow + cv + nt * 8 + 2 * tq);
             yv[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
           }
         }
-        flush_rowdot<kBT>(s.red, 0, yv, r0, wn, tq);
+        flush_rowdot<kBT>(red_of(jj & 1), 0, yv, r0, wn, tq);
+      }
+      if constexpr (kSplit) {
+        // wg7: the head's second barrier moves here (before dq_inter / dk_inter, which read the
+        // second group; xn after them needs only Y visible, which it is): second group landed and
+        // visible to wgmma, Y visible to every warpgroup. Ai / dV^ are dead from here on (only Y
+        // read them): the next head's go out now, a third of a head earlier than wg4's tiles.
+        cp_async_wait<0>();
+        fence_view_async_shared();
+        __syncthreads();
+        if (jj + 1 < G) load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
+        cp_async_commit();
       }
       if constexpr (kPer) {  // wg6: the item's q / k, read from the row dots of the pair below on
         if (jj == 0) {
@@ -371,7 +478,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         scale_rows(t, sc);
         float pq1[2] = {};
         rowdot_v<V2, T, NTK>(pq1, t, s.q, r0, ck, tq, fbk);
-        flush_rowdot<kBT>(s.red, 1, pq1, r0, wn, tq);
+        flush_rowdot<kBT>(red_of(jj & 1), 1, pq1, r0, wn, tq);
         const float one[2] = {1.f, 1.f};
         add_scaled(dqA, t, one);
       };
@@ -379,7 +486,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         scale_rows(t, egl);
         float pk1[2] = {};
         rowdot_v<V2, T, NTK>(pk1, t, s.k, r0, ck, tq, fbk);
-        flush_rowdot<kBT>(s.red, 2, pk1, r0, wn, tq);
+        flush_rowdot<kBT>(red_of(jj & 1), 2, pk1, r0, wn, tq);
         const float one[2] = {1.f, 1.f};
         add_scaled(dkA, t, one);
       };
@@ -437,11 +544,13 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         for (int idx = tid; idx < kK * V / 8; idx += kNT)
           acc += dot8<T>(reinterpret_cast<const uint4*>(s.S)[idx], reinterpret_cast<const uint4*>(s.dS)[idx]);
         acc = warp_sum(acc);
-        if (lane == 0) s.wred[warp] = acc;
+        if (lane == 0) (kSplit && (jj & 1) ? rd2.wred : s.wred)[warp] = acc;
       };
       if constexpr (!V3) s_dot_ds();
-      fence_view_async_shared();
-      __syncthreads();  // Y visible to every warpgroup
+      if constexpr (!kSplit) {  // (wg7: above, before dq_inter / dk_inter)
+        fence_view_async_shared();
+        __syncthreads();  // Y visible to every warpgroup
+      }
 
       {  // xn = Y S^T: dk^ -= beta e^gam xn
         float t[NTK][4] = {};
@@ -458,7 +567,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         }
         float pk[2] = {};
         rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
-        flush_rowdot<kBT>(s.red, 5, pk, r0, wn, tq);
+        flush_rowdot<kBT>(red_of(jj & 1), 5, pk, r0, wn, tq);
         add_scaled(dkA, t, neg_beg);
       }
       {  // Pd = scale M o D o (dO V^^T), R = -M- o D o (Y V^^T), staged with their row / column scales;
@@ -471,6 +580,56 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
           wgmma_fence();
           wg_issue_v<V2, T, 16, V, false, false, kBT>(pl, half == 0 ? s.dO : s.y, s.vh, cb);
+          if constexpr (kSplit) {
+            // wg7: the two products in two groups: X (into pl) and the staged Pd / R stores run while
+            // Q K^T / K K^T is on the tensor pipe, then M's row / column sums (same operations and
+            // order as below: X, the stores, then m = X (xk ..) into rowM / colM)
+            wgmma_commit();
+            wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
+            wgmma_commit();
+            wgmma_wait<1>();
+            wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int i = r0 + 8 * hf;
+              const float gi = gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+#pragma unroll
+              for (int nt = 0; nt < NTB; ++nt) {
+                const int c0 = cb + nt * 8 + 2 * tq;
+                float(&X)[4] = pl[nt];  // X of row i, column c0 + e at 2 hf + e
+                float rkc[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int jc = c0 + e;
+                  const float d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
+                  rkc[e] = s.rk[jc];
+                  X[2 * hf + e] = half == 0 ? f.scale * d * X[2 * hf + e] : jc < i ? -d * X[2 * hf + e] : 0.f;
+                }
+                const uint32_t o = frag_off(fbb, hf, nt);
+                const float x0 = X[2 * hf], x1 = X[2 * hf + 1];
+                st_pair(reinterpret_cast<T*>((half == 0 ? s.pk : s.rm) + o), x0 * rkc[0], x1 * rkc[1]);
+                if (half == 0) st_pair(reinterpret_cast<T*>(s.pq + o), rqi * x0, rqi * x1);
+                else st_pair(reinterpret_cast<T*>(s.rb + o), brk * x0, brk * x1);
+              }
+            }
+            wgmma_wait<0>();
+            wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int i = r0 + 8 * hf;
+              const float rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+#pragma unroll
+              for (int nt = 0; nt < NTB; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const float X = pl[nt][2 * hf + e], rkc = s.rk[cb + nt * 8 + 2 * tq + e];
+                  const float m = half == 0 ? X * (xk[nt][2 * hf + e] * rqi * rkc) : brk * X * (xk[nt][2 * hf + e] * rkc);
+                  rowM[hf] += m;
+                  colM[nt][e] += m;
+                }
+            }
+            continue;
+          }
           wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
           wg_sync(pl);
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(xk));
@@ -509,7 +668,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
             }
           }
         }
-        flush_rowdot<kBT>(s.red, 3, rowM, r0, wn, tq);
+        flush_rowdot<kBT>(red_of(jj & 1), 3, rowM, r0, wn, tq);
 #pragma unroll
         for (int nt = 0; nt < NTB; ++nt)
 #pragma unroll
@@ -518,12 +677,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
             cs += __shfl_xor_sync(0xffffffffu, cs, 4);
             cs += __shfl_xor_sync(0xffffffffu, cs, 8);
             cs += __shfl_xor_sync(0xffffffffu, cs, 16);
-            if (g == 0) s.redc[cb + nt * 8 + 2 * tq + e][wm] = cs;
+            if (g == 0) (kSplit && (jj & 1) ? rd2.redc : s.redc)[cb + nt * 8 + 2 * tq + e][wm] = cs;
           }
       }
       fence_view_async_shared();
       __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
-      if (jj + 1 < G) {
+      if (kSplit && jj + 1 < G) {  // wg7: the rest of the next head's tiles (Ai / dV^ went out above)
+        load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
+      } else if (jj + 1 < G) {
         load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
       } else if constexpr (kPer) {  // wg6: the next item's first head, like a next head
         if (nx->len > 0) load_head_wg<T, V, V2, V3>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
@@ -550,7 +711,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         }
         float pk[2] = {};
         rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
-        flush_rowdot<kBT>(s.red, 4, pk, r0, wn, tq);
+        flush_rowdot<kBT>(red_of(jj & 1), 4, pk, r0, wn, tq);
         add_scaled(dkA, t, bv);
       }
       {  // dk^ += Pd^T Q^ + (beta R)^T K^ (in place)
@@ -561,8 +722,13 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         wg_sync(dkA);
         if constexpr (V4 > 0) wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(dqA));  // Pd K^ landed too
       }
-      __syncthreads();
-      if constexpr (V2) {
+      // (wg7: only after the last head, for its finish: a next head's first barrier orders this
+      // head's partials before that finish, and nothing else this head reads is written before it)
+      if (!kSplit || jj + 1 == G) __syncthreads();
+      if constexpr (kSplit) {
+        // the last head's finish; the epilogue below writes the other partial set (no barrier)
+        if (jj + 1 == G && warp == 0) finish_wg7(jj);
+      } else if constexpr (V2) {
         // no barrier after it: the next head's start writes the other row-scalar buffer, and its
         // first barrier (which warp 0 reaches after this) precedes every write of s.red / redc / wred
         const int b = jj & 1;
@@ -582,8 +748,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     float pq2[2] = {}, pk2[2] = {};
     rowdot_v<V2, T, NTK>(pq2, dqA, s.q, r0, ck, tq, fbk);
     rowdot_v<V2, T, NTK>(pk2, dkA, s.k, r0, ck, tq, fbk);
-    flush_rowdot<kBT>(s.red, 0, pq2, r0, wn, tq);
-    flush_rowdot<kBT>(s.red, 1, pk2, r0, wn, tq);
+    flush_rowdot<kBT>(red_of(G & 1), 0, pq2, r0, wn, tq);
+    flush_rowdot<kBT>(red_of(G & 1), 1, pk2, r0, wn, tq);
     // wg3: a gradient in the io type with a 16-byte aligned base is written in place over the q / k
     // tile elements this thread just read (each element has exactly one owner), then stored as
     // 16-byte row pieces (the per-element stores use 8 of every 32 bytes they move). wg6 stages them
@@ -599,8 +765,15 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       if (rr >= len) continue;
       float fq = 1.f, cq = 0.f, fk = 1.f, cpk = 0.f;
       if (f.l2norm) {
-        const float sq = ((s.red[0][rr][0] + s.red[0][rr][1]) + s.red[0][rr][2]) + s.red[0][rr][3];
-        const float sk = ((s.red[1][rr][0] + s.red[1][rr][1]) + s.red[1][rr][2]) + s.red[1][rr][3];
+        float sq, sk;
+        if constexpr (kSplit) {  // wg7: the partial set the last head did not write
+          const float(*const er)[kBT][kWN] = red_of(G & 1);
+          sq = ((er[0][rr][0] + er[0][rr][1]) + er[0][rr][2]) + er[0][rr][3];
+          sk = ((er[1][rr][0] + er[1][rr][1]) + er[1][rr][2]) + er[1][rr][3];
+        } else {
+          sq = ((s.red[0][rr][0] + s.red[0][rr][1]) + s.red[0][rr][2]) + s.red[0][rr][3];
+          sk = ((s.red[1][rr][0] + s.red[1][rr][1]) + s.red[1][rr][2]) + s.red[1][rr][3];
+        }
         fq = s.rq[rr];
         fk = s.rk[rr];
         cq = fq * fq * fq * sq;
@@ -654,7 +827,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
 }
 
-std::atomic<int64_t> g_wg6_launches{0};
+std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0};
 
 template <class T, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
@@ -678,10 +851,14 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
       return;
     }
     if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
-      if (mode == "wg5")
+      if (mode == "wg5") {
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
-      else
+      } else if (mode == "wg7") {
+        g_wg7_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+      } else {
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+      }
       return;
     }
     if (mode == "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
@@ -700,7 +877,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192); "wg5" = V5; unset / anything else = V4 at
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
-// at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176).
+// at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128).
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
@@ -708,6 +885,7 @@ bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
 }
 
 int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
+int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

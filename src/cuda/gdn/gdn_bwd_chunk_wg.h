@@ -4,7 +4,8 @@
 // spills, L2 prefetches and coalesced dq / dk stores, same values; V = 128, else V2) where eligible
 // (the default), "wg2" = the instruction-diet version V2, "wg" = the first version (same math and
 // reduction order), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs). Later versions and
-// the current default: gdn_bwd_chunk_wg.cu's header ("wg6" = persistent CTAs, "wg6:N" at most N).
+// the current default: gdn_bwd_chunk_wg.cu's header ("wg6" = persistent CTAs, "wg6:N" at most N;
+// "wg7" = split head loads).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -18,5 +19,7 @@ bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f);
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 // Launches of the wg6 (persistent) kernel so far in this process (tests: the variant ran).
 int64_t gdn_bwd_chunk_wg6_launches();
+// Launches of the wg7 (split-load) kernel so far in this process (tests: the variant ran).
+int64_t gdn_bwd_chunk_wg7_launches();
 
 }  // namespace linattn::cuda
