@@ -23,8 +23,14 @@ namespace wgp {
 
 // The state chain's modes (bits; gdn_fused_wgp.cu's state_warpgroup MODE): kChainTma1 = WG1's q / P
 // ring by TMA as well (output_warpgroup's TM1, gdn_fused_wgp_common.cuh); kChainSc (with both TMA rings;
-// "tma3") = the per-token scales from the prep's records (gdn_chain_scales.cuh), bulk-copied beside the tiles.
-constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8;
+// "tma3") = the per-token scales from the prep's records (gdn_chain_scales.cuh), bulk-copied beside the tiles;
+// kChainSplit (with tma3's bits; "tma4") = the state update issued as two key halves at the top of the next chunk,
+// so K S^T's first half starts while the update's second half runs (gdn_fused_wgp.cu's state_warpgroup);
+// kChainOst (with tma3's bits; "tma4" has it too) = WG1's output rows leave the staging by bulk copies
+// (output_warpgroup's BS, gdn_fused_wgp_common.cuh).
+constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8, kChainSplit = 16, kChainOst = 32;
+// WG0's refill barrier of the split chain (warps 1-3 arrive, warp 0 waits before thread 0 refills a stage).
+constexpr int kBarRefill = 7;
 
 // Tensor maps of one launch (built on the host per call, passed by value).
 struct StateMaps {
