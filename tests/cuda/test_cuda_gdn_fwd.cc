@@ -13,8 +13,8 @@
 // must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes;
 // tma3: tma2 with the per-token scales from the prep's records (gdn_chain_scales.cuh): also the same bits as
 // the default, its instance must run, and the workspace grows by the records only with the switch.
-// tma3+split (the state update issued as two key halves at the top of the next chunk), tma3+ost (WG1's output rows
-// by bulk copies) and tma4 (both): the same bits as v3 and the default (tma3), and their instances must run.
+// tma3+split (the state update issued as two key halves at the top of the next chunk), tma3+ost (WG1's full output chunks
+// by one TMA store) and tma4 (both): the same bits as v3 and the default (tma3), and their instances must run.
 // V-slice 32 of the pipelined kernel (LINATTN_CUDA_WGP_VS=32, where the plan's V-slice is 32): the chain-mode
 // cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
 // wgmma shapes, so other fp32 summation orders), under every chain-mode value; its instance must run only

@@ -442,7 +442,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
   if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
   else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0, (MODE & kChainOst) != 0>(
-      s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n);
+      s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n, &maps.o);
 }
 
 // GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
@@ -514,6 +514,7 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
                      (!p.cu_seqlens || ws.chunk_offsets != nullptr) && (mode & kChainTma) && (mode & kChainTma1);
   if (!sc_ok) mode &= ~kChainSc;
   if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst);  // instances of tma3 only
+  if (reinterpret_cast<uintptr_t>(p.o) % 16 != 0) mode &= ~kChainOst;  // the output map's base
   return mode;
 }
 
@@ -535,6 +536,8 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
     m.q = make_tma_2d_sw128(p.q, bf, uint64_t(p.T_total), uint64_t(p.H) * kK, uint64_t(p.H) * kK, kBT);
     m.p = make_tma_2d_sw128(ws.P, bf, uint64_t(p.HV) * uint64_t(ws.T_cap), kBT, kBT, kBT);
   }
+  if (mode & kChainOst)
+    m.o = make_tma_2d_sw128(p.o, bf, uint64_t(p.T_total), uint64_t(p.HV) * p.V, uint64_t(p.HV) * p.V, kBT);
   const size_t bytes = sizeof(WgpSmem<T>) + 1024 + (kStages0<false> + kStages1) * sizeof(uint64_t);
   g_tma_launches.fetch_add(1);
   constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1, kSc = kChainSc, kSp = kChainSplit, kO = kChainOst;

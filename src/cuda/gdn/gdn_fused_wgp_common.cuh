@@ -266,13 +266,16 @@ __device__ __forceinline__ void load_output_tma(typename WgpSmem<T>::Stage1& st,
 // WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
 // TM1 (GDN only): q / P by TMA (load_output_tma; maps qm, pm; mbarriers mbar1[2], one per stage).
 // SC (with TM1; chain mode tma3): qsc from the prep's scale records of sequence n, no cp.async at all.
-// BS (with SC; chain mode tma4 / "ost"): O leaves the staging by bulk copies, one 128-byte row per thread t < len
-// (cp.async.bulk, no register round trip), instead of 4 LDS.128 + STG.128 per thread; the row's reads of the staging
-// are waited for (bulk_wait_read0) before the next chunk's top barrier, the copies themselves at the end.
+// BS (with SC; chain mode tma4 / "ost"): O is staged in the first 8 KB of s.o as a 128-byte-swizzled 64 x 64 box
+// (stmatrix at sw128 addresses: conflict-free like the padded rows) and a full chunk leaves by one TMA tensor store
+// of map om from thread 0 (no LDS / STG round trip on 128 threads); partial chunks (rows past the end belong to the
+// next sequence) keep the per-thread stores, from the swizzled box. Thread 0 waits for the store's smem reads
+// (bulk_wait_read0) before the next chunk's top barrier and for its completion at the end.
 template <class T, bool KDA = false, bool TM1 = false, bool SC = false, bool BS = false>
 __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
                                  int64_t eos, int nchunks, int h, int j, int v0, int t, const CUtensorMap* qm = nullptr,
-                                 const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr, int64_t n = 0) {
+                                 const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr, int64_t n = 0,
+                                 const CUtensorMap* om = nullptr) {
   static_assert(!(TM1 && KDA), "WG1's TMA ring is GDN's");
   static_assert(!SC || TM1, "the scale records ride on the TMA ring");
   static_assert(!BS || SC, "the bulk-copy output is an instance of tma3");
@@ -301,6 +304,7 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
   const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address, as in the state warpgroup
   const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
   const uint64_t dq0 = desc_kmaj0(s.st1[0].q), dp0 = desc_kmaj0(s.st1[0].p);
+  [[maybe_unused]] uint8_t* const o_box = reinterpret_cast<uint8_t*>(&s.o[0][0]);  // BS: 1024-aligned (asserted)
   for (int c = 0; c < nchunks; ++c) {
     const int stage = c & 1;
     Stage1& st = s.st1[stage];
@@ -310,7 +314,7 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     if constexpr (!SC) cp_async_wait<0>();
     if constexpr (TM1) mbar_wait(mbar1 + stage, uint32_t(c >> 1) & 1u);  // stage c % 2's (c / 2)-th round
     if (!KDA && !SC && t < 64) st.qsc[t] = chain_sc::qsc(p.scale, st.gam[t], st.rq[t]);  // own copies
-    if constexpr (BS) bulk_wait_read0();  // chunk c-1's row has left the staging (long done: a chunk ago)
+    if (BS && t == 0) bulk_wait_read0();  // chunk c-1's box has left the staging (long done: a chunk ago)
     fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
     if (c + 1 < nchunks) {
@@ -370,14 +374,25 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     for (int kk = 0; kk < kBT / 16; ++kk) {
       const uint32_t r[4] = {MmaType<T>::pack(acc[8 * kk], acc[8 * kk + 1]), MmaType<T>::pack(acc[8 * kk + 2], acc[8 * kk + 3]),
                              MmaType<T>::pack(acc[8 * kk + 4], acc[8 * kk + 5]), MmaType<T>::pack(acc[8 * kk + 6], acc[8 * kk + 7])};
-      stmatrix_x4_trans(&s.o[16 * kk + st_row][st_col], r);
+      if constexpr (BS) stmatrix_x4_trans(o_box + sw128_offset(16 * kk + st_row, st_col), r);
+      else stmatrix_x4_trans(&s.o[16 * kk + st_row][st_col], r);
     }
     if constexpr (BS) {
-      fence_view_async_shared();  // the stmatrix writes, for the bulk copies' (async proxy) reads
+      fence_view_async_shared();  // the stmatrix writes, for the tensor store's (async proxy) reads
       named_barrier(kBarWg1, 128);
-      if (t < len) {  // rows of 128 bytes (16-byte aligned: the staging's 144-byte pitch, o's plan alignment)
-        bulk_store_row(o_base + (t0 + t) * ostride, smem_u32(&s.o[t][0]), uint32_t(kVS * sizeof(T)));
-        bulk_commit();
+      if (len == kBT) {
+        if (t == 0) {
+          tma_store_2d(om, o_box, j * p.V + v0, static_cast<int>(t0));
+          bulk_commit();
+        }
+      } else {
+        const int orow = t >> 3, och = (t & 7) * 8;  // as below, from the swizzled box
+        T* out = o_base + (t0 + orow) * ostride + och;
+#pragma unroll
+        for (int u = 0; u < kBT / 16; ++u)
+          if (orow + 16 * u < len)
+            *reinterpret_cast<uint4*>(out + 16 * u * ostride) =
+                *reinterpret_cast<const uint4*>(o_box + sw128_offset(orow + 16 * u, och));
       }
     } else {
       named_barrier(kBarWg1, 128);
@@ -389,7 +404,7 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
           *reinterpret_cast<uint4*>(out + 16 * u * ostride) = *reinterpret_cast<const uint4*>(&s.o[orow + 16 * u][och]);
     }
   }
-  if constexpr (BS) bulk_wait0();  // the staging stays valid until the last rows are written
+  if (BS && t == 0) bulk_wait0();  // the staging stays valid until the last box is written
   cp_async_wait<0>();
 }
 
