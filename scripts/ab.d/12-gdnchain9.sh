@@ -12,7 +12,7 @@
 #    rows (which half of tma4 pays), memcheck of one case;
 # 2. bench default vs tma4 interleaved (16/64 1x32768 / 4096x8 / 1x2048, 16/32 1x32768 --segments 0 (V-slice 32:
 #    its own kernel, so equal rows expected), KDA 32/32 1x32768 (KDA does not take tma4: equal rows)), two rounds;
-# 3. (diagnostic for the 4096x8 gap, default only, if time is left) 16/64 8192x4 and 2048x16: the fused kernel
+# 3. (diagnostic for the 4096x8 gap, default only, between the two rounds) 16/64 8192x4 and 2048x16: the fused kernel
 #    runs ceil(CTAs / 132) rounds of (64 chunk steps + a per-CTA start / drain); 1x32768 1 round of 512 steps,
 #    8192x4 4 of 128, 4096x8 8 of 64, 2048x16 16 of 32: same chunk steps, so the forward should grow linearly
 #    in the rounds by the per-round overhead (~10-11 us a round if 1x32768 -> 4096x8's +0.08 ms is all rounds).
@@ -49,7 +49,7 @@ fi
 if [ $c9ok = 1 ]; then  # interleaved; each row while the piece has >= 6 s left
   c9v=$c9sw=tma4
   for c9row in "1x32768 $c9v 1" "1x32768 none 1" "4096x8 $c9v 1" "4096x8 none 1" "1x2048 $c9v 1" "1x2048 none 1" \
-               "h32 none 0" "h32 $c9v 0" "kda none 0" "kda $c9v 0" \
+               "h32 none 0" "h32 $c9v 0" "kda none 0" "kda $c9v 0" "8192x4 none 0" "2048x16 none 0" \
                "1x32768 none 0" "1x32768 $c9v 0" "4096x8 none 0" "4096x8 $c9v 0" "1x2048 none 0" "1x2048 $c9v 0" \
                "h32 $c9v 0" "h32 none 0" "kda $c9v 0" "kda none 0"; do
     set -- $c9row
@@ -87,9 +87,4 @@ if [ $c9ok = 1 ] && [ "$(c9left)" -gt 14 ] && command -v compute-sanitizer >/dev
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=1
   say "gdnchain9 memcheck: exit $rc (124 = cut by its cap) ($(grep -E 'ERROR SUMMARY' "$OUT/ab-tests.txt" | tail -n 1))"
 fi
-for c9row in 8192x4 2048x16; do  # the 4096x8 diagnostic (default only)
-  [ "$(c9left)" -gt 6 ] || { say "gdnchain9 diagnostic $c9row skipped (piece time spent)"; continue; }
-  bench $(( $(c9left) < 15 ? $(c9left) : 15 )) none bench-cuda --hqk 16 --hv 64 --lengths "$c9row" --iters 20 --check 0 \
-    --commit "$COMMIT"
-done
 true

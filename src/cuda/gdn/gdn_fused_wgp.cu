@@ -191,9 +191,14 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     if constexpr (TM) {
       mbar_wait(mbar + stage, ph);
       const int len = chunk_len(bos, eos, c);
-      if (len < kBT) zero_tail_rows<T>(st, len, t);  // rows past the chunk end: as cp.async's zero-fill
+      if (len < kBT) {
+        zero_tail_rows<T>(st, len, t);  // rows past the chunk end: as cp.async's zero-fill
+        if constexpr (SP) fence_view_async_shared();  // the zeros, for the wgmmas (async proxy)
+      }
     }
-    fence_view_async_shared();
+    // SP: no proxy fence (a MEMBAR.ALL.CTA) on full chunks: the boxes and records arrive by the async proxy and are
+    // visible to the mbarrier's waiters; nothing generic is written for a wgmma before this barrier.
+    if constexpr (!SP) fence_view_async_shared();
     named_barrier(bar, 128);  // ... for every thread's copies and scales; all of WG0 is past chunk c-1
 
     uint32_t sf[32];  // S^T as the A operand of K S^T (and, through the hand-off, of Q S^T)

@@ -315,7 +315,9 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     if constexpr (TM1) mbar_wait(mbar1 + stage, uint32_t(c >> 1) & 1u);  // stage c % 2's (c / 2)-th round
     if (!KDA && !SC && t < 64) st.qsc[t] = chain_sc::qsc(p.scale, st.gam[t], st.rq[t]);  // own copies
     if (BS && t == 0) bulk_wait_read0();  // chunk c-1's box has left the staging (long done: a chunk ago)
-    fence_view_async_shared();
+    // BS (SC: nothing generic is written for the async proxy before this barrier; q / P / qsc come by TMA and
+    // the mbarrier): no proxy fence (a MEMBAR.ALL.CTA behind the previous chunk's stores).
+    if constexpr (!BS) fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
     if (c + 1 < nchunks) {
       if constexpr (TM1)
