@@ -10,12 +10,13 @@
 #    workspace tests; then with tma4 forced: the GDN graph tests, the tier-3 GDN forward tests; no bench if the
 #    chain tests fail or time out; after the bench, if time is left: the tma3+split / tma3+ost chain cases and
 #    rows (which half of tma4 pays), memcheck of one case;
-# 2. bench default vs tma4 interleaved (16/64 1x32768 / 4096x8 / 1x2048, 16/32 1x32768 --segments 0 (V-slice 32:
-#    its own kernel, so equal rows expected), KDA 32/32 1x32768 (KDA does not take tma4: equal rows)), two rounds;
-# 3. (diagnostic for the 4096x8 gap, default only, between the two rounds) 16/64 8192x4 and 2048x16: the fused kernel
-#    runs ceil(CTAs / 132) rounds of (64 chunk steps + a per-CTA start / drain); 1x32768 1 round of 512 steps,
-#    8192x4 4 of 128, 4096x8 8 of 64, 2048x16 16 of 32: same chunk steps, so the forward should grow linearly
-#    in the rounds by the per-round overhead (~10-11 us a round if 1x32768 -> 4096x8's +0.08 ms is all rounds).
+# 2. bench default vs tma4 interleaved (16/64 1x32768 / 4096x8 / 1x2048, 16/32 1x32768 --segments 0 (planned V-slice 32:
+#    its own kernel, equal rows; unless tier 3 plans an output pass at V-slice 64, which takes tma4), KDA 32/32 1x32768 (KDA does not take tma4: equal rows)), two rounds;
+# 3. (diagnostic for the 4096x8 gap, default only, between the two rounds) 16/64 8192x4 and 2048x16: the fused
+#    kernel runs ceil(CTAs / 132) rounds of (its chunk steps + a fixed per-CTA start / drain); 1x32768 1 round of 512
+#    steps, 8192x4 4 of 128, 4096x8 8 of 64, 2048x16 16 of 32: the same chunk steps, so the forward should grow
+#    linearly in rounds by ~11.6 us a round (ncu at d3f84ad: fused 747 us at 4096x8 vs 666 at 1x32768, prep equal):
+#    predicted graph ~1.30 ms (8192x4) and ~1.44 ms (2048x16).
 # Own 90 s.
 c9sw=LINATTN_CUDA_GDN_CHAIN
 c9ok=0

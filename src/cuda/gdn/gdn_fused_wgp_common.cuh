@@ -379,31 +379,21 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
       if constexpr (BS) stmatrix_x4_trans(o_box + sw128_offset(16 * kk + st_row, st_col), r);
       else stmatrix_x4_trans(&s.o[16 * kk + st_row][st_col], r);
     }
-    if constexpr (BS) {
-      fence_view_async_shared();  // the stmatrix writes, for the tensor store's (async proxy) reads
-      named_barrier(kBarWg1, 128);
-      if (len == kBT) {
-        if (t == 0) {
-          tma_store_2d(om, o_box, j * p.V + v0, static_cast<int>(t0));
-          bulk_commit();
-        }
-      } else {
-        const int orow = t >> 3, och = (t & 7) * 8;  // as below, from the swizzled box
-        T* out = o_base + (t0 + orow) * ostride + och;
-#pragma unroll
-        for (int u = 0; u < kBT / 16; ++u)
-          if (orow + 16 * u < len)
-            *reinterpret_cast<uint4*>(out + 16 * u * ostride) =
-                *reinterpret_cast<const uint4*>(o_box + sw128_offset(orow + 16 * u, och));
+    if constexpr (BS) fence_view_async_shared();  // the stmatrix writes, for the tensor store's (async proxy) reads
+    named_barrier(kBarWg1, 128);
+    if (BS && len == kBT) {
+      if (t == 0) {
+        tma_store_2d(om, o_box, j * p.V + v0, static_cast<int>(t0));
+        bulk_commit();
       }
     } else {
-      named_barrier(kBarWg1, 128);
       const int orow = t >> 3, och = (t & 7) * 8;  // rows t / 8 + 16u, 16-byte chunk t % 8
       T* out = o_base + (t0 + orow) * ostride + och;
 #pragma unroll
       for (int u = 0; u < kBT / 16; ++u)
-        if (orow + 16 * u < len)
-          *reinterpret_cast<uint4*>(out + 16 * u * ostride) = *reinterpret_cast<const uint4*>(&s.o[orow + 16 * u][och]);
+        if (orow + 16 * u < len)  // BS: a partial chunk, from the swizzled box
+          *reinterpret_cast<uint4*>(out + 16 * u * ostride) = *reinterpret_cast<const uint4*>(
+              BS ? o_box + sw128_offset(orow + 16 * u, och) : reinterpret_cast<uint8_t*>(&s.o[orow + 16 * u][och]));
     }
   }
   if (BS && t == 0) bulk_wait0();  // the staging stays valid until the last box is written
