@@ -158,7 +158,7 @@ TEST_P(CudaGdnFwdChain, MatchesReference) {
     EXPECT_EQ(cuda::gdn_fused_wgp_split_launches() > sp_before, split())
         << c.name << ": the split-update instance ran iff the mode says split / tma4";
     EXPECT_EQ(cuda::gdn_fused_wgp_ost_launches() > os_before, ost())
-        << c.name << ": the bulk-copy output instance ran iff the mode says ost / tma4";
+        << c.name << ": the TMA-store output instance ran iff the mode says ost / tma4";
   }
 }
 

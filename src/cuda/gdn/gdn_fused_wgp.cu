@@ -619,7 +619,7 @@ constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc5
 namespace {
 // "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
 // scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
-// output rows by bulk copies; split and ost apply with tma3 only); -1 if not a valid value.
+// output by TMA box stores; split and ost apply with tma3 only); -1 if not a valid value.
 int parse_chain_mode(const std::string& v) {
   if (v == "v3") return 0;
   int mode = 0;
