@@ -13,6 +13,8 @@
 // must really run. tma: WG0's ring by TMA; tma2: WG1's q / P ring as well; il: interleaved passes;
 // tma3: tma2 with the per-token scales from the prep's records (gdn_chain_scales.cuh): also the same bits as
 // the default, its instance must run, and the workspace grows by the records only with the switch.
+// tma3+split (the state update issued as two key halves at the top of the next chunk), tma3+ost (WG1's full output chunks
+// by one TMA store) and tma4 (both): the same bits as v3 and the default (tma3), and their instances must run.
 // V-slice 32 of the pipelined kernel (LINATTN_CUDA_WGP_VS=32, where the plan's V-slice is 32): the chain-mode
 // cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
 // wgmma shapes, so other fp32 summation orders), under every chain-mode value; its instance must run only
@@ -111,7 +113,10 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
   const std::string& mode() const { return std::get<1>(GetParam()); }
   void set_mode() const { setenv("LINATTN_CUDA_GDN_CHAIN", mode().c_str(), 1); }
   bool tma() const { return mode().find("tma") != std::string::npos; }
-  bool sc() const { return mode().find("tma3") != std::string::npos; }
+  bool tma4() const { return mode().find("tma4") != std::string::npos; }
+  bool sc() const { return mode().find("tma3") != std::string::npos || tma4(); }
+  bool split() const { return tma4() || mode().find("split") != std::string::npos; }
+  bool ost() const { return tma4() || mode().find("ost") != std::string::npos; }
   std::vector<Case> chain_cases() const {
     std::vector<Case> r = cases(dt(), 64);
     for (int64_t T : {64, 128, 192, 448}) {  // 1, 2, 3 (every ring stage once), 7 full chunks
@@ -131,7 +136,8 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
 
 TEST_P(CudaGdnFwdChain, SwitchIsRead) {
   const bool il = mode().find("il") != std::string::npos, tma2 = mode().find("tma2") != std::string::npos || sc();
-  EXPECT_EQ(cuda::gdn_chain_mode_env(), (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0));
+  EXPECT_EQ(cuda::gdn_chain_mode_env(),
+            (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0) | (split() ? 16 : 0) | (ost() ? 32 : 0));
   setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (tma3: both TMA rings + records)
@@ -143,11 +149,16 @@ TEST_P(CudaGdnFwdChain, SwitchIsRead) {
 TEST_P(CudaGdnFwdChain, MatchesReference) {
   for (const Case& c : chain_cases()) {
     const int64_t before = cuda::gdn_fused_wg_launches(), tma_before = cuda::gdn_fused_wgp_tma_launches(),
-                  sc_before = cuda::gdn_fused_wgp_sc_launches();
+                  sc_before = cuda::gdn_fused_wgp_sc_launches(), sp_before = cuda::gdn_fused_wgp_split_launches(),
+                  os_before = cuda::gdn_fused_wgp_ost_launches();
     run_case(c, api::CudaGdnPath::kChunked, 64);
     EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << ": the pipelined kernel did not run";
     EXPECT_EQ(cuda::gdn_fused_wgp_tma_launches() > tma_before, tma()) << c.name << ": TMA instance ran iff the mode says tma";
     EXPECT_EQ(cuda::gdn_fused_wgp_sc_launches() > sc_before, sc()) << c.name << ": tma3 instance ran iff the mode says tma3";
+    EXPECT_EQ(cuda::gdn_fused_wgp_split_launches() > sp_before, split())
+        << c.name << ": the split-update instance ran iff the mode says split / tma4";
+    EXPECT_EQ(cuda::gdn_fused_wgp_ost_launches() > os_before, ost())
+        << c.name << ": the TMA-store output instance ran iff the mode says ost / tma4";
   }
 }
 
@@ -175,7 +186,8 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdChain,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(std::string("tma"), std::string("il"),
                                                               std::string("tma2"), std::string("tma2+il"),
-                                                              std::string("tma3"))),
+                                                              std::string("tma3"), std::string("tma4"),
+                                                              std::string("tma3+split"), std::string("tma3+ost"))),
                          [](const auto& info) {
                            std::string m = std::get<1>(info.param);
                            for (char& ch : m)
@@ -227,7 +239,7 @@ TEST_P(CudaGdnFwdVs32, OnlyWherePlannedAndPInWorkspace) {
 INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdVs32,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(std::string("v3"), std::string("tma2"),
-                                                              std::string("tma3"))),
+                                                              std::string("tma3"), std::string("tma4"))),
                          [](const auto& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
                          });
@@ -251,6 +263,9 @@ TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   const size_t rec = size_t(plan.nt_cap) * p.HV * 196 * sizeof(float);
   EXPECT_EQ(cuda::gdn_chain_scales_floats(p, plan.nt_cap) * sizeof(float), rec);
   EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def + (rec + 255) / 256 * 256);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma4", 1);  // the split chain reads the same records
+  EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def + (rec + 255) / 256 * 256);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
   cuda::GdnFwdParams kda = p;
   kda.kda = true;
   const cuda::GdnFwdPlan kplan = cuda::plan_gdn_fwd(kda, 132, true);

@@ -2,8 +2,8 @@
 // expected transaction byte count / parity wait, and the 2-D tiled bulk tensor load that
 // completes on a barrier. Protocol: one thread inits (count 1), fence_barrier_init + __syncthreads;
 // per phase the issuing thread calls mbar_arrive_expect_tx(total bytes) then its tma_load_2d's;
-// every consumer waits with the phase parity (0, 1, 0, ...). Also the 1-D bulk load on a barrier and the bulk
-// stores with their commit / wait. Other targets trap (loads, waits) or do nothing (stores).
+// every consumer waits with the phase parity (0, 1, 0, ...). Also the 1-D bulk load on a barrier, the 2-D tensor
+// store and the bulk stores with their commit / wait. Other targets trap (loads, waits) or do nothing (stores).
 #pragma once
 #include <cuda.h>
 
@@ -54,6 +54,17 @@ __device__ __forceinline__ void tma_load_2d(void* smem, const CUtensorMap* map, 
       : "memory");
 #else
   __trap();
+#endif
+}
+
+// smem (1024-byte aligned for the 128-byte swizzle) -> box (col0, row0) of `map`, in this thread's bulk group
+// (bulk_commit / bulk_wait_read0 / bulk_wait0 below; the writers fence_view_async_shared + barrier first).
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* smem, int col0, int row0) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(col0), "r"(row0), "r"(smem_u32(smem))
+               : "memory");
 #endif
 }
 

@@ -57,6 +57,22 @@ __device__ __forceinline__ void il_pin(float* r) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
+// kChainSplit: S^T <- S^T + H^T K of the previous chunk (the decay was applied in that chunk), as two groups:
+// keys 0-63 (S[0, 32), B = key panel 0 of the k tile at stage offset soff) and keys 64-127 (panel 1, 8 KB on).
+template <class T>
+__device__ __forceinline__ void issue_split_update(float (&s_lo)[32], float (&s_hi)[32], const uint32_t (&hf)[16],
+                                                   uint64_t dkt0, uint32_t soff) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBT / 16; ++kk)
+    wgmma_m64k16_rs<T, 64, 1>(s_lo, hf + 4 * kk, desc_at(dkt0, soff + uint32_t(kk) * 2048u), 1);
+  wgmma_commit();
+#pragma unroll
+  for (int kk = 0; kk < kBT / 16; ++kk)
+    wgmma_m64k16_rs<T, 64, 1>(s_hi, hf + 4 * kk, desc_at(dkt0, soff + 8192u + uint32_t(kk) * 2048u), 1);
+  wgmma_commit();
+}
+
 // WG0: the state chain. S^T rows v0 + acc_row (values), columns acc_col (keys).
 // SEG (tier-3 state pass, gdn_fused_wgp_seg_kernel): warpgroup wg runs the chain on its own ring
 // (s.st0 + wg * kSt, barrier kBarWg0 + wg) for column v0 of [S | M]: v0 < V a slice of S_loc (zero
@@ -73,15 +89,24 @@ __device__ __forceinline__ void il_pin(float* r) {
 // kChainSc (with kChainTma and kChainTma1; "tma3"): no per-token scalars and no scales formed here: thread 0
 //   bulk-copies the WG0 part of the chunk's record (erk, wsc, decay; the prep's, gdn_chain_scales.cuh)
 //   onto the stage's mbarrier beside the boxes, so WG0 issues no cp.async at all.
+// kChainSplit (with tma3's bits; "tma4"): chunk c's state update is issued at the top of chunk c + 1, before its
+//   mbarrier wait, as two m64n64 groups (keys 0-63: S[0, 32), keys 64-127: S[32, 64), B = the two key panels of
+//   chunk c's k tile); the packs of S's first key half and K S^T's first four k16 steps run while the second
+//   half is in the tensor pipe, then the second half's packs and steps. Chunk c + 2's boxes go into chunk c - 1's
+//   stage once every warp has waited for chunk c - 1's update (warps 1-3 arrive at kBarRefill, warp 0 waits).
+//   Chunk 0 adds a zero V^T diag(w) times the zeroed k tile of stage kSt - 1; the last chunk's update runs after
+//   the loop. Per element the same products in the same order (an N split does not change a column's sum).
 // Same products, same operands, same order: bitwise the MODE 0 chain's values.
 template <class T, bool KDA, bool SEG = false, int MODE = 0, class Smem>
 __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
                                 int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0,
                                 const StateMaps* maps = nullptr, uint64_t* mbar = nullptr) {
   constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0, SC = (MODE & kChainSc) != 0;
+  constexpr bool SP = (MODE & kChainSplit) != 0;
   static_assert(MODE == 0 || (!KDA && (!SEG || MODE == (kChainTma | kChainSc))),
                 "the chain modes are GDN's forward (the state pass: tma3's ring and records only)");
   static_assert(!SC || TM, "the scale records ride on the TMA ring");
+  static_assert(!SP || (SC && !IL), "the split chain is an instance of tma3");
   using Stage0 = typename Smem::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
   Stage0* const ring = s.st0 + wg * kSt;
@@ -105,6 +130,12 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     if (t == 0) {
       for (int i = 0; i < kSt; ++i) mbar_init(mbar + i, 1);
       fence_barrier_init();
+    }
+    if constexpr (SP) {  // chunk 0's update operand (zero times zero): stage kSt - 1's k tile, refilled after it
+      uint4* z = reinterpret_cast<uint4*>(ring[kSt - 1].k);
+#pragma unroll
+      for (int i = 0; i < int(sizeof(ring[0].k) / 16) / 128; ++i) z[i * 128 + t] = make_uint4(0u, 0u, 0u, 0u);
+      fence_view_async_shared();
     }
     named_barrier(bar, 128);  // the barriers are initialised before anyone waits on them
     for (int c = 0; c < kAhead; ++c) {
@@ -144,20 +175,58 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     for (int i = 0; i < 32; ++i) vacc[i] = 0.f;
   }
   uint32_t ph = 0;  // TM: parity of the current round of the stages' mbarriers
+  // SP: S's key halves (the update's two accumulators), the previous chunk's V^T diag(w) and its stage.
+  [[maybe_unused]] float(&s_lo)[32] = *reinterpret_cast<float(*)[32]>(S);
+  [[maybe_unused]] float(&s_hi)[32] = *reinterpret_cast<float(*)[32]>(S + 32);
+  [[maybe_unused]] uint32_t hfc[SP ? 16 : 1];
+  [[maybe_unused]] uint32_t prev_soff = uint32_t(kSt - 1) * uint32_t(sizeof(Stage0));
+  if constexpr (SP) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) hfc[i] = 0u;
+  }
   for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
+    if constexpr (SP) issue_split_update<T>(s_lo, s_hi, hfc, dkt0, prev_soff);  // chunk c - 1's
     if constexpr (!SC) cp_async_wait<kAhead - 1>();  // chunk c's group (GDN: the newest, chunk c+1's, may still be in flight)
     if constexpr (TM) {
       mbar_wait(mbar + stage, ph);
       const int len = chunk_len(bos, eos, c);
-      if (len < kBT) zero_tail_rows<T>(st, len, t);  // rows past the chunk end: as cp.async's zero-fill
+      if (len < kBT) {
+        zero_tail_rows<T>(st, len, t);  // rows past the chunk end: as cp.async's zero-fill
+        if constexpr (SP) fence_view_async_shared();  // the zeros, for the wgmmas (async proxy)
+      }
     }
-    fence_view_async_shared();
+    // SP: no proxy fence (a MEMBAR.ALL.CTA) on full chunks: the boxes and records arrive by the async proxy and are
+    // visible to the mbarrier's waiters; nothing generic is written for a wgmma before this barrier.
+    if constexpr (!SP) fence_view_async_shared();
     named_barrier(bar, 128);  // ... for every thread's copies and scales; all of WG0 is past chunk c-1
 
     uint32_t sf[32];  // S^T as the A operand of K S^T (and, through the hand-off, of Q S^T)
-    if constexpr (IL) {  // step kk's 4 packs, then its wgmma (the packs of step kk + 1 run beside it)
+    if constexpr (SP) {  // each key half of S as soon as its update group is done
+      wgmma_wait<1>();
+      wgmma_fence_operands(s_lo);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) sf[i] = MmaType<T>::pack(S[2 * i], S[2 * i + 1]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kK / 32; ++kk)
+        wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
+      wgmma_commit();
+      wgmma_wait<1>();  // the update's second half (the first half of K S^T may still run)
+      wgmma_fence_operands(s_hi);
+      wgmma_fence_regs(hfc);
+#pragma unroll
+      for (int i = 16; i < 32; ++i) sf[i] = MmaType<T>::pack(S[2 * i], S[2 * i + 1]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = kK / 32; kk < kK / 16; ++kk)
+        wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), 1);
+      wgmma_commit();
+      // Chunk c - 1's stage is refilled below: every warp has waited for its update.
+      if (t < 32) named_barrier(kBarRefill, 128);
+      else named_barrier_arrive(kBarRefill, 128);
+    } else if constexpr (IL) {  // step kk's 4 packs, then its wgmma (the packs of step kk + 1 run beside it)
 #pragma unroll
       for (int kk = 0; kk < kK / 16; ++kk) {
         il_pin<8>(S + 8 * kk);
@@ -298,11 +367,13 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
         vf[i] = MmaType<T>::pack(acc[2 * i], acc[2 * i + 1]);
         hf[i] = MmaType<T>::pack(acc[2 * i] * wsc[reg_slot(2 * i)], acc[2 * i + 1] * wsc[reg_slot(2 * i + 1)]);
       }
-      wgmma_fence();
+      if constexpr (!SP) {  // SP: issued at the top of chunk c + 1
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBT / 16; ++kk)
-        wgmma_m64k16_rs<T, 128, 1>(S, hf + 4 * kk, desc_at(dkt0, soff + uint32_t(kk) * 2048u), 1);
-      wgmma_commit();
+        for (int kk = 0; kk < kBT / 16; ++kk)
+          wgmma_m64k16_rs<T, 128, 1>(S, hf + 4 * kk, desc_at(dkt0, soff + uint32_t(kk) * 2048u), 1);
+        wgmma_commit();
+      }
     }
     if constexpr (!SEG) {
 #pragma unroll
@@ -315,10 +386,21 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       cp_async_wait<1>();
       if (c + 1 < nchunks) state_scales<T>(ring[stage == kSt - 1 ? 0 : stage + 1], chunk_len(bos, eos, c + 1), t);
     }
+    if constexpr (SP) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) hfc[i] = hf[i];
+      prev_soff = soff;
+    } else {
+      wgmma_wait<0>();
+      wgmma_fence_operands(S);
+      wgmma_fence_regs(hf);
+    }
+    if constexpr (TM) ph ^= stage == kSt - 1 ? 1u : 0u;
+  }
+  if constexpr (SP) {  // the last chunk's update (no chunk: zero times stage kSt - 1's zeroed k tile)
+    issue_split_update<T>(s_lo, s_hi, hfc, dkt0, prev_soff);
     wgmma_wait<0>();
     wgmma_fence_operands(S);
-    wgmma_fence_regs(hf);
-    if constexpr (TM) ph ^= stage == kSt - 1 ? 1u : 0u;
   }
   cp_async_wait<0>();
   if constexpr (SEG) {  // fp32 K-major: seg_S [n, HV, K, V], seg_M [n, HV, K, K] (row = key)
@@ -365,8 +447,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   seq_bounds(p, n, bos, eos);
   const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
   if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
-  else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0>(
-      s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n);
+  else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0, (MODE & kChainOst) != 0>(
+      s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n, &maps.o);
 }
 
 // GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
@@ -470,10 +552,12 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
   const bool sc_ok = ws.sc != nullptr && reinterpret_cast<uintptr_t>(ws.sc) % 16 == 0 &&
                      (!p.cu_seqlens || ws.chunk_offsets != nullptr) && (mode & kChainTma) && (mode & kChainTma1);
   if (!sc_ok) mode &= ~kChainSc;
+  if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst);  // instances of tma3 only
+  if (reinterpret_cast<uintptr_t>(p.o) % 16 != 0) mode &= ~kChainOst;  // the output map's base
   return mode;
 }
 
-std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0};
+std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0}, g_split_launches{0}, g_ost_launches{0};
 
 // The launch's tensor maps: k, v, Ab; q and P too with `wg1` (kChainTma1).
 StateMaps state_maps(const GdnFwdParams& p, const GdnChunkWs& ws, bool wg1) {
@@ -496,13 +580,23 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
     launch(gdn_fused_wgp_kernel<T, false, kChainIl>, grid, dim3(kThreads), sizeof(WgpSmem<T>) + 1024, stream, p, ws);
     return;
   }
-  const StateMaps m = state_maps(p, ws, (mode & kChainTma1) != 0);
+  StateMaps m = state_maps(p, ws, (mode & kChainTma1) != 0);
+  if (mode & kChainOst)
+    m.o = make_tma_2d_sw128(p.o, p.io == ElemType::kBF16, uint64_t(p.T_total), uint64_t(p.HV) * p.V,
+                            uint64_t(p.HV) * p.V, kBT);
   const size_t bytes = sizeof(WgpSmem<T>) + 1024 + (kStages0<false> + kStages1) * sizeof(uint64_t);
   g_tma_launches.fetch_add(1);
-  constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1, kSc = kChainSc;
-  if (mode & kSc) {  // tma3 (il, if also asked for, is not instantiated with it)
+  constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1, kSc = kChainSc, kSp = kChainSplit, kO = kChainOst;
+  if (mode & kSc) {  // tma3 / tma4 / tma3 with split or ost (il, if also asked for, is not instantiated with them)
     g_sc_launches.fetch_add(1);
-    launch(gdn_fused_wgp_tma_kernel<T, kT | kT1 | kSc>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+    if (mode & kSp) g_split_launches.fetch_add(1);
+    if (mode & kO) g_ost_launches.fetch_add(1);
+    constexpr int k3 = kT | kT1 | kSc;
+    if ((mode & (kSp | kO)) == (kSp | kO))
+      launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+    else if (mode & kSp) launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+    else if (mode & kO) launch(gdn_fused_wgp_tma_kernel<T, k3 | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+    else launch(gdn_fused_wgp_tma_kernel<T, k3>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   } else if (mode == kT) launch(gdn_fused_wgp_tma_kernel<T, kT>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   else if (mode == (kT | kI)) launch(gdn_fused_wgp_tma_kernel<T, kT | kI>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   else if (mode == (kT | kT1)) launch(gdn_fused_wgp_tma_kernel<T, kT | kT1>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -581,6 +675,10 @@ int64_t gdn_fused_wgp_tma_launches() { return g_tma_launches.load(); }
 
 int64_t gdn_fused_wgp_sc_launches() { return g_sc_launches.load(); }
 
+int64_t gdn_fused_wgp_split_launches() { return g_split_launches.load(); }
+
+int64_t gdn_fused_wgp_ost_launches() { return g_ost_launches.load(); }
+
 // The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h):
 // "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
 // 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
@@ -589,7 +687,8 @@ constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc5
 
 namespace {
 // "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
-// scale records); -1 if not a valid value.
+// scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
+// output by TMA box stores; split and ost apply with tma3 only); -1 if not a valid value.
 int parse_chain_mode(const std::string& v) {
   if (v == "v3") return 0;
   int mode = 0;
@@ -601,6 +700,9 @@ int parse_chain_mode(const std::string& v) {
     else if (tok == "tma") mode |= kChainTma;
     else if (tok == "tma2") mode |= kChainTma | kChainTma1;
     else if (tok == "tma3") mode |= kChainTma | kChainTma1 | kChainSc;
+    else if (tok == "tma4") mode |= kChainTma | kChainTma1 | kChainSc | kChainSplit | kChainOst;
+    else if (tok == "split") mode |= kChainSplit;
+    else if (tok == "ost") mode |= kChainOst;
     else return -1;
     b = e + 1;
   }

@@ -266,12 +266,19 @@ __device__ __forceinline__ void load_output_tma(typename WgpSmem<T>::Stage1& st,
 // WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
 // TM1 (GDN only): q / P by TMA (load_output_tma; maps qm, pm; mbarriers mbar1[2], one per stage).
 // SC (with TM1; chain mode tma3): qsc from the prep's scale records of sequence n, no cp.async at all.
-template <class T, bool KDA = false, bool TM1 = false, bool SC = false>
+// BS (with SC; chain mode tma4 / "ost"): O is staged in the first 8 KB of s.o as a 128-byte-swizzled 64 x 64 box
+// (stmatrix at sw128 addresses: conflict-free like the padded rows) and a full chunk leaves by one TMA tensor store
+// of map om from thread 0 (no LDS / STG round trip on 128 threads); partial chunks (rows past the end belong to the
+// next sequence) keep the per-thread stores, from the swizzled box. Thread 0 waits for the store's smem reads
+// (bulk_wait_read0) before the next chunk's top barrier and for its completion at the end.
+template <class T, bool KDA = false, bool TM1 = false, bool SC = false, bool BS = false>
 __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
                                  int64_t eos, int nchunks, int h, int j, int v0, int t, const CUtensorMap* qm = nullptr,
-                                 const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr, int64_t n = 0) {
+                                 const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr, int64_t n = 0,
+                                 const CUtensorMap* om = nullptr) {
   static_assert(!(TM1 && KDA), "WG1's TMA ring is GDN's");
   static_assert(!SC || TM1, "the scale records ride on the TMA ring");
+  static_assert(!BS || SC, "the bulk-copy output is an instance of tma3");
   using Stage1 = typename WgpSmem<T, KDA>::Stage1;
   int r0 = 0, rlast = 0;  // SC: the record rows of sequence n
   if constexpr (SC) chain_sc::record_rows(p, ws, n, r0, rlast);
@@ -297,6 +304,7 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
   const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address, as in the state warpgroup
   const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
   const uint64_t dq0 = desc_kmaj0(s.st1[0].q), dp0 = desc_kmaj0(s.st1[0].p);
+  [[maybe_unused]] uint8_t* const o_box = reinterpret_cast<uint8_t*>(&s.o[0][0]);  // BS: 1024-aligned (asserted)
   for (int c = 0; c < nchunks; ++c) {
     const int stage = c & 1;
     Stage1& st = s.st1[stage];
@@ -306,7 +314,10 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     if constexpr (!SC) cp_async_wait<0>();
     if constexpr (TM1) mbar_wait(mbar1 + stage, uint32_t(c >> 1) & 1u);  // stage c % 2's (c / 2)-th round
     if (!KDA && !SC && t < 64) st.qsc[t] = chain_sc::qsc(p.scale, st.gam[t], st.rq[t]);  // own copies
-    fence_view_async_shared();
+    if (BS && t == 0) bulk_wait_read0();  // chunk c-1's box has left the staging (long done: a chunk ago)
+    // BS (SC: nothing generic is written for the async proxy before this barrier; q / P / qsc come by TMA and
+    // the mbarrier): no proxy fence (a MEMBAR.ALL.CTA behind the previous chunk's stores).
+    if constexpr (!BS) fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
     if (c + 1 < nchunks) {
       if constexpr (TM1)
@@ -365,16 +376,27 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     for (int kk = 0; kk < kBT / 16; ++kk) {
       const uint32_t r[4] = {MmaType<T>::pack(acc[8 * kk], acc[8 * kk + 1]), MmaType<T>::pack(acc[8 * kk + 2], acc[8 * kk + 3]),
                              MmaType<T>::pack(acc[8 * kk + 4], acc[8 * kk + 5]), MmaType<T>::pack(acc[8 * kk + 6], acc[8 * kk + 7])};
-      stmatrix_x4_trans(&s.o[16 * kk + st_row][st_col], r);
+      if constexpr (BS) stmatrix_x4_trans(o_box + sw128_offset(16 * kk + st_row, st_col), r);
+      else stmatrix_x4_trans(&s.o[16 * kk + st_row][st_col], r);
     }
+    if constexpr (BS) fence_view_async_shared();  // the stmatrix writes, for the tensor store's (async proxy) reads
     named_barrier(kBarWg1, 128);
-    const int orow = t >> 3, och = (t & 7) * 8;  // rows t / 8 + 16u, 16-byte chunk t % 8
-    T* out = o_base + (t0 + orow) * ostride + och;
+    if (BS && len == kBT) {
+      if (t == 0) {
+        tma_store_2d(om, o_box, j * p.V + v0, static_cast<int>(t0));
+        bulk_commit();
+      }
+    } else {
+      const int orow = t >> 3, och = (t & 7) * 8;  // rows t / 8 + 16u, 16-byte chunk t % 8
+      T* out = o_base + (t0 + orow) * ostride + och;
 #pragma unroll
-    for (int u = 0; u < kBT / 16; ++u)
-      if (orow + 16 * u < len)
-        *reinterpret_cast<uint4*>(out + 16 * u * ostride) = *reinterpret_cast<const uint4*>(&s.o[orow + 16 * u][och]);
+      for (int u = 0; u < kBT / 16; ++u)
+        if (orow + 16 * u < len)  // BS: a partial chunk, from the swizzled box
+          *reinterpret_cast<uint4*>(out + 16 * u * ostride) = *reinterpret_cast<const uint4*>(
+              BS ? o_box + sw128_offset(orow + 16 * u, och) : reinterpret_cast<uint8_t*>(&s.o[orow + 16 * u][och]));
+    }
   }
+  if (BS && t == 0) bulk_wait0();  // the staging stays valid until the last box is written
   cp_async_wait<0>();
 }
 

@@ -23,8 +23,14 @@ namespace wgp {
 
 // The state chain's modes (bits; gdn_fused_wgp.cu's state_warpgroup MODE): kChainTma1 = WG1's q / P
 // ring by TMA as well (output_warpgroup's TM1, gdn_fused_wgp_common.cuh); kChainSc (with both TMA rings;
-// "tma3") = the per-token scales from the prep's records (gdn_chain_scales.cuh), bulk-copied beside the tiles.
-constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8;
+// "tma3") = the per-token scales from the prep's records (gdn_chain_scales.cuh), bulk-copied beside the tiles;
+// kChainSplit (with tma3's bits; "tma4") = the state update issued as two key halves at the top of the next chunk,
+// so K S^T's first half starts while the update's second half runs (gdn_fused_wgp.cu's state_warpgroup);
+// kChainOst (with tma3's bits; "tma4" has it too) = WG1's full output chunks leave a swizzled staging box by one
+// TMA tensor store (output_warpgroup's BS, gdn_fused_wgp_common.cuh).
+constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8, kChainSplit = 16, kChainOst = 32;
+// WG0's refill barrier of the split chain (warps 1-3 arrive, warp 0 waits before thread 0 refills a stage).
+constexpr int kBarRefill = 7;
 
 // Tensor maps of one launch (built on the host per call, passed by value).
 struct StateMaps {
@@ -33,6 +39,7 @@ struct StateMaps {
   CUtensorMap ab;  // [HV * T_cap, 64], box 64 x 64
   CUtensorMap q;   // [T_total, H * 128] (kChainTma1 only)
   CUtensorMap p;   // [HV * T_cap, 64] (kChainTma1 only)
+  CUtensorMap o;   // [T_total, HV * V], box 64 x 64 (kChainOst only: WG1's output box stores)
 };
 
 constexpr uint32_t kTmaStageBytes = 4u * kBT * 128u;  // k (2 panels), v slice, Ab
@@ -105,6 +112,15 @@ constexpr bool stage0_boxes_contiguous() {
   return offsetof(S, k) == 0 && offsetof(S, a) == 16384 && offsetof(S, v) == 24576 && sizeof(S::k) == 16384 &&
          sizeof(S::a) == 8192 && sizeof(S::v) >= 8192;
 }
+// kChainOst: the output staging holds a 64 x 128-byte swizzled box at a 1024-aligned offset.
+template <class T>
+constexpr bool output_box_fits() {
+  using S = WgpSmem<T>;
+  return offsetof(S, o) % 1024 == 0 && sizeof(S::o) >= kBT * 128;
+}
+static_assert(output_box_fits<__nv_bfloat16>() && output_box_fits<__half>(),
+              "gdn fused (tma4 / ost): the output staging must hold a 1024-aligned 8 KB box");
+
 static_assert(stage0_boxes_contiguous<__nv_bfloat16>() && stage0_boxes_contiguous<__half>(),
               "gdn fused (TMA ring): Stage0's k / Ab / v boxes must be the stage's first 32 KB");
 
