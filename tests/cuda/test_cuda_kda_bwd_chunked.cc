@@ -12,13 +12,8 @@
 // same path as =chunked (checked bitwise), and a removed mode (chunked2 .. chunked6, chunked8, chunked9)
 // is an invalid-argument error naming the variable, the value and the accepted values, thrown by the
 // workspace query and the plan (no kernel runs).
-// LINATTN_CUDA_KDA_BWD=chunked10 (opt-in, kdabwd10: the diagonal blocks' walks balanced over the lanes) runs
-// in every case of MatchesReferenceAndTokenPath (fp64 reference, padding, finiteness, dh0; a
-// "[kdabwd10] <case> chunked10 ==|!= chunked7 bitwise" line, expected ==), the determinism test, the extreme
-// gates and one graph case.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -79,16 +74,6 @@ void run_case(const Case& c, bool with_token, bool with_chunked7) {
     const ChunkAttnGradTensors tok = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kRecurrent);
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
-  {
-    KdaBwdMode mode("chunked10");
-    const ChunkAttnGradTensors bal = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(bwd_close(d, ref, bal, c.spec.dtype)) << "chunked10 vs fp64 reference";
-    EXPECT_TRUE(grads_padding_zero(d, bal));
-    EXPECT_TRUE(grads_finite(bal));
-    check_zero_length_dh0(d, cot, bal);
-    std::printf("[kdabwd10] %s %s bt%d chunked10 %s chunked7 bitwise\n", c.name.c_str(), dtype_name(c.spec.dtype),
-                c.spec.opt.chunk_size, grads_bitwise(got, bal) ? "==" : "!=");
-  }
   if (!with_chunked7) return;
   KdaBwdMode mode("chunked7");  // the kernel's own name: the same path
   EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
@@ -119,9 +104,6 @@ TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
   EXPECT_TRUE(grads_bitwise(a, b));
-  KdaBwdMode mode("chunked10");
-  const ChunkAttnGradTensors a10 = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  EXPECT_TRUE(grads_bitwise(a10, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked))) << "chunked10";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,
@@ -135,24 +117,22 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,
 // over a chunk): finite and equal to the reference.
 TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  for (const char* m : {"chunked", "chunked10"})
-    for (const int bt : {64, 32})
-      for (const double x : {-1000.0, -5.0}) {
-        SCOPED_TRACE(std::string(m) + " gate " + std::to_string(x) + " bt " + std::to_string(bt));
-        KdaBwdMode mode(m);
-        ChunkAttnSpec s = base(DType::kBF16, bt);
-        s.seqlens = {129, 64, 3};
-        s.pad_tokens = 4;
-        ChunkAttnData d = make_chunk_attn(s);
-        for (int64_t i = 0; i < d.g.numel(); ++i) d.g.set(i, x);
-        Rng rng(21);
-        const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
-        const ChunkAttnGradTensors ref = ref_backward(d, cot);
-        const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
-        EXPECT_TRUE(grads_finite(got));
-        EXPECT_TRUE(grads_padding_zero(d, got));
-        EXPECT_TRUE(bwd_close(d, ref, got, DType::kBF16));
-      }
+  for (const int bt : {64, 32})
+    for (const double x : {-1000.0, -5.0}) {
+      SCOPED_TRACE("gate " + std::to_string(x) + " bt " + std::to_string(bt));
+      ChunkAttnSpec s = base(DType::kBF16, bt);
+      s.seqlens = {129, 64, 3};
+      s.pad_tokens = 4;
+      ChunkAttnData d = make_chunk_attn(s);
+      for (int64_t i = 0; i < d.g.numel(); ++i) d.g.set(i, x);
+      Rng rng(21);
+      const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+      const ChunkAttnGradTensors ref = ref_backward(d, cot);
+      const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+      EXPECT_TRUE(grads_finite(got));
+      EXPECT_TRUE(grads_padding_zero(d, got));
+      EXPECT_TRUE(bwd_close(d, ref, got, DType::kBF16));
+    }
 }
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
@@ -173,7 +153,7 @@ TEST(CudaKdaBwdChunkedApi, PublicOpWithAndWithoutWorkspace) {
 
 // The removed chunk kernels (session 10) and any other unknown value: an invalid-argument error that names
 // LINATTN_CUDA_KDA_BWD, the value and the accepted values, from the workspace query and from the call (its
-// plan), for the forced chunked path and the default one; "chunked7", "chunked10" and "" are accepted.
+// plan), for the forced chunked path and the default one; "chunked7" and "" are accepted.
 TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   const ChunkAttnData d = make_chunk_attn(base(DType::kBF16, 64));
@@ -199,7 +179,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked10", ""}) {
+  for (const char* v : {"chunked7", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -217,8 +197,6 @@ TEST(CudaKdaBwdChunkedGraph, SevenLayoutsReplayEqualsEagerFixed) {
                                 {ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}};
   if (sanitized()) gcs.resize(1);
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
-  KdaBwdMode mode("chunked10");  // the balanced walks, captured in the graph
-  run_cuda_graph_case(gcs[0], 7);
 }
 
 }  // namespace

@@ -39,8 +39,7 @@ void launch_gdn_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t
 // KDA (per-channel gate; kda/kda_bwd_chunk5.cu, chunked7): prep = launch_kda_prep with c.Ai set, the same
 // sweeps (KDA policy), then this chunk kernel (dq, dk, dg [T, HV, K], dbeta, per-channel gate
 // partials part [nt_cap, HV, K, 2]) and its reduction (dA_log [HV], ddt_bias [HV, K]).
-// balanced: chunked10 (LINATTN_CUDA_KDA_BWD=chunked10, opt-in), the diagonal blocks' walks balanced over lanes.
-void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, bool balanced, cudaStream_t stream);
+void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
 

@@ -218,7 +218,7 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   if (v == "wg3" || v == "wg3p" || v == "wg3pf") g_wg3_sweep_launches.fetch_add(1);
   if (v == "wg2" || v == "wg3p" || v == "wg3pf" || (v.empty() && kWg2Default))
     launch_gdn_bwd_sweeps_wg2(p, w, stream, v == "wg3pf" ? 2 : v == "wg3p" ? 1 : 0);
-  else if (v == "wg3") go(std::integral_constant<int, 3>{});
+  else if (v == "wg3" || v.empty()) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
   else if (v == "wglate") go(std::integral_constant<int, 1>{});
   else if (v == "wgsync") go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

@@ -191,7 +191,7 @@ template <class T, int BT, bool SC = false>
 void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                    cudaStream_t stream) {
   if constexpr (!SC) {
-    if (gdn_prep_v7_env()) {  // opt-in (gdn_prep_v7.cu)
+    if (gdn_prep_v7_env()) {  // the default (gdn_prep_v7.cu); LINATTN_CUDA_GDN_PREP=v6 keeps v6
       launch_gdn_prep_v7<T, BT>(p, ws, ci, nt_cap, stream);
       return;
     }

@@ -288,7 +288,12 @@ void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci
 
 }  // namespace
 
-bool gdn_prep_v7_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") == "v7"; }
+// v7 unless LINATTN_CUDA_GDN_PREP names another prep ("v6", "v5"): the default since the H200 A/B at 1ec4943
+// (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph, 4096x8 1.401 -> 1.367, 1x2048 0.108 -> 0.105).
+bool gdn_prep_v7_env() {
+  const std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
+  return v.empty() || v == "v7";
+}
 int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
 
 int gdn_prep_v7_ctas_per_sm(int G) {

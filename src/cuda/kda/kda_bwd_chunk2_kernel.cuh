@@ -13,7 +13,6 @@
 #include <cstddef>
 
 #include "cuda/common/launch.h"
-#include "cuda/kda/kda_bwd_chunk10_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -31,16 +30,13 @@ constexpr bool tables_fit() {
   return V == 128 && ds >= tab && 2 * y >= tab && offsetof(S0, dO) == offsetof(S0, y) + y;
 }
 
-// MODE 7: chunked7 (the default); MODE 10: chunked10, the diagonal blocks' walks balanced over the lanes
-// (kda_bwd_chunk10_parts.cuh), everything else the same code.
-template <class T, int BT, int V, int MODE>
+template <class T, int BT, int V>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
   constexpr bool TAB = tables_fit<T, BT, V>();
-  constexpr int UNR = MODE == 10 ? 2 : 1;  // chunked10: gate formula loops unrolled by 2 (two rows overlap)
   static_assert(TAB == (V == 128), "the decay tables fit at V = 128");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
@@ -79,7 +75,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       row_scales_r();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    stage_decays_r<BT, Tl::NT, UNR>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
     cp_async_wait<0>();
     __syncthreads();
 
@@ -207,8 +203,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
       offdiag_rows<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);
-      if constexpr (MODE == 10) intra_rows_bal<T, BT, V, NTK>(s, dq2, rp, 16 * wm, g, ck, tq);
-      else intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
+      intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
 #pragma unroll
@@ -226,8 +221,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float ca[NTK][4];
       // blocks below the diagonal
       offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
-      if constexpr (MODE == 10) intra_cols_bal<T, BT, V, NTK>(s, ca, 16 * wm, g, ck, tq, len, min(len, 16 * wm + 16));
-      else intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
+      intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
@@ -250,7 +244,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    gate_chain_r<T, BT, V, Tl::NT, UNR>(s, p, w, r, t0, len, j, tid);
+    gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
   }
 
@@ -299,26 +293,25 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 
 // Host side: the instantiation per (io type, BT, V).
 template <class T, int BT, int V>
-void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, bool bal, cudaStream_t stream) {
-  launch(bal ? kda_bwd_chunk2_kernel<T, BT, V, 10> : kda_bwd_chunk2_kernel<T, BT, V, 7>,
-         dim3(static_cast<unsigned>(w.nt_cap), p.f.H), dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>),
-         stream, p, w);
+void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  launch(kda_bwd_chunk2_kernel<T, BT, V>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+         dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
 }
 
 template <class T, int BT>
-void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, bool bal, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128>(p, w, bal, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64>(p, w, bal, stream);
+void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  if (p.f.V == 128) return launch_t<T, BT, 128>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-inline void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, bool bal, cudaStream_t stream) {
+inline void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64>(p, w, bal, stream) : launch_bt<__half, 64>(p, w, bal, stream);
+    bf ? launch_bt<__nv_bfloat16, 64>(p, w, stream) : launch_bt<__half, 64>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32>(p, w, bal, stream) : launch_bt<__half, 32>(p, w, bal, stream);
+    bf ? launch_bt<__nv_bfloat16, 32>(p, w, stream) : launch_bt<__half, 32>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }

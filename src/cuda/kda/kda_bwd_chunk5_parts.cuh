@@ -150,7 +150,7 @@ __device__ __forceinline__ void frag_egl_blk_r(float (&egl)[NTK][4], const float
 // a[i][c] = e^(g_ic) for rows i < len, 0 past the end (the gate is never read there). Thread (c = tid % K,
 // rows tid / K + (NT / K) m), batches of 8 raw loads in flight (16 spilled more at the 128-register cap);
 // the raw gates wait in a[i][c] and one rolled loop evaluates the formula.
-template <int BT, int NT, int UNR = 1>
+template <int BT, int NT>
 __device__ __forceinline__ void stage_decays_r(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len, int j,
                                                int tid) {
   constexpr int PER = BT * kK / NT, B = 8, RG = NT / kK;
@@ -164,7 +164,7 @@ __device__ __forceinline__ void stage_decays_r(float (*a)[kLdF], const GdnBwdPar
     for (int m = 0; m < B; ++m) a[i0 + RG * (m0 + m)][c] = v[m];
   }
   const GateConst gc = gate_const(p.f, j, c);
-#pragma unroll UNR
+#pragma unroll 1
   for (int m = 0; m < PER; ++m) {
     const int i = i0 + RG * m;
     a[i][c] = i < len ? expf(gate_deriv_raw(p.f, a[i][c], gc).g) : 0.f;
@@ -187,7 +187,7 @@ __device__ __forceinline__ float (*gate_scratch(KdaChunk2Smem<T, BT, V>& s))[kK]
 // groups in a fixed order, dbeta through the sigmoid chain. Uses s.u.in as scratch (daqk / dL dead).
 // The group's raw gates load together (16 in flight), wait in gate_scratch, and the reverse walk
 // evaluates the formula per row in a rolled loop.
-template <class T, int BT, int V, int NT, int UNR = 1>
+template <class T, int BT, int V, int NT>
 __device__ __forceinline__ void gate_chain_r(KdaChunk2Smem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
                                              int64_t r, int64_t t0, int len, int j, int tid) {
   constexpr int RG = NT / kK, RPG = BT / RG;
@@ -216,7 +216,7 @@ __device__ __forceinline__ void gate_chain_r(KdaChunk2Smem<T, BT, V>& s, const G
   for (int b = 0; b < BT / 16; ++b) egL *= s.blk[b][c];
   float acc = egL * s.sd[c] + zs, pA = 0.f, pT = 0.f;
   for (int q = RG - 1; q > grp; --q) acc += gs[q * kK + c];
-#pragma unroll UNR
+#pragma unroll 1
   for (int u = RPG - 1; u >= 0; --u) {
     const int i = i0 + u;
     if (i >= len) continue;
