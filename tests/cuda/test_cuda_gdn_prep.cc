@@ -246,6 +246,16 @@ TEST_P(CudaGdnPrepV6, V7SwitchIsRead) {
   EXPECT_FALSE(cuda::gdn_prep_v7_env());
   unsetenv("LINATTN_CUDA_GDN_PREP");
   EXPECT_TRUE(cuda::gdn_prep_v7_env()) << "v7 is the default";
+  set_prep("v8");  // names no prep: an error naming the variable and the value, not a silent older prep
+  try {
+    cuda::gdn_prep_v7_env();
+    ADD_FAILURE() << "LINATTN_CUDA_GDN_PREP=v8 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("LINATTN_CUDA_GDN_PREP=v8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected v7"), std::string::npos) << e.what();
+  }
+  EXPECT_ANY_THROW(cuda::gdn_prep_v6_env());
+  unsetenv("LINATTN_CUDA_GDN_PREP");
 }
 
 TEST_P(CudaGdnPrepV6, V7MatchesReference) { matches_reference(kV7, dt(), bt()); }

@@ -225,11 +225,11 @@ void launch_prep_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* c
 
 // v5 is the default since the H200 A/B at 73035b5 (bitwise v2's outputs, forward 16/64 1x32768 1.665 ->
 // 1.588 ms); LINATTN_CUDA_GDN_PREP=v2 keeps the 2-CTAs-per-SM instance.
-bool gdn_prep_v5_env() { return env_or("LINATTN_CUDA_GDN_PREP", "") != "v2"; }
+bool gdn_prep_v5_env() { return gdn_prep_switch() != "v2"; }
 // v6 is the default since the H200 A/B at accc55a (same arithmetic, bitwise equal on every test case; forward
 // 16/64 1x32768 1.455 -> 1.376 ms, 4096x8 1.503 -> 1.435, 1x2048 0.121 -> 0.112); "v5" keeps the previous prep.
 bool gdn_prep_v6_env() {
-  const std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
+  const std::string v = gdn_prep_switch();
   return v.empty() || v == "v6";
 }
 int64_t gdn_prep_v6_launches() { return g_v6_launches.load(); }

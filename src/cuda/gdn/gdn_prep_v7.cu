@@ -290,8 +290,14 @@ void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci
 
 // v7 unless LINATTN_CUDA_GDN_PREP names another prep ("v6", "v5"): the default since the H200 A/B at 1ec4943
 // (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph, 4096x8 1.401 -> 1.367, 1x2048 0.108 -> 0.105).
+std::string gdn_prep_switch() {
+  std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
+  LINATTN_CHECK(v.empty() || v == "v7" || v == "v6" || v == "v5" || v == "v2", "LINATTN_CUDA_GDN_PREP=", v,
+                ": expected v7 (the default, also when unset), v6, v5 or v2");
+  return v;
+}
 bool gdn_prep_v7_env() {
-  const std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
+  const std::string v = gdn_prep_switch();
   return v.empty() || v == "v7";
 }
 int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }

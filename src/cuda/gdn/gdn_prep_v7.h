@@ -1,4 +1,4 @@
-// GDN prep v7 (opt-in, LINATTN_CUDA_GDN_PREP=v7, read per call; gdn_prep_v7.cu, perf-notes "Prep v7"): v6's front
+// GDN prep v7 (the default since 9be645b; LINATTN_CUDA_GDN_PREP=v6 / v5 / v2 pick the older preps, read per call; gdn_prep_v7.cu, perf-notes "Prep v7"): v6's front
 // half, then per value head one pass forming the decay once for L and P (v6 formed it twice, P of every head first)
 // over the lower 16-column segments only, L / X / Q K^T as packed lower blocks, the diagonal solve in the same phase
 // as the L build (2 CTA barriers per value head instead of 3). Same expressions in the same order: bitwise v6's Ab,
@@ -7,11 +7,15 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "cuda/gdn/gdn_kernels.h"
 
 namespace linattn::cuda {
 
+// LINATTN_CUDA_GDN_PREP, checked: "" (v7), "v7", "v6", "v5" or "v2"; any other value is an error naming the
+// variable, the value and the accepted ones (no silent fallback to an older prep).
+std::string gdn_prep_switch();
 bool gdn_prep_v7_env();
 // Launches of a v7 instance so far in this process (tests check it ran).
 int64_t gdn_prep_v7_launches();
