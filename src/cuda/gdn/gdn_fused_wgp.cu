@@ -467,6 +467,26 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_pf_kernel(GdnFwdPar
   else output_warpgroup_pf<T>(s, p, ws, bos, eos, nchunks, h, j, v0, t);
 }
 
+// A tier-3 state pass thread's work item: warpgroup wg on the 64 columns 128 blockIdx.x + 64 wg of [S | M]
+// (V + K columns) of value head j in segment n; false when the warpgroup is past them or the segment skipped.
+struct SegItem {
+  int wg, t, col, j, h, nchunks;
+  int64_t n, bos, eos;
+};
+__device__ __forceinline__ bool seg_item(const GdnFwdParams& p, SegItem& it) {
+  const int tid = threadIdx.x;
+  it.wg = tid >> 7;
+  it.t = tid & 127;
+  it.col = (2 * static_cast<int>(blockIdx.x) + it.wg) * kVS;
+  it.j = blockIdx.y;
+  it.h = it.j / (p.HV / p.H);
+  it.n = blockIdx.z;
+  if (it.col >= p.V + p.K || (p.seg_flags && (p.seg_flags[it.n] & p.seg_skip))) return false;
+  seq_bounds(p, it.n, it.bos, it.eos);
+  it.nchunks = static_cast<int>((it.eos - it.bos + kBT - 1) / kBT);
+  return true;
+}
+
 // Tier-3 state pass (p.seg_M): both warpgroups run the state chain, warpgroup wg on the 64 columns
 // 128 blockIdx.x + 64 wg of [S | M] (V + K columns; a warpgroup past them exits), each on its own
 // ring (WG1's follows WG0's, over WG1's usual inputs / hand-off space). Segments whose
@@ -476,14 +496,9 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_seg_kernel(GdnFwdPa
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   WgpSmem<T, KDA>& s = *reinterpret_cast<WgpSmem<T, KDA>*>(base);
-  const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;
-  const int col = (2 * static_cast<int>(blockIdx.x) + wg) * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
-  const int64_t n = blockIdx.z;
-  if (col >= p.V + p.K || (p.seg_flags && (p.seg_flags[n] & p.seg_skip))) return;
-  int64_t bos, eos;
-  seq_bounds(p, n, bos, eos);
-  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
-  state_warpgroup<T, KDA, true>(s, p, ws, n, bos, eos, nchunks, h, j, col, t, wg);
+  SegItem it;
+  if (!seg_item(p, it)) return;
+  state_warpgroup<T, KDA, true>(s, p, ws, it.n, it.bos, it.eos, it.nchunks, it.h, it.j, it.col, it.t, it.wg);
 }
 
 template <class T, bool KDA>
@@ -507,15 +522,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
   uint64_t* mbar = reinterpret_cast<uint64_t*>(base + seg_body_bytes<T, false>());  // WG0's 3, then WG1's 3
-  const int tid = threadIdx.x, wg = tid >> 7, t = tid & 127;
-  const int col = (2 * static_cast<int>(blockIdx.x) + wg) * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
-  const int64_t n = blockIdx.z;
-  if (col >= p.V + p.K || (p.seg_flags && (p.seg_flags[n] & p.seg_skip))) return;
-  int64_t bos, eos;
-  seq_bounds(p, n, bos, eos);
-  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
-  state_warpgroup<T, false, true, kChainTma | kChainSc>(s, p, ws, n, bos, eos, nchunks, h, j, col, t, wg, &maps,
-                                                        mbar + wg * kStages0<false>);
+  SegItem it;
+  if (!seg_item(p, it)) return;
+  state_warpgroup<T, false, true, kChainTma | kChainSc>(s, p, ws, it.n, it.bos, it.eos, it.nchunks, it.h, it.j, it.col,
+                                                        it.t, it.wg, &maps, mbar + it.wg * kStages0<false>);
 }
 
 template <class T>
