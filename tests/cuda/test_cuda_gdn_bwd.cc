@@ -18,11 +18,9 @@
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
 // order and bf16 rounding points differ); determinism and the graph sequence. With the switch
-// exported as another wg value ("wglate", "wg2") these tests take that variant instead.
-// The sweep variants wg2 (WG1 streams role 1's inputs, mbarrier hand-offs), wg3 (wg with the store
-// warpgroup's dv stores vectorized), wg3p (wg2 with those stores) and wg3pf (wg3p with role 0's
-// inputs streamed by WG1 too), each forced here, run every
-// case and a long GVA varlen case again: fp64 reference, padding, zero-length dh0, and bitwise equal
+// exported as another wg value ("wglate", "wgsync") these tests take that variant instead.
+// The sweep wg3 (wg with the store warpgroup's dv stores vectorized; the default), forced here, runs
+// every case and a long GVA varlen case again: fp64 reference, padding, zero-length dh0, and bitwise equal
 // to wg (the same products on the same operands, the same values stored); determinism and the graph
 // sequence.
 #include <gtest/gtest.h>
@@ -342,38 +340,17 @@ void sweep_variant_deterministic(DType dt, int bt, const char* variant) {
   }
 }
 
-TEST_P(CudaGdnBwd, SweepWg2MatchesReferenceAndWgBitwise) {
-  const auto [dt, bt] = GetParam();
-  sweep_variant_matches(dt, bt, "wg2", cuda::gdn_bwd_sweep_wg2_launches);
-}
-
-TEST_P(CudaGdnBwd, SweepWg2IsDeterministic) {
-  const auto [dt, bt] = GetParam();
-  sweep_variant_deterministic(dt, bt, "wg2");
-}
-
-// wg3 (wg with the store warpgroup's dv stores vectorized: io-type dv through the vh staging pass,
-// fp32 dv as float4), wg3p (wg2 with the same stores) and wg3pf (wg3p with role 0's ring streamed by
-// WG1 too): bitwise vs wg (same products, same values stored); the fast-store kernels must have run at
-// BT 64. The cases hold fp32, io-type and (fp16 runs) bf16 gradients: all three dv store paths.
+// wg3 (the default: wg with the store warpgroup's dv stores vectorized: io-type dv through the vh staging
+// pass, fp32 dv as float4): bitwise vs wg (same products, same values stored); the fast-store kernel must
+// have run at BT 64. The cases hold fp32, io-type and (fp16 runs) bf16 gradients: all three dv store paths.
 TEST_P(CudaGdnBwd, SweepWg3MatchesReferenceAndWgBitwise) {
   const auto [dt, bt] = GetParam();
   sweep_variant_matches(dt, bt, "wg3", cuda::gdn_bwd_sweep_wg3_launches);
 }
 
-TEST_P(CudaGdnBwd, SweepWg3pMatchesReferenceAndWgBitwise) {
-  const auto [dt, bt] = GetParam();
-  sweep_variant_matches(dt, bt, "wg3p", cuda::gdn_bwd_sweep_wg3_launches);
-}
-
-TEST_P(CudaGdnBwd, SweepWg3pfMatchesReferenceAndWgBitwise) {
-  const auto [dt, bt] = GetParam();
-  sweep_variant_matches(dt, bt, "wg3pf", cuda::gdn_bwd_sweep_wg3_launches);
-}
-
 TEST_P(CudaGdnBwd, SweepWg3IsDeterministic) {
   const auto [dt, bt] = GetParam();
-  for (const char* v : {"wg3", "wg3p", "wg3pf"}) sweep_variant_deterministic(dt, bt, v);
+  sweep_variant_deterministic(dt, bt, "wg3");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnBwd,
@@ -510,19 +487,33 @@ void sweep_variant_graph_sequence(const char* variant, int64_t (*launches)()) {
   EXPECT_GT(launches(), before);
 }
 
-TEST(CudaGdnBwdSweepWg, Wg2GraphSequence) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  sweep_variant_graph_sequence("wg2", cuda::gdn_bwd_sweep_wg2_launches);
-}
-
 TEST(CudaGdnBwdSweepWg, Wg3GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  for (const char* v : {"wg3", "wg3pf"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg3_launches);
+  sweep_variant_graph_sequence("wg3", cuda::gdn_bwd_sweep_wg3_launches);
 }
 
-TEST(CudaGdnBwdSweepWg, Wg3pGraphSequence) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  sweep_variant_graph_sequence("wg3p", cuda::gdn_bwd_sweep_wg3_launches);
+// A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,
+// the value and the accepted values, never a silent mma.sync sweep.
+TEST(CudaGdnBwdSweepWg, RemovedOrUnknownSwitchValueIsAnError) {
+  for (const char* v : {"wg2", "wg3p", "wg3pf", "wg9"}) {
+    setenv("LINATTN_CUDA_GDN_BWD_SWEEP", v, 1);
+    cuda::GdnFwdParams f{};
+    f.N = 1, f.T_total = 4096;
+    try {
+      cuda::gdn_bwd_sweep_wg_enabled(f);
+      ADD_FAILURE() << "LINATTN_CUDA_GDN_BWD_SWEEP=" << v << " accepted";
+    } catch (const linattn::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("LINATTN_CUDA_GDN_BWD_SWEEP=") + v), std::string::npos) << m;
+      EXPECT_NE(m.find("expected wg3"), std::string::npos) << m;
+    }
+  }
+  setenv("LINATTN_CUDA_GDN_BWD_SWEEP", "mma", 1);
+  cuda::GdnFwdParams f{};
+  f.N = 1, f.T_total = 4096;
+  EXPECT_FALSE(cuda::gdn_bwd_sweep_wg_enabled(f));
+  unsetenv("LINATTN_CUDA_GDN_BWD_SWEEP");
+  EXPECT_TRUE(cuda::gdn_bwd_sweep_wg_enabled(f)) << "the wgmma sweeps at 4096 tokens per sequence";
 }
 
 // The public op and its workspace query on CUDA tensors (see check_public_op_workspace).

@@ -18,10 +18,9 @@
 // sequences average >= kWgMinTokens tokens; racecheck reports hazards on the hand-off buffer that the
 // protocol does not explain (docs/perf-notes.md "Sweeps on wgmma"); "wglate" / "wgsync" probe it.
 // The layout, role 0's chain, role 1's loader and the store warpgroup live in gdn_bwd_sweep_wg.cuh;
-// "wg2" (gdn_bwd_sweep_wg2.cu) moves role 1's input ring to WG1 and runs every hand-off on mbarriers.
-// "wg3" (kMode 3) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's kFastDv),
-// "wg3p" wg2 with them, "wg3pf" wg3p with role 0's input ring also streamed by WG1; all three store the
-// same values as wg (perf-notes "Sweeps: the store warpgroup set the reverse step").
+// "wg3" (kMode 3, the default) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's
+// kFastDv), same values as wg (perf-notes "Sweeps: the store warpgroup set the reverse step"). wg2 / wg3p /
+// wg3pf (WG1 streaming the input rings on mbarriers) measured 2-5% slower and were removed in session 12.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -179,17 +178,21 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
 
 namespace {
 std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0};
-// Whether the switch unset takes wg2 (gdn_bwd_sweep_wg2.cu) where the wgmma sweeps run: false (the H200
-// A/B at 6da9684 measured wg2 5% slower, perf-notes "Sweeps: the chain warpgroup left only the chain");
-// "wg" keeps wg either way.
-constexpr bool kWg2Default = false;
+
+// The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
+std::string sweep_switch() {
+  const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
+  LINATTN_CHECK(v.empty() || v == "wg" || v == "wglate" || v == "wgsync" || v == "wg3" || v == "mma",
+                "LINATTN_CUDA_GDN_BWD_SWEEP=" + v +
+                    ": expected wg3 (the default), wg, wglate, wgsync or mma (wg2 / wg3p / wg3pf were removed)");
+  return v;
+}
 }  // namespace
 
 bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
-  const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
-  if (v == "wg" || v == "wglate" || v == "wgsync" || v == "wg2") return true;
-  if (v == "wg3" || v == "wg3p" || v == "wg3pf") return true;
-  if (!v.empty()) return false;  // "mma" (or any other value): the mma.sync sweeps
+  const std::string v = sweep_switch();
+  if (v == "mma") return false;
+  if (!v.empty()) return true;
   // Default: the wgmma sweeps where sequences average >= kWgMinTokens tokens (capacity in graph mode).
   // H200 at 73035b5: 1x32768 5.43 -> 4.23 ms, 4096x8 -14%, 1x8192 -21%, but 512x16 +7.5% (per-CTA
   // pipeline fill and drain over 8 chunks).
@@ -207,7 +210,7 @@ bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
 void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(gdn_bwd_sweep_wg_supported(p.f), "gdn bwd sweeps (wg): needs GDN, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
-  const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
+  const std::string v = sweep_switch();
   const bool bf = p.f.io == ElemType::kBF16;
   auto go = [&](auto mode) {
     constexpr int kMode = decltype(mode)::value;
@@ -215,10 +218,8 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
   g_wg_sweep_launches.fetch_add(1);
-  if (v == "wg3" || v == "wg3p" || v == "wg3pf") g_wg3_sweep_launches.fetch_add(1);
-  if (v == "wg2" || v == "wg3p" || v == "wg3pf" || (v.empty() && kWg2Default))
-    launch_gdn_bwd_sweeps_wg2(p, w, stream, v == "wg3pf" ? 2 : v == "wg3p" ? 1 : 0);
-  else if (v == "wg3" || v.empty()) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
+  if (v == "wg3" || v.empty()) g_wg3_sweep_launches.fetch_add(1);
+  if (v == "wg3" || v.empty()) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
   else if (v == "wglate") go(std::integral_constant<int, 1>{});
   else if (v == "wgsync") go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

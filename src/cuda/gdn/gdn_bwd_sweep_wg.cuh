@@ -1,12 +1,12 @@
-// Shared pieces of the wgmma backward sweeps (gdn_bwd_sweep_wg.cu "wg" / "wglate" / "wgsync",
-// gdn_bwd_sweep_wg2.cu "wg2"): the shared-memory layout (role 0's 3-stage k / v / Ab ring of
+// Shared pieces of the wgmma backward sweeps (gdn_bwd_sweep_wg.cu "wg3" / "wg" / "wglate" / "wgsync";
+// the mbarrier pieces also serve the KDA "wgm" sweeps): the shared-memory layout (role 0's 3-stage k / v / Ab ring of
 // gdn_fused_wgp_common.cuh, role 1's 2-stage q / k / Ab / P / dO ring with per-token scales, the
-// fragment hand-off double buffer, the store warpgroup's staging tile, the mbarriers of wg2), role 1's
-// loader and scales, role 0's chain (WG0; its ring a policy: FwdOwnRing, or wg3pf's WG1 producer) and
-// the store warpgroup (WG1; kFastDv: the vectorized dv stores of wg3 / wg3p / wg3pf), both templated on
+// fragment hand-off double buffer, the store warpgroup's staging tile, the mbarriers of the
+// removed wg2, kept in the layout), role 1's loader and scales, role 0's chain (WG0; its ring a policy:
+// FwdOwnRing) and the store warpgroup (WG1; kFastDv: the vectorized dv stores of wg3), both templated on
 // the hand-off protocol: XNamed<kMode> (named barriers full 3-4 / empty 5-6, wg) or XMbar (mbarriers,
-// wg2). The store warpgroup also takes a producer hook: wg2's WG1 streams role 1's input ring
-// (gdn_bwd_sweep_wg2.cu); NoProducer keeps WG1 a pure store warpgroup (wg).
+// the removed wg2's protocol). The store warpgroup also takes a producer hook (the removed wg2's WG1
+// streamed role 1's input ring through it); NoProducer keeps WG1 a pure store warpgroup.
 // Layouts and thread mapping: see gdn_bwd_sweep_wg.cu's header. GDN, BT 64, K 128, V-slice 64.
 #pragma once
 #include <cuda_runtime.h>
@@ -45,7 +45,7 @@ struct Xch {          // one chunk's results in fragment order: [register / 4][t
   float4 d[8][128];   // role 1: dv^T accumulator (fp32)
 };
 
-// wg2's mbarriers (wg leaves them unused): role 1's input ring (full: WG1's 128 threads arrive
+// The removed wg2's mbarriers (wg / wg3 leave them unused; the layout keeps them): role 1's input ring (full: WG1's 128 threads arrive
 // after their copies landed and the scales are stored; empty: WG0's 128 threads arrive after the
 // chunk's last product) and the fragment hand-off (full: WG0 arrives after its stores; empty: WG1
 // arrives after its loads).
@@ -99,7 +99,7 @@ struct XNamed {
     }
   }
 };
-// mbarriers (wg2): x_full[b] / x_empty[b] count 128 (every thread of one warpgroup arrives once
+// mbarriers (the removed wg2's protocol): x_full[b] / x_empty[b] count 128 (every thread of one warpgroup arrives once
 // per chunk); the use u = c / 2 of buffer b waits for completion u of x_full (parity u & 1) and,
 // for c >= 2, for completion u - 1 of x_empty. Neither side can run two completions ahead: WG0's
 // fill of chunk c + 2 waits for WG1's release of chunk c, which follows WG1's wait for chunk c.
@@ -130,7 +130,7 @@ __device__ __forceinline__ void load_acc_state(float (&S)[64], const void* src, 
     S[i] = src ? load_elem(src, ty, state_index(f, id.n, id.j, acc_col(t, i), id.v0 + acc_row(t, i))) : 0.f;
 }
 
-// Role 0's input ring as WG0 streams it itself (wg, wg2): the forward's 3-stage k / v / Ab ring by
+// Role 0's input ring as WG0 streams it itself (wg, wg3): the forward's 3-stage k / v / Ab ring by
 // cp.async, two chunks ahead, the next chunk's scales while the update runs, the chain barrier.
 template <class T>
 struct FwdOwnRing {
@@ -171,7 +171,7 @@ struct FwdOwnRing {
 };
 
 // Role 0 (WG0): the forward state chain; S^T and V^T fragments to the hand-off buffer. ring: where its
-// inputs come from (FwdOwnRing; wg3pf: WG1's producer, gdn_bwd_sweep_wg2.cu).
+// inputs come from (FwdOwnRing; the removed wg3pf had WG1 produce it).
 template <class T, class XSync, class Ring>
 __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& id, int t, const XSync xs,
                           const Ring& rg) {
@@ -320,12 +320,12 @@ __device__ __forceinline__ void load_scales(float (&dst)[16], const float* src, 
 }
 
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk.
-// prod (wg2, role 1): streams role 1's input ring; issue(cc) runs after chunk cc's fragments are
+// prod (the removed wg2, role 1): streams role 1's input ring; issue(cc) runs after chunk cc's fragments are
 // read, finish(cc) after its stores.
-// kFastDv (wg3 / wg3p): dv in the io type is packed from the fragments (the same round-to-nearest as
+// kFastDv (wg3): dv in the io type is packed from the fragments (the same round-to-nearest as
 // store_out) and written through the vh staging pass (stmatrix.trans into rows 64-127 of the tile, 16-byte
 // rows, no extra barrier); fp32 dv keeps the fp32 staging tile but stores float4s. Other dv types, or a
-// dv pointer not 16-byte aligned, take the scalar path. Without it (wg / wg2) dv is staged fp32 and
+// dv pointer not 16-byte aligned, take the scalar path. Without it (wg) dv is staged fp32 and
 // written by scalar store_out (~380 instructions per chunk on WG1: the H200 profile at 3d3a678 shows the
 // reverse chain waiting on "empty" for ~1/3 of its samples, i.e. WG1 sets role 1's step).
 template <class T, bool kFastDv = false, class XSync, class Prod>

@@ -18,7 +18,7 @@
 // only, one CTA per (slice, head, sequence). Scope: KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16
 // (BT 32 keeps the mma.sync sweeps). Not bitwise the mma.sync sweeps (accumulation order differs).
 // Hand-off protocol (kernel template flag kMbar): named barriers (XS, "wg", the default) or mbarriers
-// (XM, "wgm": wg2's protocol of gdn_bwd_sweep_wg2.cu, which racecheck verifies); same products on the
+// (XM, "wgm": the mbarrier protocol of gdn_bwd_sweep_wg.cuh's XMbar, which racecheck verifies); same products on the
 // same operands in the same order, so wgm's outputs equal wg's bit for bit.
 #include <cuda_runtime.h>
 
@@ -107,7 +107,7 @@ struct XS {
 // u = c / NX of buffer b = c % NX waits for completion u of full[b] (parity u & 1) and, for c >= NX,
 // completion u - 1 of empty[b]. No waiter can see its barrier two phases ahead: the fill of chunk
 // c + NX waits for the release of chunk c, which follows the wait for chunk c. With NX = 2 this is
-// XMbar of gdn_bwd_sweep_wg.cuh (wg2), which is fixed at two buffers.
+// XMbar of gdn_bwd_sweep_wg.cuh, which is fixed at two buffers.
 template <int NX>
 struct XM {
   static constexpr int kN = NX;
