@@ -10,7 +10,8 @@
 // sequence, the first segment's forward beside the state pass; CudaTier3First): single-sequence
 // layouts against the reference, tier 1 and the default schedule at segments 2, 3 and 9 (checked to
 // run), and one graph capture replayed on new sequence lengths bitwise equal to eager fixed calls.
-// The opt-in tma3 state pass and combine variants (CudaTier3SegVariants): bitwise the default tier 3.
+// The tma3 state pass (CudaTier3SegVariants): bitwise the cp.async one; the opt-in tensor-core combines (tc / tc8):
+// the reference bars, tier 1 and the default at the same bars (another summation order); the switch's errors.
 // LINATTN_SANITIZED=1: fewer cases (compute-sanitizer runs).
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include "cuda/seg/seg_pass.h"
 #include "cuda/seg/tier3.h"
 #include "cuda_fwd_util.h"
+#include "linattn/error.h"
 #include "linattn/ops.h"
 #include "meta/chunk_attn_desc.h"
 
@@ -160,8 +162,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaTier3SegKernel,
                          });
 
 // The state pass on tma3's rings (LINATTN_CUDA_SEG_CHAIN=tma3, the default since d3f84ad; GDN at BT 64 takes it, checked to run)
-// and the combine variants (LINATTN_CUDA_SEG_COMBINE=ring3 / blk / blk3, checked to run), alone and
-// together: the reference bars and bitwise equal to the default tier 3 (same products, same order).
+// against the cp.async one (v3): bitwise. The tensor-core combines (LINATTN_CUDA_SEG_COMBINE=tc / tc8, checked to run):
+// another summation order (3xTF32 products, ~fp32 rounding), so not bitwise the default: the reference bars, tier 1
+// and the default tier 3 at the same bars, deterministic.
 class CudaTier3SegVariants : public ::testing::TestWithParam<std::tuple<DType, int>> {
  protected:
   void SetUp() override {
@@ -169,12 +172,12 @@ class CudaTier3SegVariants : public ::testing::TestWithParam<std::tuple<DType, i
   }
 };
 
-TEST_P(CudaTier3SegVariants, BitwiseDefaultAndCloseToReference) {
+TEST_P(CudaTier3SegVariants, BitwiseOrCloseToDefaultAndReference) {
   const auto [dt, bt] = GetParam();
   struct Variant {
     const char *chain, *combine;
   };
-  const Variant variants[] = {{"tma3", "ring2"}, {"v3", "ring3"}, {"v3", "blk"}, {"tma3", "ring3"}, {"tma3", "blk3"}};
+  const Variant variants[] = {{"tma3", "ring2"}, {"tma3", "tc"}, {"tma3", "tc8"}, {"v3", "tc"}};
   for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
     for (const FwdCase& c : cases(dt, bt, op)) {
       SCOPED_TRACE(c.name);
@@ -182,6 +185,7 @@ TEST_P(CudaTier3SegVariants, BitwiseDefaultAndCloseToReference) {
       spec.opt.segments = 1;
       const ChunkAttnData d1 = make_chunk_attn(spec);
       const ChunkAttnOutTensors ref = ref_forward(d1);
+      const ChunkAttnOutTensors tier1 = run_cuda_fwd(d1, api::CudaGdnPath::kChunked, 0);
       for (int segments : {2, 3, 8}) {
         SCOPED_TRACE("segments=" + std::to_string(segments));
         ChunkAttnData d = d1;
@@ -194,20 +198,50 @@ TEST_P(CudaTier3SegVariants, BitwiseDefaultAndCloseToReference) {
         for (const Variant& v : variants) {
           SCOPED_TRACE(std::string(v.chain) + " " + v.combine);
           ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", v.chain), b("LINATTN_CUDA_SEG_COMBINE", v.combine);
-          const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), ring0 = cuda::seg::seg_combine_ring3_launches();
+          const bool tc = std::string(v.combine) != "ring2";
+          const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), tc0 = cuda::seg::seg_combine_tc_launches();
           const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
           const bool tma = std::string(v.chain) == "tma3" && op == ChunkOp::kGdn && bt == 64;
           EXPECT_EQ(cuda::gdn_fused_wgp_seg_tma_launches() - tma0, tma ? 1 : 0) << "tma3 state pass launches";
-          EXPECT_EQ(cuda::seg::seg_combine_ring3_launches() - ring0, std::string(v.combine) != "ring2" ? 1 : 0)
-              << "variant combine launches";
+          EXPECT_EQ(cuda::seg::seg_combine_tc_launches() - tc0, tc ? 1 : 0) << "tc combine launches";
           EXPECT_TRUE(fwd_close(d, ref, got, c.spec.dtype)) << "variant vs the fp64 reference";
           EXPECT_TRUE(all_finite(d, got));
           check_padding_untouched(d, got);
-          EXPECT_TRUE(same_bits(got.o, def.o) && same_bits(got.final_state, def.final_state))
-              << "variant not bitwise equal to the default tier 3";
+          if (!tc) {
+            EXPECT_TRUE(same_bits(got.o, def.o) && same_bits(got.final_state, def.final_state))
+                << "variant not bitwise equal to the default tier 3";
+            continue;
+          }
+          EXPECT_TRUE(fwd_close(d, tier1, got, c.spec.dtype)) << "tc combine vs tier 1";
+          EXPECT_TRUE(fwd_close(d, def, got, c.spec.dtype)) << "tc combine vs the default tier 3";
+          const ChunkAttnOutTensors again = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+          EXPECT_TRUE(same_bits(got.o, again.o) && same_bits(got.final_state, again.final_state))
+              << "tc combine is not deterministic";
         }
       }
     }
+}
+
+// LINATTN_CUDA_SEG_COMBINE: the removed variants (ring3, blk, blk3) and unknown values are errors naming the
+// variable, the value and the accepted values; ring2 / unset, tc and tc8 pick their combines.
+TEST(CudaTier3SegCombineSwitch, RemovedValuesAreErrors) {
+  for (const char* bad : {"ring3", "blk", "blk3", "tc4", "RING2"}) {
+    ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", bad);
+    try {
+      cuda::seg::seg_combine_mode();
+      ADD_FAILURE() << "LINATTN_CUDA_SEG_COMBINE=" << bad << " accepted";
+    } catch (const Error& err) {
+      const std::string what = err.what();
+      EXPECT_NE(what.find(std::string("LINATTN_CUDA_SEG_COMBINE=") + bad), std::string::npos) << what;
+      EXPECT_NE(what.find("expected ring2"), std::string::npos) << what;
+      EXPECT_NE(what.find("tc or tc8"), std::string::npos) << what;
+    }
+  }
+  const std::pair<const char*, int> good[] = {{"ring2", 0}, {"", 0}, {"tc", 1}, {"tc8", 2}};
+  for (const auto& [value, mode] : good) {
+    ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", value);
+    EXPECT_EQ(cuda::seg::seg_combine_mode(), mode) << value;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3SegVariants,

@@ -5,7 +5,8 @@
 // backward, every sweep V-slice) and KDA (token backward inside tier 3), BT 64 and 32, bf16 / fp16.
 // Also: padding rows of per-token gradients are zero, zero-length sequences pass d_final_state to
 // dh0 exactly, and two runs give the same bits (the parameter-gradient reductions stay ordered).
-// The opt-in tma3 state pass and combine variants: every gradient bitwise the default's.
+// The tma3 state pass: every gradient bitwise the cp.async one's; the opt-in tensor-core combines (tc / tc8):
+// the reference bars and the default tier 3's at the same bars.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -93,33 +94,49 @@ TEST_P(CudaTier3Bwd, GdnEverySweepSlice) {
   run_bwd_case(cases(dt, bt, ChunkOp::kGdn)[0], {3}, {32, 64, 128});
 }
 
-// The tma3 state pass (the default since d3f84ad) with each combine variant (LINATTN_CUDA_SEG_CHAIN=tma3, LINATTN_CUDA_SEG_COMBINE=ring3 /
-// blk3; the state pass runs once for GDN at BT 64, both combines on the variant): every gradient bitwise the default's.
-TEST_P(CudaTier3Bwd, SegVariantsBitwiseDefault) {
+// The tma3 state pass (the default since d3f84ad; LINATTN_CUDA_SEG_CHAIN=tma3, runs once for GDN at BT 64) with the
+// default combine: every gradient bitwise the cp.async state pass's. With the tensor-core combines
+// (LINATTN_CUDA_SEG_COMBINE=tc / tc8: both combines, checked to run; another summation order, ~fp32 rounding): every
+// gradient within the bars of the fp64 reference and of the default tier 3, deterministic.
+TEST_P(CudaTier3Bwd, SegVariantsMatchDefault) {
   const auto [dt, bt] = GetParam();
   for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
     for (const BwdCase& c : cases(dt, bt, op)) {
       SCOPED_TRACE(c.name);
+      ChunkAttnSpec spec1 = c.spec;
+      spec1.opt.segments = 1;
+      const ChunkAttnData d1 = make_chunk_attn(spec1);
+      Rng rng1(78);
+      const ChunkAttnCotangents cot = random_cotangents(d1, rng1, c.spec.dtype, c.dht);
+      const ChunkAttnGradTensors ref = ref_backward(d1, cot);
       for (int segments : {3, 8}) {
         SCOPED_TRACE("segments=" + std::to_string(segments));
-        ChunkAttnSpec spec = c.spec;
-        spec.opt.segments = segments;
-        const ChunkAttnData d = make_chunk_attn(spec);
-        Rng rng(78);
-        const ChunkAttnCotangents cot = random_cotangents(d, rng, c.spec.dtype, c.dht);
+        ChunkAttnData d = d1;
+        d.spec.opt.segments = segments;
         ChunkAttnGradTensors def;
         {
           ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "v3"), b("LINATTN_CUDA_SEG_COMBINE", "ring2");
           def = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
         }
-        for (const char* combine : {"ring3", "blk3"}) {
+        for (const char* combine : {"ring2", "tc", "tc8"}) {
           SCOPED_TRACE(combine);
+          const bool tc = std::string(combine) != "ring2";
           ScopedEnv a("LINATTN_CUDA_SEG_CHAIN", "tma3"), b("LINATTN_CUDA_SEG_COMBINE", combine);
-          const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), ring0 = cuda::seg::seg_combine_ring3_launches();
+          const int64_t tma0 = cuda::gdn_fused_wgp_seg_tma_launches(), tc0 = cuda::seg::seg_combine_tc_launches();
           const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
           EXPECT_EQ(cuda::gdn_fused_wgp_seg_tma_launches() - tma0, op == ChunkOp::kGdn && bt == 64 ? 1 : 0);
-          EXPECT_EQ(cuda::seg::seg_combine_ring3_launches() - ring0, 2);
-          EXPECT_TRUE(grads_bitwise(got, def)) << "tma3 state pass + combine variant vs the default tier 3";
+          EXPECT_EQ(cuda::seg::seg_combine_tc_launches() - tc0, tc ? 2 : 0);
+          if (!tc) {
+            EXPECT_TRUE(grads_bitwise(got, def)) << "tma3 state pass vs the default tier 3";
+            continue;
+          }
+          EXPECT_TRUE(bwd_close(d, ref, got, c.spec.dtype)) << "tc combine vs the fp64 reference";
+          EXPECT_TRUE(bwd_close(d, def, got, c.spec.dtype)) << "tc combine vs the default tier 3";
+          EXPECT_TRUE(grads_padding_zero(d, got));
+          EXPECT_TRUE(grads_finite(got));
+          check_zero_length_dh0(d, cot, got);
+          const ChunkAttnGradTensors again = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto, 0);
+          EXPECT_TRUE(grads_bitwise(got, again)) << "tc combine backward is not deterministic";
         }
       }
     }

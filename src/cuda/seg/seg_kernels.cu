@@ -8,6 +8,7 @@
 // 128 x 128, rows padded to 132 floats: 16-byte cp.async rows, conflict-free float4 row reads) is
 // double-buffered in shared memory: step i+1's M is in flight by cp.async while step i computes
 // (M does not depend on the walk), so a step costs its FMAs, not an L2 round trip of 64 KB.
+// LINATTN_CUDA_SEG_COMBINE=tc / tc8 (opt-in) runs the same walk on tensor cores (seg_combine_tc.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
+#include "cuda/seg/seg_combine_common.cuh"
+#include "cuda/seg/seg_combine_tc.h"
 #include "cuda/seg/seg_pass.h"
 
 namespace linattn::cuda::seg {
@@ -59,116 +62,30 @@ __device__ __forceinline__ void store_as(void* out, ElemType t, int64_t i, float
   }
 }
 
-// DEPTH: M buffers (2: step i + 1's in flight while step i computes; 3: steps i + 1 and i + 2).
-template <int DEPTH = 2>
-struct CombineSmemT {
-  float m[DEPTH][kK][kLdM];  // M of steps i (buffer i % DEPTH) .. i + DEPTH - 1
+struct CombineSmem {
+  float m[2][kK][kLdM];  // M of steps i (buffer i & 1) and i + 1
   float h[kK][kCB];
 };
-using CombineSmem = CombineSmemT<2>;
-
-// The buffer of step it (DEPTH 2: it & 1, as before the deeper ring existed).
-template <int DEPTH>
-__device__ __forceinline__ int m_buf(int it) {
-  if constexpr (DEPTH == 2) return it & 1;
-  else return it % DEPTH;
-}
-
-// cp.async of one slot's M (K x K fp32, K K / 4 / NT chunks of 16 bytes per thread) into buffer m.
-template <int NT = kThreads>
-__device__ __forceinline__ void prefetch_m(float (*m)[kLdM], const float* Mg, int tid) {
-#pragma unroll
-  for (int u = 0; u < kK * kK / 4 / NT; ++u) {
-    const int idx = tid + u * NT, row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
-    cp_async16(&m[row][col], Mg + 4 * idx, true);
-  }
-}
-
-// One step of the blocked combine (BLK, 64 threads): h <- M h + add (REV: M^T h + add) over the 128 x 8
-// block. Thread tid: columns oc..oc+3 of rows row(i), i < 4; forward rows rg + 32 i (a warp's float4 reads of
-// M rows hit 16 consecutive rows: conflict-free), REV rows 4 rg + i (M^T's 4 rows are one float4 of an M row).
-// Each output: fmaf over k = 0..127 in order from 0, then + add (the 256-thread step's chain). Barriers as there.
-template <bool REV>
-__device__ __forceinline__ void combine_step_blk(float (*h)[kCB], const float (*m)[kLdM], const float* add, int V,
-                                                 int tid) {
-  const int rg = tid / 2, oc = (tid % 2) * 4;
-  const auto row_of = [&](int i) { return REV ? 4 * rg + i : rg + 32 * i; };
-  float4 a[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) a[i] = *reinterpret_cast<const float4*>(add + int64_t(row_of(i)) * V + oc);
-  __syncthreads();  // every thread's copies of this step's M are visible
-  float acc[4][4] = {};
-#pragma unroll 2
-  for (int k = 0; k < kK; k += 4) {
-    float w[4][4];  // w[i][u] = M[row(i)][k + u] (REV: M[k + u][row(i)])
-    if constexpr (REV) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const float4 c = *reinterpret_cast<const float4*>(&m[k + u][4 * rg]);
-        w[0][u] = c.x, w[1][u] = c.y, w[2][u] = c.z, w[3][u] = c.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 r4 = *reinterpret_cast<const float4*>(&m[row_of(i)][k]);
-        w[i][0] = r4.x, w[i][1] = r4.y, w[i][2] = r4.z, w[i][3] = r4.w;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const float4 hv = *reinterpret_cast<const float4*>(&h[k + u][oc]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        acc[i][0] = fmaf(w[i][u], hv.x, acc[i][0]);
-        acc[i][1] = fmaf(w[i][u], hv.y, acc[i][1]);
-        acc[i][2] = fmaf(w[i][u], hv.z, acc[i][2]);
-        acc[i][3] = fmaf(w[i][u], hv.w, acc[i][3]);
-      }
-    }
-  }
-  __syncthreads();  // every thread has read h and this step's M
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    h[row_of(i)][oc] = acc[i][0] + a[i].x;
-    h[row_of(i)][oc + 1] = acc[i][1] + a[i].y;
-    h[row_of(i)][oc + 2] = acc[i][2] + a[i].z;
-    h[row_of(i)][oc + 3] = acc[i][3] + a[i].w;
-  }
-  __syncthreads();
-}
 
 // Shared body of both combines. REV: walk slots in reverse, multiply by M^T, skip first slots.
 // FIRST (forward only, the first-segment schedule): h starts from init_seg's slot n s (fp32
 // K-major, slot 0's true final state), which is also slot 0's output; the walk starts at slot 1
 // (its M the first prefetched) and each step's flags are loaded one step ahead.
-// DEPTH 3 (opt-in, LINATTN_CUDA_SEG_COMBINE=ring3): M two steps ahead (three buffers) and the flags
-// one step ahead, so neither an M copy nor a flags load waits inside a step; same FMAs, same order.
-// BLK (opt-in, LINATTN_CUDA_SEG_COMBINE=blk / blk3): 64 threads of 4 rows x 4 columns each (register
-// blocking: a step's shared loads per FMA drop from 5 / 16 to 8 / 64), flags a step ahead; every output
-// is the same fmaf chain over k in the same order, so bitwise the 256-thread combine.
-template <bool REV, bool FIRST, int DEPTH = 2, bool BLK = false>
+template <bool REV, bool FIRST>
 __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, SegTable t, const void* init,
                                                                 ElemType init_type, const float* init_seg,
                                                                 const float* M, const float* add, float* out) {
   static_assert(!(REV && FIRST), "the first-segment start is forward only");
-  static_assert(DEPTH == 2 || DEPTH == 3, "two or three M buffers");
-  constexpr bool kAhead = FIRST || DEPTH > 2 || BLK;  // flags loaded one step ahead
-  constexpr int NT = BLK ? 64 : kThreads;
+  constexpr bool kAhead = FIRST;  // flags loaded one step ahead
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  CombineSmemT<DEPTH>& s = *reinterpret_cast<CombineSmemT<DEPTH>*>(smem_raw);
+  CombineSmem& s = *reinterpret_cast<CombineSmem*>(smem_raw);
   const int tid = threadIdx.x, c0 = blockIdx.x * kCB, j = blockIdx.y;
   const int64_t n = blockIdx.z;
   const int V = p.V;
   const auto slot_of = [&](int it) { return n * t.segments + (REV ? t.segments - 1 - it : it); };
-  for (int idx = tid; idx < kK * kCB; idx += NT) {
+  for (int idx = tid; idx < kK * kCB; idx += kThreads) {
     const int row = idx / kCB, c = idx % kCB;
-    if constexpr (FIRST) {
-      const float x = init_seg[((slot_of(0) * p.HV + j) * kK + row) * V + c0 + c];
-      s.h[row][c] = x;
-      out[((slot_of(0) * p.HV + j) * kK + row) * V + c0 + c] = x;
-    } else {
-      s.h[row][c] = init ? load_elem(init, init_type, state_index(p, n, j, row, c0 + c)) : 0.f;
-    }
+    s.h[row][c] = combine::initial_state<FIRST>(p, n, slot_of(0), j, row, c0 + c, init, init_type, init_seg, out);
   }
   __syncthreads();
   const int orow = tid / 2, oc = (tid % 2) * 4;  // this thread's 4 outputs
@@ -178,26 +95,20 @@ __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, S
   // step it + 1's (so two copies never target one address at once, even past a skipped slot),
   // and step it + 1's then lands during step it's FMAs. A slot's M is fetched even when the slot
   // is skipped (its buffer is allocated, the values unused): the prefetch never waits on the flags.
-  // DEPTH 3: steps it0 and it0 + 1 in flight before the walk, each its own group; a step waits for all
-  // but the newest group (its own M landed) and then issues step it + 2's into the buffer step it - 1 read.
-#pragma unroll
-  for (int d = 0; d < DEPTH - 1; ++d) {
-    if (it0 + d < t.segments)
-      prefetch_m<NT>(s.m[m_buf<DEPTH>(it0 + d)], M + (slot_of(it0 + d) * p.HV + j) * kK * kK, tid);
-    cp_async_commit();
-  }
+  if (it0 < t.segments) combine::prefetch_m<kLdM>(s.m[it0 & 1], M + (slot_of(it0) * p.HV + j) * kK * kK, tid);
+  cp_async_commit();
   int32_t next_flags = kAhead && it0 < t.segments ? t.flags[slot_of(it0)] : 0;
   for (int it = it0; it < t.segments; ++it) {
     const int64_t slot = slot_of(it);
     const int64_t head = slot * p.HV + j;
-    for (int idx = tid; idx < kK * kCB; idx += NT) {
+    for (int idx = tid; idx < kK * kCB; idx += kThreads) {
       const int row = idx / kCB, c = idx % kCB;
       out[(head * kK + row) * V + c0 + c] = s.h[row][c];
     }
-    cp_async_wait<DEPTH - 2>();
-    // Buffer (it + DEPTH - 1) % DEPTH was last read in an earlier step, before its closing barriers.
-    if (it + DEPTH - 1 < t.segments)
-      prefetch_m<NT>(s.m[m_buf<DEPTH>(it + DEPTH - 1)], M + (slot_of(it + DEPTH - 1) * p.HV + j) * kK * kK, tid);
+    cp_async_wait<0>();
+    // Buffer (it + 1) & 1 was last read in step it - 1, before its closing barriers.
+    if (it + 1 < t.segments)
+      combine::prefetch_m<kLdM>(s.m[(it + 1) & 1], M + (slot_of(it + 1) * p.HV + j) * kK * kK, tid);
     cp_async_commit();
     int32_t flags;
     if constexpr (kAhead) {
@@ -207,13 +118,9 @@ __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, S
       flags = t.flags[slot];
     }
     if (flags & (kSegEmpty | stop)) continue;  // uniform over the CTA
-    if constexpr (BLK) {
-      combine_step_blk<REV>(s.h, s.m[m_buf<DEPTH>(it)], add + head * kK * V + c0, V, tid);
-      continue;
-    }
     const float4 a = *reinterpret_cast<const float4*>(add + (head * kK + orow) * V + c0 + oc);
     __syncthreads();  // every thread's copies of this step's M are visible
-    const float(*m)[kLdM] = s.m[m_buf<DEPTH>(it)];
+    const float(*m)[kLdM] = s.m[it & 1];
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
     for (int k = 0; k < kK; k += 4) {
@@ -275,7 +182,7 @@ __global__ void seg_first_split_kernel(GdnFwdParams p, SegTable t, float* h0_seg
   }
 }
 
-std::atomic<int64_t> g_ring3_launches{0};
+std::atomic<int64_t> g_tc_launches{0};
 
 void check_shape(const GdnFwdParams& p, const SegTable& t) {
   LINATTN_CHECK(p.K == kK, "tier 3: K must be ", kK, ", got ", p.K);
@@ -284,27 +191,19 @@ void check_shape(const GdnFwdParams& p, const SegTable& t) {
                 " slots for ", p.N, " sequences");
 }
 
-// One launch of the combine at the M-ring depth the switch picks (seg_pass.h seg_combine_ring3).
+// One launch of the combine the switch picks (seg_pass.h seg_combine_mode).
 template <bool REV, bool FIRST>
 void launch_combine(const GdnFwdParams& p, const SegTable& t, const void* init, ElemType init_type,
                     const float* init_seg, const float* M, const float* add, float* out, void* stream) {
-  const dim3 grid(p.V / kCB, p.HV, static_cast<unsigned>(t.N));
-  const auto st = static_cast<cudaStream_t>(stream);
   const int mode = seg_combine_mode();
-  if (mode != 0) g_ring3_launches.fetch_add(1);
-  if (mode == 1) {
-    launch(seg_combine_kernel<REV, FIRST, 3>, grid, dim3(kThreads), sizeof(CombineSmemT<3>), st, p, t, init, init_type,
-           init_seg, M, add, out);
-  } else if (mode == 2) {
-    launch(seg_combine_kernel<REV, FIRST, 2, true>, grid, dim3(64), sizeof(CombineSmem), st, p, t, init, init_type,
-           init_seg, M, add, out);
-  } else if (mode == 3) {
-    launch(seg_combine_kernel<REV, FIRST, 3, true>, grid, dim3(64), sizeof(CombineSmemT<3>), st, p, t, init, init_type,
-           init_seg, M, add, out);
-  } else {
-    launch(seg_combine_kernel<REV, FIRST>, grid, dim3(kThreads), sizeof(CombineSmem), st, p, t, init, init_type,
-           init_seg, M, add, out);
+  if (mode != 0) {
+    g_tc_launches.fetch_add(1);
+    launch_combine_tc(REV, FIRST, mode == 1 ? 16 : 8, p, t, init, init_type, init_seg, M, add, out, stream);
+    return;
   }
+  const dim3 grid(p.V / kCB, p.HV, static_cast<unsigned>(t.N));
+  launch(seg_combine_kernel<REV, FIRST>, grid, dim3(kThreads), sizeof(CombineSmem), static_cast<cudaStream_t>(stream),
+         p, t, init, init_type, init_seg, M, add, out);
 }
 
 }  // namespace
@@ -317,19 +216,16 @@ void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable&
          min_segment, t);
 }
 
-// The combine when LINATTN_CUDA_SEG_COMBINE is unset or not a valid value: "ring2" (256 threads, two M buffers)
-// until an H200 A/B says otherwise.
-constexpr const char* kCombineDefault = "ring2";
-
+// LINATTN_CUDA_SEG_COMBINE: "ring2" or unset = the FFMA combine (the default), "tc" / "tc8" = the tensor-core
+// one at 16 / 8 columns per CTA (seg_combine_tc.cu); anything else (also the removed ring3 / blk / blk3) is an error.
 int seg_combine_mode() {
-  const auto parse = [](const std::string& v) {
-    return v == "ring2" ? 0 : v == "ring3" ? 1 : v == "blk" ? 2 : v == "blk3" ? 3 : -1;
-  };
-  const int m = parse(env_or("LINATTN_CUDA_SEG_COMBINE", ""));
-  return m >= 0 ? m : parse(kCombineDefault);
+  const std::string v = env_or("LINATTN_CUDA_SEG_COMBINE", "");
+  LINATTN_CHECK(v.empty() || v == "ring2" || v == "tc" || v == "tc8", "LINATTN_CUDA_SEG_COMBINE=", v,
+                ": expected ring2 (the default, also when unset), tc or tc8 (ring3, blk and blk3 were removed)");
+  return v == "tc" ? 1 : v == "tc8" ? 2 : 0;
 }
 
-int64_t seg_combine_ring3_launches() { return g_ring3_launches.load(); }
+int64_t seg_combine_tc_launches() { return g_tc_launches.load(); }
 
 void combine_forward(const GdnFwdParams& p, const SegTable& t, const float* M, const float* S_loc, float* h0_seg,
                      void* stream) {

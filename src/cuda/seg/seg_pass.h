@@ -82,13 +82,14 @@ void combine_reverse(const GdnFwdParams& p, const void* dht, ElemType dht_type, 
                      const float* dS_loc, float* dht_seg,  // [t.num, HV, K, V] out
                      void* stream);
 
-// Environment LINATTN_CUDA_SEG_COMBINE (read per launch; opt-in) picks the combines' kernel (all three above and
-// below): "ring3" = M two steps ahead in three shared buffers, each step's flags a step ahead; "blk" = 64 threads
-// of 4 x 4 outputs (register blocking: fewer shared loads per FMA), flags a step ahead; "blk3" = both; "ring2" or
-// unset = 256 threads, two buffers. Every output is the same fmaf chain in the same order: bitwise equal.
-// seg_combine_mode: 0 ring2, 1 ring3, 2 blk, 3 blk3. seg_combine_ring3_launches: launches of modes 1-3 so far.
+// Environment LINATTN_CUDA_SEG_COMBINE (read per launch) picks the combines' kernel (all three above and below):
+// "ring2" or unset = the default (seg_kernels.cu: 256 threads, fp32 FMAs in a fixed order, two M buffers);
+// opt-in "tc" / "tc8" = each step on mma.sync in 3xTF32 with 16 / 8 state columns per CTA (seg_combine_tc.cu;
+// another summation order: ~fp32 rounding, not bitwise the default). Any other value is an error (ring3, blk and
+// blk3 were removed in session 12). seg_combine_mode: 0 ring2, 1 tc, 2 tc8 (throws on a bad value);
+// seg_combine_tc_launches: launches of tc / tc8 so far.
 int seg_combine_mode();
-int64_t seg_combine_ring3_launches();
+int64_t seg_combine_tc_launches();
 
 // First-segment schedule (tier3.cc, LINATTN_CUDA_TIER3_FIRST; one sequence: p.N == 1, s >= 2).
 // build_first_split: h0_seg[slot 0] = p.h0 (p's layout / type) or zero, and two more virtual
