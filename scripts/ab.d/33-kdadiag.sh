@@ -1,8 +1,9 @@
 # KDA backward chunk kernel chunked11 (LINATTN_CUDA_KDA_BWD=chunked11; opt-in, kda/kda_bwd_chunk11.cu = SPLIT of
 # kda_bwd_chunk2_kernel.cuh, pieces in kda_bwd_chunk11_parts.cuh; perf-notes "chunked11"): chunked7 with each
 # diagonal 16 x 16 intra block split into two 8 x 8 triangles walked in lockstep (8 warp steps instead of 16) and
-# the lower-left 8 x 8 square on 3xTF32 mma (separable through row 16 I + 7: products of decays <= 1 only). Not
-# bitwise chunked7; compiled here (stack 160 -> 128 B, 128 registers), never run on a GPU before this piece.
+# the lower-left 8 x 8 square on 3xTF32 mma (separable through row 16 I + 7: products of decays <= 1 only; the
+# column walk as a Horner recurrence). Not bitwise chunked7; compiled here (stack 160 -> 144 B, 128 registers),
+# never run on a GPU before this piece.
 # Prediction: chunk kernel ~6.9 -> ~6.45 ms, KDA 32/32 1x32768 fwd+bwd graph with the cache 10.25 -> ~9.8 ms.
 # This piece (its own clock, 90 s; every step guarded):
 # 1. bench default vs chunked11, bench-cuda-bwd KDA 32/32 1x32768 --saved 1, two rounds interleaved (the deciding

@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float ca[NTK][4];
       // blocks below the diagonal
       offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_cols_split<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
       else intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
       if constexpr (SPLIT) frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // the same values, 16 registers free
 #pragma unroll
