@@ -11,7 +11,9 @@
 // The chunk kernel is chunked7, the only one since session 10: LINATTN_CUDA_KDA_BWD=chunked7 runs the
 // same path as =chunked (checked bitwise), and a removed mode (chunked2 .. chunked6, chunked8, chunked9)
 // is an invalid-argument error naming the variable, the value and the accepted values, thrown by the
-// workspace query and the plan (no kernel runs).
+// workspace query and the plan (no kernel runs). LINATTN_CUDA_KDA_BWD=chunked11 (kdadiag, opt-in: the diagonal
+// blocks as walked triangles + an mma square) against the fp64 reference and the default kernel in every case,
+// at the extreme gates, and captured in a graph (the *Chunked11* tests).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -95,6 +97,30 @@ TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
   for (size_t i = 0; i < all.size(); ++i) run_case(all[i], !sanitized(), i == 0);
 }
 
+// chunked11: every case against the fp64 reference and against chunked7 (not bitwise: the square is a product),
+// padding, finiteness, dh0; two runs bitwise equal.
+TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
+  const auto [dt, bt] = GetParam();
+  auto all = cases(dt, bt);
+  if (sanitized()) all.resize(2);
+  for (const Case& c : all) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(c.spec.seed * 31 + 7);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+    const ChunkAttnGradTensors c7 = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    KdaBwdMode mode("chunked11");
+    const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << "chunked11 vs fp64 reference";
+    EXPECT_TRUE(bwd_close(d, c7, got, c.spec.dtype)) << "chunked11 vs chunked7";
+    EXPECT_TRUE(grads_padding_zero(d, got));
+    EXPECT_TRUE(grads_finite(got));
+    check_zero_length_dh0(d, cot, got);
+    EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
+        << "chunked11 deterministic";
+  }
+}
+
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const auto [dt, bt] = GetParam();
   const Case c = cases(dt, bt)[2];
@@ -115,8 +141,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,
 
 // Every gate entry at -1000 (no memory) or at -5 (strongest lower-bound decay; 64 x 5 = 320 nats
 // over a chunk): finite and equal to the reference.
-TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+void all_gates_at_the_limits() {
   for (const int bt : {64, 32})
     for (const double x : {-1000.0, -5.0}) {
       SCOPED_TRACE("gate " + std::to_string(x) + " bt " + std::to_string(bt));
@@ -133,6 +158,15 @@ TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
       EXPECT_TRUE(grads_padding_zero(d, got));
       EXPECT_TRUE(bwd_close(d, ref, got, DType::kBF16));
     }
+}
+TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  all_gates_at_the_limits();
+}
+TEST(CudaKdaBwdChunkedExtreme, Chunked11AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked11");
+  all_gates_at_the_limits();
 }
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
@@ -179,7 +213,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", ""}) {
+  for (const char* v : {"chunked7", "chunked11", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -197,6 +231,11 @@ TEST(CudaKdaBwdChunkedGraph, SevenLayoutsReplayEqualsEagerFixed) {
                                 {ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}};
   if (sanitized()) gcs.resize(1);
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
+}
+TEST(CudaKdaBwdChunkedGraph, Chunked11ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked11");
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
 }
 
 }  // namespace

@@ -91,14 +91,17 @@ constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
 // LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked7 (the chunked path, its one chunk kernel) |
-// token, read on every call (plan and workspace query agree). Any other value, the removed chunk kernels
+// chunked11 (opt-in: the chunk kernel with split diagonal blocks) | token, read on every call (plan and
+// workspace query agree). Any other value, the removed chunk kernels
 // chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws here, before any launch.
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
   if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
-  LINATTN_CHECK(mode.empty() || mode == "chunked" || mode == "chunked7", "LINATTN_CUDA_KDA_BWD=", mode,
-                " is not a KDA backward mode; accepted: unset or empty (default), chunked, chunked7, token (the "
-                "chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed: docs/perf-notes.md)");
+  LINATTN_CHECK(mode.empty() || mode == "chunked" || mode == "chunked7" || mode == "chunked11",
+                "LINATTN_CUDA_KDA_BWD=", mode,
+                " is not a KDA backward mode; accepted: unset or empty (default), chunked, chunked7, chunked11, "
+                "token (the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed: "
+                "docs/perf-notes.md)");
   if (!mode.empty() || kKdaChunkedDefault) return nullptr;
   return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
 }
@@ -205,7 +208,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   if (f.kda) {
     // chunked7 (H200 A/B at 95f8975: backward 11.86 -> 11.12 ms at 32/32 1x32768 against chunked5); the
     // other chunk kernels were removed in session 10 (last in 154ad2a).
-    launch_kda_bwd_chunk5(p, w, st);
+    if (env_or("LINATTN_CUDA_KDA_BWD", "") == "chunked11") launch_kda_bwd_chunk11(p, w, st);  // opt-in
+    else launch_kda_bwd_chunk5(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

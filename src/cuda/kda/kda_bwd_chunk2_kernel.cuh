@@ -13,6 +13,7 @@
 #include <cstddef>
 
 #include "cuda/common/launch.h"
+#include "cuda/kda/kda_bwd_chunk11_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -30,7 +31,8 @@ constexpr bool tables_fit() {
   return V == 128 && ds >= tab && 2 * y >= tab && offsetof(S0, dO) == offsetof(S0, y) + y;
 }
 
-template <class T, int BT, int V>
+// SPLIT (chunked11, kda_bwd_chunk11_parts.cuh): the diagonal blocks as two walked triangles + one mma square.
+template <class T, int BT, int V, bool SPLIT>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
@@ -203,9 +205,11 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
       offdiag_rows<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);
-      intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
+      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);
+      else intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
+      if constexpr (SPLIT) frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // reloaded: xh dead across the walks
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
@@ -221,7 +225,9 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float ca[NTK][4];
       // blocks below the diagonal
       offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
-      intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
+      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
+      else intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
+      if constexpr (SPLIT) frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // the same values, 16 registers free
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
@@ -292,26 +298,29 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V>
+template <class T, int BT, int V, bool SPLIT>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(kda_bwd_chunk2_kernel<T, BT, V>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
 }
 
-template <class T, int BT>
+template <class T, int BT, bool SPLIT>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-inline void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+template <bool SPLIT>
+void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
+  LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
+  LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64>(p, w, stream) : launch_bt<__half, 64>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT>(p, w, stream) : launch_bt<__half, 64, SPLIT>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32>(p, w, stream) : launch_bt<__half, 32>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT>(p, w, stream) : launch_bt<__half, 32, SPLIT>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }

@@ -9,9 +9,7 @@
 namespace linattn::cuda {
 
 void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
-  LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
-  launch_v(p, w, stream);
+  launch_v<false>(p, w, stream);
 }
 
 }  // namespace linattn::cuda
