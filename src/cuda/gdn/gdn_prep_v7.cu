@@ -14,6 +14,8 @@
 // Q K^T stays resident through the value heads at v6's 4 CTAs per SM (~52 KB at G 4).
 // Every value is v6's expression in v6's order: bitwise v6's Ab, Ai, gam, rq, rk and records; P too except the
 // sign of its upper-triangle zeros (+0 here; v6 stored scale 0 qk_ij).
+// Split (opt-in LINATTN_CUDA_GDN_PREP_SPLIT, gdn_prep_v7.h, perf-notes "Prep split"): the SPLIT instances, grid
+// (chunk rows, H, S), G / S value heads per CTA (front half recomputed): the unsplit bits.
 #include "cuda/gdn/gdn_prep_v7.h"
 
 #include <atomic>
