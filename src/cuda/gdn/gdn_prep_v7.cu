@@ -287,11 +287,12 @@ void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci,
   if (sw.value != 1) {  // opt-in: the value heads of a (chunk, q/k head) over S CTAs
     auto ks = gdn_prep_v7_kernel<T, BT, WP, SC, true>;
     const int S = gdn_prep_split_pick(sw, G, nt_cap * p.H, [&](int s) {
-      static std::atomic<int> occ[9] = {};  // per instance and G / s (<= 8 value heads per CTA cached)
+      static std::atomic<int> occ[9] = {};  // per instance and G / s <= 8: queried once
       const int gs = G / s;
-      if (gs > 8) return ctas_per_sm(reinterpret_cast<const void*>(ks), PrepSmemV7<T, BT, WP>::bytes(gs));
-      if (occ[gs].load() == 0) occ[gs].store(ctas_per_sm(reinterpret_cast<const void*>(ks), PrepSmemV7<T, BT, WP>::bytes(gs)));
-      return occ[gs].load();
+      int n = gs <= 8 ? occ[gs].load() : 0;
+      if (n == 0) n = ctas_per_sm(reinterpret_cast<const void*>(ks), PrepSmemV7<T, BT, WP>::bytes(gs));
+      if (gs <= 8) occ[gs].store(n);
+      return n;
     });
     if (S > 1) {
       g_split_launches.fetch_add(1);
@@ -352,7 +353,8 @@ GdnPrepSplit gdn_prep_split_env() {
   if (v.empty() || v == "1") return {1};
   if (v == "auto") return {0};
   if (v == "2" || v == "4" || v == "8") return {v[0] - '0'};
-  LINATTN_CHECK(false, "LINATTN_CUDA_GDN_PREP_SPLIT=", v, ": expected 1 (the default, also when unset), 2, 4, 8 or auto");
+  LINATTN_CHECK(false, "LINATTN_CUDA_GDN_PREP_SPLIT=", v,
+                ": expected 1 (the default, also when unset), 2, 4, 8 or auto");
   return {1};
 }
 
