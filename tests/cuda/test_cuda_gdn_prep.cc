@@ -1,6 +1,10 @@
 // Prep v7 (LINATTN_CUDA_GDN_PREP=v7, gdn_prep_v7.cu): the same cases against the fp64 reference and bitwise v6's
 // o / final state / gradients (its Ab, Ai, rq, rk, gam and records are v6's bits; P differs only in the sign of
 // upper-triangle zeros), the V-slices, P in the fused kernel, tma3 records, backward, training cache; 4 CTAs per SM.
+// Prep v7 split (LINATTN_CUDA_GDN_PREP_SPLIT=2 / 4 / auto, gdn_prep_v7.cu): every check below against unsplit v7
+// bitwise (o, final state, gradients, training cache, P in the fused kernel, tma3 records), on short varlen shapes
+// first (4 sequences 128 / 96 / 200 / 88 at GVA 2, edge lengths at GVA 4 and 1: sentinel chunk rows at BT 64 and 32),
+// then the forward cases; the split instance must run wherever G is even; the switch, the pick and the occupancy.
 // GDN prep v6 (LINATTN_CUDA_GDN_PREP=v6, src/cuda/gdn/gdn_prep.cu): the default prep's arithmetic with fewer CTA
 // barriers, so with the switch every GDN forward case (the layer options with GVA 2, varlen with edge lengths 0,
 // 1, BT-1, BT, BT+1, 2BT+3, padding and int64 cu_seqlens, strong decays with -1000 gates, a zero-length sequence
@@ -16,6 +20,7 @@
 #include <cstdlib>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/compare.h"
@@ -34,8 +39,37 @@ std::vector<FwdCase> gdn_cases(DType dt, int bt) {
   return r;
 }
 
-// nullptr: the comparison baseline, the previous default "v5" (v6 is the default since accc55a).
-void set_prep(const char* v) { setenv("LINATTN_CUDA_GDN_PREP", v ? v : "v5", 1); }
+// Short varlen shapes (the split's target: grids under one wave), K = V = 128, layer options: GVA 2 (4 sequences of
+// 128, 96, 200, 88 tokens: nt_cap 11 rows, 10 used at BT 64; 19 / 17 at BT 32), GVA 4 with edge lengths and a zero-
+// length sequence, GVA 1 (the split never runs: G 1).
+std::vector<FwdCase> short_cases(DType dt, int bt) {
+  std::vector<FwdCase> r;
+  ChunkAttnSpec s = layer_options_spec(dt, bt, ChunkOp::kGdn);
+  s.seqlens = {128, 96, 200, 88};
+  s.pad_tokens = 5;
+  r.push_back({"short_varlen_gva2", s});
+  ChunkAttnSpec e = varlen_edges_spec(dt, bt, ChunkOp::kGdn);
+  e.seqlens = {1, 63, 65, 0, 130, 31};
+  e.H = 1;
+  e.HV = 4;
+  e.opt.use_qk_l2norm_in_kernel = true;
+  r.push_back({"short_varlen_edges_gva4", e});
+  ChunkAttnSpec o = s;
+  o.H = o.HV = 2;
+  o.seqlens = {33, 200, 17};
+  r.push_back({"short_varlen_gva1", o});
+  return r;
+}
+
+// The comparison baseline for nullptr: the previous default "v5" (v6 is the default since accc55a). "v7/sN": v7 with
+// LINATTN_CUDA_GDN_PREP_SPLIT=N (any other value unsets the split switch).
+void set_prep(const char* v) {
+  const std::string s = v ? v : "v5";
+  const size_t k = s.find("/s");
+  setenv("LINATTN_CUDA_GDN_PREP", s.substr(0, k).c_str(), 1);
+  if (k == std::string::npos) unsetenv("LINATTN_CUDA_GDN_PREP_SPLIT");
+  else setenv("LINATTN_CUDA_GDN_PREP_SPLIT", s.substr(k + 2).c_str(), 1);
+}
 
 // o and final state of d with the prep switch at v (nullptr: "v5", the previous default).
 ChunkAttnOutTensors fwd_with(const ChunkAttnData& d, const char* v, int vs = 0) {
@@ -57,6 +91,7 @@ class CudaGdnPrepV6 : public ::testing::TestWithParam<std::tuple<DType, int>> {
   }
   void TearDown() override {
     unsetenv("LINATTN_CUDA_GDN_PREP");
+    unsetenv("LINATTN_CUDA_GDN_PREP_SPLIT");
     unsetenv("LINATTN_CUDA_GDN_P");
     unsetenv("LINATTN_CUDA_GDN_CHAIN");
     unsetenv("LINATTN_CUDA_WGMMA");
@@ -84,14 +119,33 @@ TEST(CudaGdnPrepV6Occupancy, FourCtasPerSmAtBt64) {
 }
 
 // A prep version under test: its switch value, the baseline it must equal bitwise (nullptr: "v5", the previous
-// default) and its launch counter.
+// default), its launch counter and (split) whether it runs on a spec (nullptr: always) and the short cases first.
 struct Variant {
   const char* name;
   const char* base;
   int64_t (*launches)();
+  bool (*runs)(const ChunkAttnSpec&) = nullptr;
+  bool short_first = false;
 };
+bool even_g(const ChunkAttnSpec& s) { return (s.HV / s.H) % 2 == 0; }  // the split runs (S 2, 4 or auto)
 const Variant kV6{"v6", nullptr, cuda::gdn_prep_v6_launches};
 const Variant kV7{"v7", "v6", cuda::gdn_prep_v7_launches};
+const Variant kS2{"v7/s2", "v7", cuda::gdn_prep_split_launches, even_g, true};
+const Variant kS4{"v7/s4", "v7", cuda::gdn_prep_split_launches, even_g, true};
+const Variant kSAuto{"v7/sauto", "v7", cuda::gdn_prep_split_launches, even_g, true};
+
+std::vector<FwdCase> cases_for(const Variant& v, DType dt, int bt) {
+  std::vector<FwdCase> r = v.short_first ? short_cases(dt, bt) : std::vector<FwdCase>{};
+  for (FwdCase& c : gdn_cases(dt, bt)) r.push_back(std::move(c));
+  if (std::getenv("LINATTN_SANITIZED")) r.resize(2);
+  return r;
+}
+// The variant's launch counter moved since `before` (where it runs on c).
+void expect_ran(const Variant& v, const FwdCase& c, int64_t before, const char* where) {
+  if (!v.runs || v.runs(c.spec)) {
+    EXPECT_GT(v.launches(), before) << c.name << ": the " << v.name << " prep did not run" << where;
+  }
+}
 
 // Forward then backward through the public ops; with `cache`, the forward's prep fills the training cache and
 // the backward reads it.
@@ -123,20 +177,23 @@ FwdBwd fwd_bwd(const ChunkAttnData& d, const ChunkAttnCotangents& cot, bool cach
 
 // The checks, each run for v6 (against v5) and v7 (against v6).
 void matches_reference(const Variant& v, DType dt, int bt) {
-  for (const FwdCase& c : gdn_cases(dt, bt)) {
+  for (const FwdCase& c : cases_for(v, dt, bt)) {
     const int64_t before = v.launches();
     set_prep(v.name);
     run_fwd_case(c, api::CudaGdnPath::kChunked, 0);
     set_prep(nullptr);
-    EXPECT_GT(v.launches(), before) << c.name << ": the " << v.name << " prep did not run";
+    expect_ran(v, c, before, "");
   }
 }
 
 void same_bits_as_base(const Variant& v, DType dt, int bt) {
-  for (const FwdCase& c : gdn_cases(dt, bt)) {
+  for (const FwdCase& c : cases_for(v, dt, bt)) {
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
-    expect_same_fwd(fwd_with(d, v.base), fwd_with(d, v.name));
+    const int64_t before = v.launches();
+    const ChunkAttnOutTensors got = fwd_with(d, v.name);
+    expect_ran(v, c, before, "");
+    expect_same_fwd(fwd_with(d, v.base), got);
     if (c.name == "varlen_edges_mixed_decay")
       for (int vs : {32, 64, 128}) expect_same_fwd(fwd_with(d, v.base, vs), fwd_with(d, v.name, vs));
   }
@@ -146,7 +203,7 @@ void same_bits_as_base(const Variant& v, DType dt, int bt) {
 void same_bits_p_fused(const Variant& v, DType dt, int bt) {
   setenv("LINATTN_CUDA_WGMMA", "1", 1);
   setenv("LINATTN_CUDA_GDN_P", "fused", 1);
-  for (const FwdCase& c : gdn_cases(dt, bt)) {
+  for (const FwdCase& c : cases_for(v, dt, bt)) {
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
     expect_same_fwd(fwd_with(d, v.base, 64), fwd_with(d, v.name, 64));
@@ -159,7 +216,7 @@ void same_bits_tma3(const Variant& v, DType dt) {
   setenv("LINATTN_CUDA_WGMMA", "1", 1);
   setenv("LINATTN_CUDA_GDN_P", "prep", 1);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
-  std::vector<FwdCase> cs = gdn_cases(dt, 64);
+  std::vector<FwdCase> cs = cases_for(v, dt, 64);
   ChunkAttnSpec sp = varlen_edges_spec(dt, 64, ChunkOp::kGdn);
   sp.seqlens = {200, 63, 1, 130, 321, 65, 0, 255, 17, 48};
   sp.pad_tokens = 5;
@@ -172,7 +229,7 @@ void same_bits_tma3(const Variant& v, DType dt) {
     const int64_t sc_before = cuda::gdn_fused_wgp_sc_launches(), before = v.launches();
     const ChunkAttnOutTensors got = fwd_with(d, v.name, 64);
     EXPECT_GT(cuda::gdn_fused_wgp_sc_launches(), sc_before) << "the tma3 instance did not run";
-    EXPECT_GT(v.launches(), before) << "the " << v.name << " prep did not run";
+    expect_ran(v, c, before, "");
     expect_same_fwd(fwd_with(d, v.base, 64), got);
     set_prep(v.name);
     run_fwd_case(c, api::CudaGdnPath::kChunked, 64);
@@ -182,8 +239,8 @@ void same_bits_tma3(const Variant& v, DType dt) {
 
 // The backward's own prep (Ab, Ai, P, gam, rq, rk): bitwise the baseline's gradients, close to fp64.
 void backward_same_bits(const Variant& v, DType dt, int bt) {
-  std::vector<FwdCase> cs = gdn_cases(dt, bt);
-  cs.resize(3);  // the backward tests' GDN shapes (K = V = 128)
+  std::vector<FwdCase> cs = cases_for(v, dt, bt);
+  cs.resize(3);  // the backward tests' GDN shapes (K = V = 128; split: the short cases)
   for (const FwdCase& c : cs) {
     SCOPED_TRACE(c.name);
     const ChunkAttnData d = make_chunk_attn(c.spec);
@@ -194,7 +251,7 @@ void backward_same_bits(const Variant& v, DType dt, int bt) {
     set_prep(v.name);
     const int64_t before = v.launches();
     const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
-    EXPECT_GT(v.launches(), before) << "the " << v.name << " prep did not run in the backward";
+    expect_ran(v, c, before, " in the backward");
     set_prep(nullptr);
     EXPECT_TRUE(grads_bitwise(base, got));
     EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, dt));
@@ -205,7 +262,7 @@ void backward_same_bits(const Variant& v, DType dt, int bt) {
 // The training cache: the variant's forward prep outputs, read by the backward, give bitwise the baseline's
 // gradients without the cache, and the forward's outputs are the baseline's.
 void training_cache_same_bits(const Variant& v, DType dt, int bt) {
-  std::vector<FwdCase> cs = gdn_cases(dt, bt);
+  std::vector<FwdCase> cs = cases_for(v, dt, bt);
   cs.resize(3);
   for (const FwdCase& c : cs) {
     SCOPED_TRACE(c.name);
@@ -215,7 +272,9 @@ void training_cache_same_bits(const Variant& v, DType dt, int bt) {
     set_prep(v.base);
     const FwdBwd plain = fwd_bwd(d, cot, false);
     set_prep(v.name);
+    const int64_t before = v.launches();
     const FwdBwd cached = fwd_bwd(d, cot, true);
+    expect_ran(v, c, before, " in the training-cache forward");
     set_prep(nullptr);
     EXPECT_TRUE(same_bits(plain.out.o, cached.out.o)) << "o differs";
     EXPECT_TRUE(same_bits(plain.out.final_state, cached.out.final_state)) << "final_state differs";
@@ -264,6 +323,67 @@ TEST_P(CudaGdnPrepV6, V7SameBitsWithPInTheFusedKernel) { same_bits_p_fused(kV7, 
 TEST_P(CudaGdnPrepV6, V7BackwardSameBitsAsV6) { backward_same_bits(kV7, dt(), bt()); }
 TEST_P(CudaGdnPrepV6, V7TrainingCacheSameBitsAsV6) { training_cache_same_bits(kV7, dt(), bt()); }
 
+// ---- prep v7 split: the same checks against unsplit v7 (short varlen cases first) ----
+TEST(CudaGdnPrepSplit, SwitchAndPick) {
+  using cuda::gdn_prep_split_pick;
+  {
+    ScopedEnv e("LINATTN_CUDA_GDN_PREP_SPLIT", nullptr);
+    EXPECT_EQ(cuda::gdn_prep_split_env().value, 1) << "unsplit is the default";
+  }
+  const std::pair<const char*, int> ok[] = {{"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}, {"auto", 0}};
+  for (const auto& [v, want] : ok) {
+    ScopedEnv e("LINATTN_CUDA_GDN_PREP_SPLIT", v);
+    EXPECT_EQ(cuda::gdn_prep_split_env().value, want) << v;
+  }
+  for (const char* bad : {"3", "0", "on", "16"}) {
+    ScopedEnv e("LINATTN_CUDA_GDN_PREP_SPLIT", bad);
+    try {
+      cuda::gdn_prep_split_env();
+      ADD_FAILURE() << "LINATTN_CUDA_GDN_PREP_SPLIT=" << bad << " accepted";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(std::string("LINATTN_CUDA_GDN_PREP_SPLIT=") + bad), std::string::npos)
+          << err.what();
+    }
+  }
+  auto four = [](int) { return 4; };  // 4 CTAs per SM, 132 SMs: one wave is 528 CTAs
+  const cuda::GdnPrepSplit autos{0}, s2{2}, s4{4}, s8{8}, off{1};
+  EXPECT_EQ(gdn_prep_split_pick(autos, 2, 11 * 16, four, 132), 2);   // 16/32, 512 tokens: 352 CTAs
+  EXPECT_EQ(gdn_prep_split_pick(autos, 4, 11 * 16, four, 132), 2);   // 16/64: 704 > 528 at S 4
+  EXPECT_EQ(gdn_prep_split_pick(autos, 4, 32 * 16, four, 132), 1);   // 16/64 1x2048: 512 CTAs already
+  EXPECT_EQ(gdn_prep_split_pick(autos, 2, 31 * 16, four, 132), 1);   // 16/32 64x16: nt_cap 31, 992 > 528 at S 2
+  EXPECT_EQ(gdn_prep_split_pick(autos, 8, 4, four, 132), 8);
+  EXPECT_EQ(gdn_prep_split_pick(autos, 3, 4, four, 132), 1);         // no even split of 3 value heads
+  EXPECT_EQ(gdn_prep_split_pick(autos, 6, 4, four, 132), 2);
+  EXPECT_EQ(gdn_prep_split_pick(s4, 2, 1 << 20, four, 132), 2);      // forced: the largest divisor of G not above
+  EXPECT_EQ(gdn_prep_split_pick(s4, 4, 1 << 20, four, 132), 4);
+  EXPECT_EQ(gdn_prep_split_pick(s8, 4, 1, four, 132), 4);
+  EXPECT_EQ(gdn_prep_split_pick(s2, 3, 1, four, 132), 1);
+  EXPECT_EQ(gdn_prep_split_pick(s2, 1, 1, four, 132), 1);
+  EXPECT_EQ(gdn_prep_split_pick(off, 4, 1, four, 132), 1);
+}
+
+TEST(CudaGdnPrepSplit, FourCtasPerSmAtBt64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  for (int Gs : {1, 2, 4}) EXPECT_EQ(cuda::gdn_prep_v7_split_ctas_per_sm(Gs), 4) << "G / S = " << Gs;
+}
+
+TEST_P(CudaGdnPrepV6, SplitSameBitsAsV7) {
+  for (const Variant* v : {&kS2, &kS4, &kSAuto}) {
+    SCOPED_TRACE(v->name);
+    same_bits_as_base(*v, dt(), bt());
+  }
+}
+TEST_P(CudaGdnPrepV6, SplitMatchesReference) { matches_reference(kS2, dt(), bt()); }
+TEST_P(CudaGdnPrepV6, SplitSameBitsWithPInTheFusedKernel) {
+  same_bits_p_fused(kS2, dt(), bt());
+  same_bits_p_fused(kSAuto, dt(), bt());
+}
+TEST_P(CudaGdnPrepV6, SplitBackwardSameBitsAsV7) {
+  backward_same_bits(kS2, dt(), bt());
+  backward_same_bits(kS4, dt(), bt());
+}
+TEST_P(CudaGdnPrepV6, SplitTrainingCacheSameBitsAsV7) { training_cache_same_bits(kSAuto, dt(), bt()); }
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepV6,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
                          dtype_bt_name);
@@ -272,6 +392,10 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepV6,
 class CudaGdnPrepTma3 : public CudaGdnPrepV6 {};
 TEST_P(CudaGdnPrepTma3, V6SameBitsWithTma3Records) { same_bits_tma3(kV6, dt()); }
 TEST_P(CudaGdnPrepTma3, V7SameBitsWithTma3Records) { same_bits_tma3(kV7, dt()); }
+TEST_P(CudaGdnPrepTma3, SplitSameBitsWithTma3Records) {
+  same_bits_tma3(kS2, dt());
+  same_bits_tma3(kS4, dt());
+}
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepTma3,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64)),
                          dtype_bt_name);

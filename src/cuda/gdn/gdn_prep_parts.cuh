@@ -99,10 +99,11 @@ __device__ __forceinline__ void gram_products(Smem& s, int warp, int lane) {
 }
 
 // q / k row scales (rq, rk in shared memory and the workspace), one warp per row: row i = warp + 8 u.
+// SPLIT (prep v7 split, gridDim.z CTAs per (chunk, q/k head)): every CTA forms the scales, split 0 stores them.
 // V6: a warp's 2 BT / 8 rows at once (one 8-byte load per row and lane, the butterflies of all rows
 // interleaved) instead of one row after another (~20% of the prep's stall samples at 3d3a678: each row a
 // chain of 4 loads, 5 dependent shuffles, a predicated store); the same sums in the same order (same bits).
-template <bool V6, class T, int BT, class Smem>
+template <bool V6, class T, int BT, bool SPLIT = false, class Smem>
 __device__ __forceinline__ void row_scales(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, int h, int64_t t0,
                                            int len, int warp, int lane) {
   if constexpr (!V6) {
@@ -146,7 +147,7 @@ __device__ __forceinline__ void row_scales(const GdnFwdParams& p, const GdnChunk
       const int ri = warp + kWarps * lane - (isq ? 0 : BT);
       const float rs = p.l2norm ? rsqrtf(mine + 1e-6f) : 1.f;
       (isq ? s.rq : s.rk)[ri] = rs;
-      if (ri < len) (isq ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
+      if (ri < len && (!SPLIT || blockIdx.z == 0)) (isq ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
     }
   }
 }
@@ -157,20 +158,24 @@ constexpr int kSeg = 16;  // each thread: 16 contiguous columns of one row of L 
 // shared memory and the workspace), row scales (RV6: v6's interleaved rows), the tma3 records (SC), K K^T and
 // Q K^T into the Smem's kk / qk (gram_products). Returns false (touching nothing) for a sentinel row or an empty
 // chunk; on true the q / k tiles are dead (a CTA barrier passed).
-template <class T, int BT, bool WP, bool PE, bool SC, bool RV6, class Smem>
+// SPLIT (prep v7 split): the CTA owns value heads hv G' .. hv G' + G' - 1, G' = HV / H / gridDim.z, hv = h gridDim.z +
+// blockIdx.z (the q/k head's G value heads split in gridDim.z consecutive groups): its gate scans, gam / beta
+// ([G'][BT]) and records only; q / k, row scales and Gram products as unsplit (rq / rk stored by split 0).
+template <class T, int BT, bool WP, bool PE, bool SC, bool RV6, bool SPLIT = false, class Smem>
 __device__ __forceinline__ bool prep_front(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                                            int nts, Smem& s, float* gam_all, float* beta_all, int64_t& t0, int& len) {
-  const int G = p.HV / p.H;
+  const int G = SPLIT ? p.HV / p.H / static_cast<int>(gridDim.z) : p.HV / p.H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t r = blockIdx.x;
   const int h = blockIdx.y;
+  const int hv = SPLIT ? h * static_cast<int>(gridDim.z) + static_cast<int>(blockIdx.z) : h;  // value-head group
   if (!chunk_span(p, chunk_indices, nts, r, BT, t0, len)) return false;  // sentinel row / empty chunk: touch nothing
   load_qk_rows<kThreads, BT>(p, t0, h, len, s.u.in.q, s.u.in.k, tid);
   cp_async_commit();
 
   // All G gate scans and betas while the copies fly: warp w owns value heads w, w + 8, ...
   for (int jj = warp; jj < G; jj += kWarps) {
-    const int j = h * G + jj;
+    const int j = hv * G + jj;
     float gsum = 0.f;
 #pragma unroll
     for (int half = 0; half < BT / 32; ++half) {
@@ -191,11 +196,11 @@ __device__ __forceinline__ bool prep_front(const GdnFwdParams& p, const GdnChunk
   cp_async_wait<0>();
   __syncthreads();
 
-  row_scales<RV6, T, BT>(p, ws, s, h, t0, len, warp, lane);
+  row_scales<RV6, T, BT, SPLIT>(p, ws, s, h, t0, len, warp, lane);
   __syncthreads();
   if constexpr (SC) {  // chain mode tma3: the fused kernel's per-token scales, by its expressions
     static_assert(BT == chain_sc::kTok, "the scale records are per 64-token chunk");
-    chain_sc::write_records<kThreads>(ws.sc, r, p.HV, h, G, gam_all, s.rk, s.rq, len, p.scale, tid);
+    chain_sc::write_records<kThreads>(ws.sc, r, p.HV, hv, G, gam_all, s.rk, s.rq, len, p.scale, tid);
   }
   gram_products<T, BT, WP, PE>(s, warp, lane);
   __syncthreads();  // q/k tiles dead from here: their space holds L and X (PE: first Q K^T)

@@ -14,11 +14,15 @@
 // Q K^T stays resident through the value heads at v6's 4 CTAs per SM (~52 KB at G 4).
 // Every value is v6's expression in v6's order: bitwise v6's Ab, Ai, gam, rq, rk and records; P too except the
 // sign of its upper-triangle zeros (+0 here; v6 stored scale 0 qk_ij).
+// Split (opt-in LINATTN_CUDA_GDN_PREP_SPLIT, gdn_prep_v7.h, perf-notes "Prep split"): the SPLIT instances, grid
+// (chunk rows, H, S), G / S value heads per CTA (front half recomputed): the unsplit bits.
 #include "cuda/gdn/gdn_prep_v7.h"
 
 #include <atomic>
+#include <functional>
 
 #include "core/util.h"
+#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_prep_parts.cuh"
 
@@ -193,7 +197,9 @@ __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int
   }
 }
 
-template <class T, int BT, bool WP, bool SC>
+// SPLIT (LINATTN_CUDA_GDN_PREP_SPLIT, opt-in): grid (chunk rows, H, S); the CTA does the front half as unsplit
+// and the loop below for its G / S value heads hv G' .. (prep_front), same expressions: the unsplit bits.
+template <class T, int BT, bool WP, bool SC, bool SPLIT = false>
 __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                                                 const int32_t* chunk_indices, int nts) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -201,13 +207,14 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
   constexpr int NB = Smem::kNB, kOff = 8 * NB * (NB - 1);  // diagonal items: BT; off-diagonal and upper: kOff each
   static_assert(BT + 2 * kOff <= kThreads, "one item per thread and role");
   auto& s = *reinterpret_cast<Smem*>(smem_raw);
-  const int G = p.HV / p.H;
+  const int G = SPLIT ? p.HV / p.H / static_cast<int>(gridDim.z) : p.HV / p.H;  // this CTA's value heads
   float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
   float* beta_all = gam_all + G * BT;                                   // [G][BT]
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, h = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int h = SPLIT ? static_cast<int>(blockIdx.y * gridDim.z + blockIdx.z) : static_cast<int>(blockIdx.y);
   int64_t t0;
   int len;
-  if (!prep_front<T, BT, WP, WP, SC, true>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
+  if (!prep_front<T, BT, WP, WP, SC, true, SPLIT>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
 
   // This thread's items by its logical index lt (roles warp-uniform at BT 64): 0: the diagonal segment of row lt;
   // 1: an off-diagonal lower item (L and P); 2: an off-diagonal lower item (Ab) and two upper 8-column chunks (Ab /
@@ -260,15 +267,44 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
   }
 }
 
-std::atomic<int64_t> g_v7_launches{0};
+std::atomic<int64_t> g_v7_launches{0}, g_split_launches{0};
+
+// Resident CTAs per SM of a kernel at `bytes` of dynamic shared memory (after the carveout / opt-in launch() sets).
+int ctas_per_sm(const void* kernel, size_t bytes) {
+  prefer_max_shared_carveout(kernel);
+  if (bytes > 48 * 1024) ensure_dynamic_smem(kernel, bytes);
+  int n = 0;
+  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, bytes));
+  return n;
+}
 
 template <class T, int BT, bool WP, bool SC>
 void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                  cudaStream_t stream) {
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
+  const int G = p.HV / p.H;
+  const GdnPrepSplit sw = gdn_prep_split_env();
+  if (sw.value != 1) {  // opt-in: the value heads of a (chunk, q/k head) over S CTAs
+    auto ks = gdn_prep_v7_kernel<T, BT, WP, SC, true>;
+    const int S = gdn_prep_split_pick(sw, G, nt_cap * p.H, [&](int s) {
+      static std::atomic<int> occ[9] = {};  // per instance and G / s <= 8: queried once
+      const int gs = G / s;
+      int n = gs <= 8 ? occ[gs].load() : 0;
+      if (n == 0) n = ctas_per_sm(reinterpret_cast<const void*>(ks), PrepSmemV7<T, BT, WP>::bytes(gs));
+      if (gs <= 8) occ[gs].store(n);
+      return n;
+    });
+    if (S > 1) {
+      g_split_launches.fetch_add(1);
+      prefer_max_shared_carveout(reinterpret_cast<const void*>(ks));
+      launch(ks, dim3(static_cast<unsigned>(nt_cap), p.H, S), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G / S),
+             stream, p, ws, ci, nts);
+      return;
+    }
+  }
   auto kernel = gdn_prep_v7_kernel<T, BT, WP, SC>;
   prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
-  launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(p.HV / p.H),
+  launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
          stream, p, ws, ci, nts);
 }
 
@@ -301,15 +337,39 @@ bool gdn_prep_v7_env() {
   return v.empty() || v == "v7";
 }
 int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
+int64_t gdn_prep_split_launches() { return g_split_launches.load(); }
 
-int gdn_prep_v7_ctas_per_sm(int G) {
-  auto kernel = gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>;
-  const size_t bytes = PrepSmemV7<__nv_bfloat16, 64, true>::bytes(G);
-  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));  // as launch_v7_t and launch() set them
-  if (bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
-  int n = 0;
-  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, bytes));
-  return n;
+int gdn_prep_v7_ctas_per_sm(int G) {  // as launch_v7_t and launch() set the carveout and the opt-in
+  return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>),
+                     PrepSmemV7<__nv_bfloat16, 64, true>::bytes(G));
+}
+int gdn_prep_v7_split_ctas_per_sm(int Gs) {
+  return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false, true>),
+                     PrepSmemV7<__nv_bfloat16, 64, true>::bytes(Gs));
+}
+
+GdnPrepSplit gdn_prep_split_env() {
+  const std::string v = env_or("LINATTN_CUDA_GDN_PREP_SPLIT", "");
+  if (v.empty() || v == "1") return {1};
+  if (v == "auto") return {0};
+  if (v == "2" || v == "4" || v == "8") return {v[0] - '0'};
+  LINATTN_CHECK(false, "LINATTN_CUDA_GDN_PREP_SPLIT=", v,
+                ": expected 1 (the default, also when unset), 2, 4, 8 or auto");
+  return {1};
+}
+
+int gdn_prep_split_pick(GdnPrepSplit sw, int G, int64_t ctas, const std::function<int(int)>& ctas_per_sm_at,
+                        int sm_count) {
+  if (sw.value == 1 || G < 2) return 1;
+  if (sw.value > 1) {  // forced: the largest divisor of G not above it
+    int s = sw.value;
+    while (s > 1 && G % s != 0) s /= 2;
+    return s;
+  }
+  if (sm_count <= 0) sm_count = current_device_info().sm_count;
+  for (int s = 8; s > 1; s /= 2)  // auto: the largest split whose grid fits in one wave of resident CTAs
+    if (G % s == 0 && ctas * s <= int64_t(ctas_per_sm_at(s)) * sm_count) return s;
+  return 1;
 }
 
 template <class T, int BT>

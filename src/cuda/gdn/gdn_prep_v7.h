@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cuda/gdn/gdn_kernels.h"
@@ -21,6 +22,23 @@ bool gdn_prep_v7_env();
 int64_t gdn_prep_v7_launches();
 // Resident CTAs per SM of the bf16 BT-64 v7 kernel (P written) for G value heads per q/k head.
 int gdn_prep_v7_ctas_per_sm(int G);
+// Prep split (opt-in, LINATTN_CUDA_GDN_PREP_SPLIT, read per call; v7 only, perf-notes "Prep split"): grid (chunk
+// rows, H, S), each CTA the front half (q / k, Gram products) as unsplit and G / S of the q/k head's G value heads:
+// bitwise the unsplit outputs. "1" or unset: unsplit (the default); "2" / "4" / "8": S forced (the largest divisor of
+// G not above it); "auto": the largest S in {8, 4, 2} dividing G whose grid nt_cap H S (the capacity: graph-safe)
+// fits in one wave of resident CTAs (CTAs per SM of the split instance x SMs), else 1. Anything else is an error.
+struct GdnPrepSplit {
+  int value = 1;  // 0: auto
+};
+GdnPrepSplit gdn_prep_split_env();
+// S for G value heads per q/k head and an unsplit grid of `ctas` CTAs; ctas_per_sm_at(s): resident split CTAs per SM
+// at G / s value heads each; sm_count <= 0: the current device's.
+int gdn_prep_split_pick(GdnPrepSplit sw, int G, int64_t ctas, const std::function<int(int)>& ctas_per_sm_at,
+                        int sm_count = 0);
+// Split launches (S > 1) so far in this process (tests check it ran); resident split CTAs per SM (bf16, BT 64, P
+// written) at Gs value heads per CTA.
+int64_t gdn_prep_split_launches();
+int gdn_prep_v7_split_ctas_per_sm(int Gs);
 // The v7 prep for io type T (__nv_bfloat16 / __half) and chunk size BT (64 / 32; instantiated in gdn_prep_v7.cu);
 // launch_gdn_prep checks K and dispatches.
 template <class T, int BT>
