@@ -9,8 +9,9 @@
 # 1. bench default vs tma3+pers interleaved: 4096x8 and 2048x16 two rounds, then 1x32768 and the short 16/32 row
 #    (--check 1: the checked run fails loudly on wrong output); a hang is cut by each row's cap;
 # 2. test_cuda_gdn_fwd's tma3+pers chain cases (fp64 reference; bitwise == v3 and == tma3; the instance ran;
-#    PersStreamSameBits: grids capped to 1 / 3 / 7 CTAs and a 40-sequence batch over the SMs, bitwise == v3);
-# 3. test_cuda_graph's GDN tests with tma3+pers forced (replay == eager; the grid depends on N, HV, V only).
+#    PersStreamSameBits: grids capped to 1 / 3 CTAs and a 40-sequence batch over the SMs, bitwise == v3);
+# 3. test_cuda_graph's GDN tests with tma3+pers forced, LINATTN_CUDA_WGMMA=1 and LINATTN_CUDA_WGP_VS=64 (so the short
+#    layouts take this kernel): replay == eager fixed with the layout changing between replays (grid from N, HV, V).
 # Own 90 s.
 cpsw=LINATTN_CUDA_GDN_CHAIN
 cpv=$cpsw=tma3+pers
@@ -33,6 +34,7 @@ cptest() {  # cptest CAP BINARY FILTER [SWITCH]: the binary (its tests set the c
   local rc=$?
   if [ $rc -eq 0 ]; then say "PASS $2 ($3) ${4:-}"; else status=1; say "FAIL $2 ($3) ${4:-} (exit $rc; 124 = cap)"; fi
 }
-cptest 20 test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma3_pers'
-cptest 10 test_cuda_graph 'CudaGraphGdn*' "$cpv"
+cptest 28 test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma3_pers'
+# the pipelined kernel at V-slice 64 even for these short layouts (else mma.sync or the V-slice 32 instance runs)
+cptest 8 test_cuda_graph 'CudaGraphGdn*' "$cpv LINATTN_CUDA_WGMMA=1 LINATTN_CUDA_WGP_VS=64"
 true

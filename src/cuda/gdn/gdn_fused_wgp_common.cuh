@@ -13,6 +13,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "cuda/common/mma.cuh"
 #include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
@@ -294,11 +296,25 @@ struct PersStream {
   PersCursor* cur;
 };
 
-// Thread 0: from item cur.idx (chunk 0) on, to the first item with a chunk (zero-length sequences have none).
-__device__ __forceinline__ void pers_seek(const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu) {
+// WG0's cursor entering an item (two chunks before the current item ends): its initial state slice into L2, so the
+// 64 loads per thread at the item switch hit L2 instead of HBM. V-first states only (the slice is 64 contiguous
+// rows of K; K-first would take 128 strided copies), one bulk prefetch of 64 K elements.
+__device__ __forceinline__ void pers_prefetch_h0(const GdnFwdParams& p, const PersItem& it) {
+  if (!p.h0 || !p.state_v_first) return;
+  const int es = p.h0_type == ElemType::kF32 ? 4 : 2;
+  const char* src = static_cast<const char*>(p.h0) + state_index(p, it.n, it.j, 0, it.v0) * es;
+  if (reinterpret_cast<uintptr_t>(src) % 16 == 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(uint32_t(kVS * p.K * es)) : "memory");
+}
+
+// Thread 0: from item cur.idx (chunk 0) on, to the first item with a chunk (zero-length sequences have none);
+// h0_l2 (WG0's refills): that item's initial state into L2 (pers_prefetch_h0).
+__device__ __forceinline__ void pers_seek(const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu,
+                                          bool h0_l2 = false) {
   for (; cu.idx < items; cu.idx += static_cast<int>(gridDim.x)) {
     PersItem it;
     pers_item(p, ws, cu.idx, it);
+    if (h0_l2) pers_prefetch_h0(p, it);
     if (it.nchunks == 0) continue;
     cu.c = 0;
     cu.nchunks = it.nchunks;
@@ -310,10 +326,11 @@ __device__ __forceinline__ void pers_seek(const GdnFwdParams& p, const GdnChunkW
     return;
   }
 }
-__device__ __forceinline__ void pers_advance(const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu) {
+__device__ __forceinline__ void pers_advance(const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu,
+                                             bool h0_l2 = false) {
   if (++cu.c < cu.nchunks) return;
   cu.idx += static_cast<int>(gridDim.x);
-  pers_seek(p, ws, items, cu);
+  pers_seek(p, ws, items, cu, h0_l2);
 }
 // Thread 0 of WG1 (PS): the cursor's chunk (q / P boxes, the record's qsc) into stage st on bar; the cursor moves on.
 template <class T>

@@ -100,13 +100,14 @@ __device__ __forceinline__ void tma_state_record(typename WgpSmem<T>::Stage0& st
   bulk_load_1d(st.erk, rec, chain_sc::kBytes0, bar);
 }
 
-// Thread 0 of WG0: the cursor's chunk (boxes and record) into stage st on bar, then the cursor moves on.
+// Thread 0 of WG0: the cursor's chunk (boxes and record) into stage st on bar, then the cursor moves on (into a
+// new item: its initial state slice into L2).
 template <class T>
 __device__ __forceinline__ void pers_load_state(typename WgpSmem<T>::Stage0& st, const StateMaps& m, uint64_t* bar,
                                                 const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu) {
   tma_state_tiles<T>(st, m, bar, cu.row0 + int64_t(cu.c) * kBT, ws.T_cap, cu.h, cu.j, cu.col, chain_sc::kBytes0);
   tma_state_record<T>(st, chain_sc::record(ws, p.HV, cu.j, cu.r0, cu.rlast, cu.c), bar);
-  pers_advance(p, ws, items, cu);
+  pers_advance(p, ws, items, cu, true);
 }
 
 template <class T>
