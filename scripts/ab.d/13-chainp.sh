@@ -7,7 +7,8 @@
 # p50): 16/64 4096x8 1.33 -> ~1.26-1.28, 2048x16 1.43 -> ~1.27-1.30, 1x32768 equal (~1.25; 128 items = 128 CTAs);
 # 16/32 over 128,96,200,88 (256 items, 2 rounds today): -10-14 us on the forward (chain 34 -> ~20-24 us).
 # 1. bench default vs tma3+pers interleaved: 4096x8 and 2048x16 two rounds, then 1x32768 and the short 16/32 row
-#    (--check 1: the checked run fails loudly on wrong output); a hang is cut by each row's cap;
+#    (--check 1: each row's eager-live JSON carries the rel error vs the token-by-token kernel, ~1e-2 when right;
+#    graph replay vs fixed as the max diff); a hang is cut by each row's cap (its JSON is then missing);
 # 2. test_cuda_gdn_fwd's tma3+pers chain cases (fp64 reference; bitwise == v3 and == tma3; the instance ran;
 #    PersStreamSameBits: grids capped to 1 / 3 CTAs and a 40-sequence batch over the SMs, bitwise == v3);
 # 3. test_cuda_graph's GDN tests with tma3+pers forced, LINATTN_CUDA_WGMMA=1 and LINATTN_CUDA_WGP_VS=64 (so the short
