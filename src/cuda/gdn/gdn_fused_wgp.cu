@@ -34,9 +34,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "core/util.h"
+#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/tma.h"
 #include "cuda/gdn/gdn_fused_wg.h"
@@ -96,13 +98,18 @@ __device__ __forceinline__ void issue_split_update(float (&s_lo)[32], float (&s_
 //   stage once every warp has waited for chunk c - 1's update (warps 1-3 arrive at kBarRefill, warp 0 waits).
 //   Chunk 0 adds a zero V^T diag(w) times the zeroed k tile of stage kSt - 1; the last chunk's update runs after
 //   the loop. Per element the same products in the same order (an N split does not change a column's sum).
+// kChainPers (with exactly tma3's bits; "tma3+pers"): one item of the CTA's chunk stream ps (gdn_fused_wgp_pers_kernel):
+//   chunk c is the stream's chunk ps->g + c (ring stage, mbarrier parity, hand-off buffer, empty waits); the first
+//   item sets up the mbarriers and loads the stream's first two chunks, and each refill loads the stream's chunk
+//   g + 2 through thread 0's shared cursor ps->cur, so the next item's first chunks arrive during this item's last.
 // Same products, same operands, same order: bitwise the MODE 0 chain's values.
 template <class T, bool KDA, bool SEG = false, int MODE = 0, class Smem>
 __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
                                 int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0,
-                                const StateMaps* maps = nullptr, uint64_t* mbar = nullptr) {
+                                const StateMaps* maps = nullptr, uint64_t* mbar = nullptr, PersStream* ps = nullptr) {
   constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0, SC = (MODE & kChainSc) != 0;
-  constexpr bool SP = (MODE & kChainSplit) != 0;
+  constexpr bool SP = (MODE & kChainSplit) != 0, PS = (MODE & kChainPers) != 0;
+  static_assert(!PS || (MODE == (kChainTma | kChainTma1 | kChainSc | kChainPers) && !SEG), "pers: an instance of tma3");
   static_assert(MODE == 0 || (!KDA && (!SEG || MODE == (kChainTma | kChainSc))),
                 "the chain modes are GDN's forward (the state pass: tma3's ring and records only)");
   static_assert(!SC || TM, "the scale records ride on the TMA ring");
@@ -125,8 +132,19 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       S[i] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))) : 0.f;
   }
   int r0 = 0, rlast = 0;  // SC: the record rows of sequence n
-  if constexpr (SC) chain_sc::record_rows(p, ws, n, r0, rlast);
-  if constexpr (TM) {
+  if constexpr (SC && !PS) chain_sc::record_rows(p, ws, n, r0, rlast);
+  if constexpr (PS) {  // the stream's set-up and first chunks, once per CTA
+    if (!ps->started) {
+      if (t == 0) {
+        for (int i = 0; i < kSt; ++i) mbar_init(mbar + i, 1);
+        fence_barrier_init();
+      }
+      named_barrier(bar, 128);
+      if (t == 0)
+        for (int c = 0; c < kAhead && ps->cur->idx < ps->items; ++c)
+          pers_load_state<T>(ring[c], *maps, mbar + c, p, ws, ps->items, *ps->cur);
+    }
+  } else if constexpr (TM) {
     if (t == 0) {
       for (int i = 0; i < kSt; ++i) mbar_init(mbar + i, 1);
       fence_barrier_init();
@@ -175,6 +193,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     for (int i = 0; i < 32; ++i) vacc[i] = 0.f;
   }
   uint32_t ph = 0;  // TM: parity of the current round of the stages' mbarriers
+  if constexpr (PS) ph = uint32_t(ps->g / kSt) & 1u;
   // SP: S's key halves (the update's two accumulators), the previous chunk's V^T diag(w) and its stage.
   [[maybe_unused]] float(&s_lo)[32] = *reinterpret_cast<float(*)[32]>(S);
   [[maybe_unused]] float(&s_hi)[32] = *reinterpret_cast<float(*)[32]>(S + 32);
@@ -184,7 +203,8 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
 #pragma unroll
     for (int i = 0; i < 16; ++i) hfc[i] = 0u;
   }
-  for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
+  for (int c = 0, stage = PS ? ps->g % kSt : 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
+    const int gc = PS ? ps->g + c : c;  // the chunk's place in the stream (PS: across items)
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
     if constexpr (SP) issue_split_update<T>(s_lo, s_hi, hfc, dkt0, prev_soff);  // chunk c - 1's
@@ -246,7 +266,10 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     }
 
     const int ld_stage = stage == 0 ? kSt - 1 : stage - 1;  // chunk c-1's, whose readers all finished
-    if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread (SC: the record by thread 0)
+    if constexpr (PS) {  // the stream's chunk gc + 2 (this item's, or a later item's first ones)
+      if (t == 0 && ps->cur->idx < ps->items)
+        pers_load_state<T>(ring[ld_stage], *maps, mbar + ld_stage, p, ws, ps->items, *ps->cur);
+    } else if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread (SC: the record by thread 0)
       if (c + kAhead < nchunks) {
         const int64_t t0n = bos + int64_t(c + kAhead) * kBT;
         if (t == 0) {
@@ -262,9 +285,9 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
                                 h, j, v0, t, r0c + c + kAhead, !mcols);
     }
     if constexpr (!SC) cp_async_commit();
-    auto& x = s.xch[c & 1];
+    auto& x = s.xch[gc & 1];
     if constexpr (!SEG) {
-      if (c >= 2) named_barrier(kBarEmpty + (c & 1), 256);  // WG1 has read chunk c-2's fragments
+      if (gc >= 2) named_barrier(kBarEmpty + (gc & 1), 256);  // WG1 has read chunk c-2's fragments
 #pragma unroll
       for (int i = 0; i < 8; ++i) x.s[i][t] = make_uint4(sf[4 * i], sf[4 * i + 1], sf[4 * i + 2], sf[4 * i + 3]);
     }
@@ -378,7 +401,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     if constexpr (!SEG) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) x.v[i][t] = make_uint4(vf[4 * i], vf[4 * i + 1], vf[4 * i + 2], vf[4 * i + 3]);
-      named_barrier_arrive(kBarFull + (c & 1), 256);
+      named_barrier_arrive(kBarFull + (gc & 1), 256);
     }
     // While the update runs: chunk c+1's scales (its group, committed during chunk c-1, is the
     // older of the two in flight); the barrier at the top of chunk c+1 publishes them.
@@ -411,6 +434,10 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
   } else if (p.ht) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) p.ht[state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))] = S[i];
+  }
+  if constexpr (PS) {
+    ps->g += nchunks;
+    ps->started = true;
   }
 }
 
@@ -449,6 +476,41 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
   else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0, (MODE & kChainOst) != 0>(
       s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n, &maps.o);
+}
+
+// Persistent chain CTAs (MODE = tma3 + kChainPers; "tma3+pers"): grid = the resident CTAs (capped by the items), CTA b
+// walks work items b, b + gridDim.x, ... (pers_item: sequence slot outermost, so longest first with ws.seq_order) as
+// one chunk stream: the mbarriers are set up once, each ring loads the stream's chunks ahead across item boundaries
+// (the next item's first boxes and records during this item's last chunks) and the hand-off buffers alternate over
+// the stream, so only the initial state's loads and the final state's stores remain between two items. Static
+// stride: no counter to reset (CUDA-graph replay), the grid depends on the capacity (N, HV, V), not the lengths.
+template <class T, int MODE>
+__global__ void __launch_bounds__(kThreads, 1)
+    gdn_fused_wgp_pers_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps, int items) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
+  uint64_t* mbar = reinterpret_cast<uint64_t*>(base + sizeof(WgpSmem<T>));  // WG0's 3, then WG1's 2
+  PersCursor* cur = reinterpret_cast<PersCursor*>(base + sizeof(WgpSmem<T>) + kPersMbarBytes);  // WG0's, WG1's
+  const int tid = threadIdx.x, t = tid & 127, wg = tid >> 7;
+  PersStream ps{items, 0, false, cur + wg};
+  if (t == 0) {  // each warpgroup's thread 0 owns its cursor: the CTA's first chunk
+    ps.cur->idx = static_cast<int>(blockIdx.x);
+    pers_seek(p, ws, items, *ps.cur);
+  }
+  for (int i = static_cast<int>(blockIdx.x); i < items; i += static_cast<int>(gridDim.x)) {
+    PersItem it;
+    pers_item(p, ws, i, it);
+    if (wg == 0)
+      state_warpgroup<T, false, false, MODE>(s, p, ws, it.n, it.bos, it.eos, it.nchunks, it.h, it.j, it.v0, t, 0, &maps,
+                                             mbar, &ps);
+    else
+      output_warpgroup<T, false, true, true, false, true>(s, p, ws, it.bos, it.eos, it.nchunks, it.h, it.j, it.v0, t,
+                                                          &maps.q, &maps.p, mbar + kStages0<false>, it.n, nullptr, &ps);
+  }
+  // WG1 arrived at the empty barrier after every chunk: the last two (chunks g - 2, g - 1) are matched here.
+  if (wg == 0)
+    for (int g = ps.g < 2 ? 0 : ps.g - 2; g < ps.g; ++g) named_barrier(kBarEmpty + (g & 1), 256);
 }
 
 // GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
@@ -543,6 +605,14 @@ static_assert(sizeof(WgpSmem<__nv_bfloat16, false>) + 1024 <= 227 * 1024 &&
 static_assert(sizeof(WgpSmemPf<__nv_bfloat16>) + 1024 <= 227 * 1024,
               "gdn fused (pipelined, P formed in WG1): shared memory per CTA over the sm_90 limit");
 
+// The persistent kernel's shared memory: the layout, the 5 mbarriers (padded to 64 bytes), the two cursors.
+template <class T>
+constexpr size_t pers_smem_bytes() {
+  return sizeof(WgpSmem<T>) + 1024 + kPersMbarBytes + 2 * sizeof(PersCursor);
+}
+static_assert(pers_smem_bytes<__nv_bfloat16>() <= 227 * 1024 && pers_smem_bytes<__half>() <= 227 * 1024,
+              "gdn fused (pers): the layout, mbarriers and cursors exceed the sm_90 shared-memory limit");
+
 std::atomic<int64_t> g_pf_launches{0};
 
 // The chain mode of this launch: the switch, without TMA where its maps cannot describe the tensors.
@@ -562,12 +632,22 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
   const bool sc_ok = ws.sc != nullptr && reinterpret_cast<uintptr_t>(ws.sc) % 16 == 0 &&
                      (!p.cu_seqlens || ws.chunk_offsets != nullptr) && (mode & kChainTma) && (mode & kChainTma1);
   if (!sc_ok) mode &= ~kChainSc;
-  if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst);  // instances of tma3 only
+  if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst | kChainPers);  // instances of tma3 only
+  if (mode & (kChainSplit | kChainOst | kChainIl)) mode &= ~kChainPers;      // pers: of tma3 alone
   if (reinterpret_cast<uintptr_t>(p.o) % 16 != 0) mode &= ~kChainOst;  // the output map's base
   return mode;
 }
 
-std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0}, g_split_launches{0}, g_ost_launches{0};
+std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0}, g_split_launches{0}, g_ost_launches{0}, g_pers_launches{0};
+
+// The persistent kernel's grid: one CTA per SM (255 registers, ~215 KB of shared memory), capped by the work items;
+// LINATTN_CUDA_GDN_PERS_CTAS=n caps it further (tests: many items per CTA). Depends on N, HV, V only (graph capture).
+unsigned pers_grid(int items) {
+  int ctas = current_device_info().sm_count;
+  const std::string cap = env_or("LINATTN_CUDA_GDN_PERS_CTAS", "");
+  if (!cap.empty() && std::atoi(cap.c_str()) > 0) ctas = std::min(ctas, std::atoi(cap.c_str()));
+  return static_cast<unsigned>(std::max(1, std::min(ctas, items)));
+}
 
 // The launch's tensor maps: k, v, Ab; q and P too with `wg1` (kChainTma1).
 StateMaps state_maps(const GdnFwdParams& p, const GdnChunkWs& ws, bool wg1) {
@@ -602,7 +682,13 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
     if (mode & kSp) g_split_launches.fetch_add(1);
     if (mode & kO) g_ost_launches.fetch_add(1);
     constexpr int k3 = kT | kT1 | kSc;
-    if ((mode & (kSp | kO)) == (kSp | kO))
+    if (mode & kChainPers) {  // tma3 alone (gdn_chain_mode)
+      const int64_t items = int64_t(p.V / kVS) * p.HV * p.N;
+      LINATTN_CHECK(items < (int64_t(1) << 31), "gdn fused (pers): ", items, " work items exceed int");
+      g_pers_launches.fetch_add(1);
+      launch(gdn_fused_wgp_pers_kernel<T, k3 | kChainPers>, dim3(pers_grid(int(items))), dim3(kThreads),
+             pers_smem_bytes<T>(), stream, p, ws, m, int(items));
+    } else if ((mode & (kSp | kO)) == (kSp | kO))
       launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kSp) launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kO) launch(gdn_fused_wgp_tma_kernel<T, k3 | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -689,6 +775,8 @@ int64_t gdn_fused_wgp_split_launches() { return g_split_launches.load(); }
 
 int64_t gdn_fused_wgp_ost_launches() { return g_ost_launches.load(); }
 
+int64_t gdn_fused_wgp_pers_launches() { return g_pers_launches.load(); }
+
 // The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h):
 // "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
 // 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
@@ -698,7 +786,8 @@ constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc5
 namespace {
 // "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
 // scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
-// output by TMA box stores; split and ost apply with tma3 only); -1 if not a valid value.
+// output by TMA box stores; split and ost apply with tma3 only) / pers (persistent CTAs; with tma3 alone); -1 if not
+// a valid value.
 int parse_chain_mode(const std::string& v) {
   if (v == "v3") return 0;
   int mode = 0;
@@ -713,6 +802,7 @@ int parse_chain_mode(const std::string& v) {
     else if (tok == "tma4") mode |= kChainTma | kChainTma1 | kChainSc | kChainSplit | kChainOst;
     else if (tok == "split") mode |= kChainSplit;
     else if (tok == "ost") mode |= kChainOst;
+    else if (tok == "pers") mode |= kChainPers;
     else return -1;
     b = e + 1;
   }
