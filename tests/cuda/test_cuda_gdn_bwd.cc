@@ -14,6 +14,8 @@
 // under the current one's tail) the same, bitwise vs wg4, also with the CTA count capped ("wg6:3",
 // "wg6:1": every CTA walks many items, G = 1 / 2 / 3, sentinel rows and short chunks in between).
 // wg7 (wg4 with split head loads) the same, bitwise vs wg4, plus the long GVA varlen case.
+// wg8 (wg7 with each M decay computed once per head for both halves, head 0's S / dS' loaded before the
+// index loads) the same, bitwise vs wg7; wg8d (the decays alone) on the long GVA varlen case.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -292,6 +294,23 @@ TEST_P(CudaGdnBwd, Wg7IsDeterministic) {
   variant_deterministic(dt, bt, "wg7");
 }
 
+// wg8 (wg7 with each M element's decay computed once per head for both halves and head 0's S / dS'
+// issued before the index loads; V = 128, V = 64 cases take V2), bitwise vs wg7; at BT 64 the wg8
+// kernel must have run. wg8d (the decays alone) on the long GVA varlen case (sentinel rows, G = 2).
+TEST_P(CudaGdnBwd, Wg8MatchesReferenceAndWg7) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg8_launches();
+  variant_matches(dt, bt, "wg8", "wg7");
+  if (!std::getenv("LINATTN_SANITIZED"))
+    for (const char* v : {"wg8", "wg8d"}) run_case_chunk_variant(long_case(dt, bt), v, "wg7");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg8_launches() > before, bt == 64) << "wg8 runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg8IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg8");
+}
+
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
@@ -433,6 +452,11 @@ TEST(CudaGdnBwdWg6, GraphSequence) {
 TEST(CudaGdnBwdWg7, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   variant_graph_sequence("wg7");
+}
+
+TEST(CudaGdnBwdWg8, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg8");
 }
 
 // The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).

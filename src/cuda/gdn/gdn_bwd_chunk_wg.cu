@@ -30,6 +30,11 @@
 // product (Q K^T / K K^T, its own commit group); warp 0's finish of head jj under head jj + 1's Y, the row-dot
 // partials double-buffered by head parity (WgRed), no end-of-head barrier but the last. Same values
 // as V4 bit for bit.
+// V8 ("wg8", opt-in =wg8; template V4 = 4): V7 with each M element's decay exp2(gam_i - gam_j) computed
+// once per head, under the first M product (decay_frag), and kept for both halves' element loops in the
+// thread's own R / beta R staging slots (half 1 recomputed them in V7); head 0's S / dS' (which depend on
+// the chunk row alone) issued before the chunk_indices / cu_seqlens loads, in head 0's first cp.async
+// group. "wg8d" (V4 = 5): the decays alone. Same values as V7 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -59,8 +64,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
   static_assert(!kPer || V4 == 1, "wg6 is wg4 in persistent CTAs");
   // wg7 (V4 == 3): wg4 with each head's tiles in two cp.async groups (split load, see the header)
-  constexpr bool kSplit = V4 == 3;
-  static_assert(!kSplit || !kPer, "wg7 is not persistent");
+  // wg8 (V4 == 4) / wg8d (V4 == 5): wg7 with each M element's decay computed once per head (under the
+  // first M product) for both halves; wg8 also issues head 0's S / dS' before the index loads (kPro)
+  constexpr bool kW8 = V4 == 4 || V4 == 5, kPro = V4 == 4, kSplit = V4 == 3 || kW8;
+  static_assert(!kSplit || !kPer, "wg7 / wg8 are not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -96,11 +103,23 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     const int64_t r = kPer ? it.r : int64_t(blockIdx.x);
     const int h = kPer ? it.h : int(blockIdx.y), G = f.HV / f.H;
     int64_t n = 0, c = 0;  // (wg6: the item came resolved from find_item)
+    // wg8: S / dS' of head 0 (rows r of hS / hdS: in bounds for every r < nt_cap) need no index load
+    // (r and j through opaque copies: the loop's own S / dS' addresses are not hoisted into registers)
+    if constexpr (kPro) {
+      int64_t ro;
+      int jo;
+      asm volatile("mov.b64 %0, %1;" : "=l"(ro) : "l"(r));
+      asm volatile("mov.b32 %0, %1;" : "=r"(jo) : "r"(h * G));
+      load_head_part<T, V, 2>(s, p, w, ro, 0, 0, jo, tid);
+    }
     if constexpr (!kPer) {
       if (w.chunk_indices) {
         n = w.chunk_indices[2 * r];
         c = w.chunk_indices[2 * r + 1];
-        if (n < 0) return;  // sentinel row: touch nothing
+        if (n < 0) {  // sentinel row: touch nothing (wg8: once the copies above have landed)
+          if constexpr (kPro) cp_async_wait<0>();
+          return;
+        }
       } else {
         n = r / w.nts;
         c = r % w.nts;
@@ -112,7 +131,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     // high word is one shift away instead of a register live through the head loop (spilled)
     const int64_t t0 = kPer ? int64_t(int32_t(it.t0)) : V3 ? int64_t(int32_t(bos + c * kBT)) : bos + c * kBT;
     const int len = kPer ? it.len : static_cast<int>(min(int64_t(kBT), eos - t0));
-    if (len <= 0) return;
+    if (len <= 0) {
+      if constexpr (kPro) cp_async_wait<0>();
+      return;
+    }
     // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
     // descriptor arithmetic that depends on it in uniform registers)
     const int wm = warp & 3, wn = V2 ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2, r0 = 16 * wm + g;
@@ -131,10 +153,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     };
 
     if constexpr (kSplit) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
+      // (wg8: S / dS' went out above, so they are in the first group; the rest is V^ / dO)
       load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
-      load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
+      load_head_part<T, V, kPro ? 3 : 1>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
     } else if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
@@ -403,6 +426,22 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
             wgmma_commit();
             wg_issue_v<V2, T, 16, kK, false, false, kBT>(xk, half == 0 ? s.q : s.k, s.k, cb);
             wgmma_commit();
+            if constexpr (kW8) {  // half 0, under the first product: the values the element loop computes,
+              // kept in this thread's own staging slots of R / beta R (4 bytes each, written by no other
+              // thread and read by no one between this head's first barrier and its R stores), where
+              // both halves' element loops read them (see decay_frag for what spilled)
+              if (half == 0) {
+                float dd[2][NTB][2];
+                decay_frag<NTB>(dd, gam, r0, cb + 2 * tq, len);
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                  for (int nt = 0; nt < NTB; ++nt) {
+                    *reinterpret_cast<float*>(s.rm + frag_off(fbb, hf, nt)) = dd[hf][nt][0];
+                    *reinterpret_cast<float*>(s.rb + frag_off(fbb, hf, nt)) = dd[hf][nt][1];
+                  }
+              }
+            }
             wgmma_wait<1>();
             wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
 #pragma unroll
@@ -417,7 +456,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                   const int jc = c0 + e;
-                  const float d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
+                  float d;
+                  if constexpr (kW8) d = *reinterpret_cast<const float*>((e ? s.rb : s.rm) + frag_off(fbb, hf, nt));
+                  else d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
                   rkc[e] = s.rk[jc];
                   X[2 * hf + e] = half == 0 ? f.scale * d * X[2 * hf + e] : jc < i ? -d * X[2 * hf + e] : 0.f;
                 }
@@ -643,7 +684,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
 }
 
-std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0};
+std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8_launches{0};
 
 template <class T, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
@@ -669,6 +710,12 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
     if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
       if (mode == "wg5") {
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+      } else if (mode == "wg8" || mode == "wg8d") {  // opt-in (gdnbwd10; wg8d: the decays alone)
+        g_wg8_launches.fetch_add(1);
+        if (mode == "wg8")
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 4>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        else
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7" || mode.empty()) {  // wg7 the default since 1ec4943 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -702,6 +749,7 @@ bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
 
 int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
 int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
+int64_t gdn_bwd_chunk_wg8_launches() { return g_wg8_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,
