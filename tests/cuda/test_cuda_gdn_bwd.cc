@@ -135,7 +135,7 @@ void run_case_sweep_wg(const Case& c) {
   EXPECT_TRUE(grads_agree(in.d, base_run, got, c.spec.dtype, Qty::kDdt_bias_head)) << "wgmma sweeps vs mma.sync sweeps";
 }
 
-// A sweep variant (wg2, wg3, wg3p, wg3pf) against the reference and bitwise against wg; at BT 64 its
+// A sweep variant (wg3; once also wg2, wg3p, wg3pf, removed in session 12) against the reference and bitwise against wg; at BT 64 its
 // kernel must have run (launches: the variant's launch counter).
 void run_case_sweep_variant(const Case& c, const char* variant, int64_t (*launches)()) {
   SCOPED_TRACE(c.name + " sweep " + variant);
