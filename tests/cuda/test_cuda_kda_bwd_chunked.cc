@@ -8,12 +8,12 @@
 // finite, passes d_final_state to dh0 for zero-length sequences; two runs are bitwise equal; every
 // gate at -1000 or -5 stays finite; LINATTN_CUDA_KDA_BWD=token refuses the forced chunked path;
 // forward + backward captured in one CUDA graph (GRAPH_CONTRACT.md section 8, cuda_graph_seq.h).
-// The chunk kernel is chunked7, the only one since session 10: LINATTN_CUDA_KDA_BWD=chunked7 runs the
-// same path as =chunked (checked bitwise), and a removed mode (chunked2 .. chunked6, chunked8, chunked9)
-// is an invalid-argument error naming the variable, the value and the accepted values, thrown by the
-// workspace query and the plan (no kernel runs). LINATTN_CUDA_KDA_BWD=chunked11 (kdadiag, opt-in: the diagonal
-// blocks as walked triangles + an mma square) against the fp64 reference and the default kernel in every case,
-// at the extreme gates, and captured in a graph (the *Chunked11* tests).
+// The chunk kernel is chunked11 (kdadiag: the diagonal blocks as walked triangles + an mma square), the default
+// since session 12: LINATTN_CUDA_KDA_BWD=chunked11 runs the same path as =chunked (checked bitwise), and a removed
+// mode (chunked2 .. chunked6, chunked8, chunked9) is an invalid-argument error naming the variable, the value and
+// the accepted values, thrown by the workspace query and the plan (no kernel runs). The previous default
+// LINATTN_CUDA_KDA_BWD=chunked7 stays covered: every case against chunked11 and the fp64 reference (the
+// *Chunked11* test forces both), at the extreme gates and captured in a graph (the *Chunked7* tests).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -77,9 +77,9 @@ void run_case(const Case& c, bool with_token, bool with_chunked7) {
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
   if (!with_chunked7) return;
-  KdaBwdMode mode("chunked7");  // the kernel's own name: the same path
+  KdaBwdMode mode("chunked11");  // the default kernel's own name: the same path
   EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
-      << "chunked7 vs chunked";
+      << "chunked11 vs chunked";
 }
 
 class CudaKdaBwdChunked : public ::testing::TestWithParam<std::tuple<DType, int>> {
@@ -97,8 +97,8 @@ TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
   for (size_t i = 0; i < all.size(); ++i) run_case(all[i], !sanitized(), i == 0);
 }
 
-// chunked11: every case against the fp64 reference and against chunked7 (not bitwise: the square is a product),
-// padding, finiteness, dh0; two runs bitwise equal.
+// chunked11 (the default) and chunked7 (the previous one), both forced: every case against the fp64 reference and
+// against each other (not bitwise: the square is a product), padding, finiteness, dh0; two runs bitwise equal.
 TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
   const auto [dt, bt] = GetParam();
   auto all = cases(dt, bt);
@@ -108,7 +108,11 @@ TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
     const ChunkAttnData d = make_chunk_attn(c.spec);
     Rng rng(c.spec.seed * 31 + 7);
     const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-    const ChunkAttnGradTensors c7 = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    ChunkAttnGradTensors c7;
+    {
+      KdaBwdMode m7("chunked7");  // the previous default kernel
+      c7 = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    }
     KdaBwdMode mode("chunked11");
     const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
     EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << "chunked11 vs fp64 reference";
@@ -163,9 +167,9 @@ TEST(CudaKdaBwdChunkedExtreme, AllGatesAtTheLimits) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   all_gates_at_the_limits();
 }
-TEST(CudaKdaBwdChunkedExtreme, Chunked11AllGatesAtTheLimits) {
+TEST(CudaKdaBwdChunkedExtreme, Chunked7AllGatesAtTheLimits) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  KdaBwdMode mode("chunked11");
+  KdaBwdMode mode("chunked7");
   all_gates_at_the_limits();
 }
 
@@ -232,9 +236,9 @@ TEST(CudaKdaBwdChunkedGraph, SevenLayoutsReplayEqualsEagerFixed) {
   if (sanitized()) gcs.resize(1);
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
 }
-TEST(CudaKdaBwdChunkedGraph, Chunked11ReplayEqualsEagerFixed) {
+TEST(CudaKdaBwdChunkedGraph, Chunked7ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  KdaBwdMode mode("chunked11");
+  KdaBwdMode mode("chunked7");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
 }
 

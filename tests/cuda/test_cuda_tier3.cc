@@ -177,7 +177,7 @@ TEST_P(CudaTier3SegVariants, BitwiseOrCloseToDefaultAndReference) {
   struct Variant {
     const char *chain, *combine;
   };
-  const Variant variants[] = {{"tma3", "ring2"}, {"tma3", "tc"}, {"tma3", "tc8"}, {"v3", "tc"}};
+  const Variant variants[] = {{"tma3", "ring2"}, {"tma3", "auto"}, {"tma3", "tc"}, {"tma3", "tc8"}, {"v3", "tc"}};
   for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
     for (const FwdCase& c : cases(dt, bt, op)) {
       SCOPED_TRACE(c.name);
@@ -223,7 +223,7 @@ TEST_P(CudaTier3SegVariants, BitwiseOrCloseToDefaultAndReference) {
 }
 
 // LINATTN_CUDA_SEG_COMBINE: the removed variants (ring3, blk, blk3) and unknown values are errors naming the
-// variable, the value and the accepted values; ring2 / unset, tc and tc8 pick their combines.
+// variable, the value and the accepted values; auto / unset, ring2, tc and tc8 pick their combines.
 TEST(CudaTier3SegCombineSwitch, RemovedValuesAreErrors) {
   for (const char* bad : {"ring3", "blk", "blk3", "tc4", "RING2"}) {
     ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", bad);
@@ -233,14 +233,14 @@ TEST(CudaTier3SegCombineSwitch, RemovedValuesAreErrors) {
     } catch (const Error& err) {
       const std::string what = err.what();
       EXPECT_NE(what.find(std::string("LINATTN_CUDA_SEG_COMBINE=") + bad), std::string::npos) << what;
-      EXPECT_NE(what.find("expected ring2"), std::string::npos) << what;
-      EXPECT_NE(what.find("tc or tc8"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected auto"), std::string::npos) << what;
+      EXPECT_NE(what.find("ring2, tc or tc8"), std::string::npos) << what;
     }
   }
-  const std::pair<const char*, int> good[] = {{"ring2", 0}, {"", 0}, {"tc", 1}, {"tc8", 2}};
+  const std::pair<const char*, int> good[] = {{"ring2", 0}, {nullptr, 3}, {"auto", 3}, {"tc", 1}, {"tc8", 2}};
   for (const auto& [value, mode] : good) {
     ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", value);
-    EXPECT_EQ(cuda::seg::seg_combine_mode(), mode) << value;
+    EXPECT_EQ(cuda::seg::seg_combine_mode(), mode) << (value ? value : "(unset)");
   }
 }
 

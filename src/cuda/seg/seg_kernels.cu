@@ -8,7 +8,9 @@
 // 128 x 128, rows padded to 132 floats: 16-byte cp.async rows, conflict-free float4 row reads) is
 // double-buffered in shared memory: step i+1's M is in flight by cp.async while step i computes
 // (M does not depend on the walk), so a step costs its FMAs, not an L2 round trip of 64 KB.
-// LINATTN_CUDA_SEG_COMBINE=tc / tc8 (opt-in) runs the same walk on tensor cores (seg_combine_tc.cu).
+// The default since session 12 ("auto"): the same walk on tensor cores (seg_combine_tc.cu) with 8 state columns
+// per CTA where that grid fits one wave of CTAs, else 16 (H200 A/B at ee5c88b: 2/8 1x32768 tc8 0.3085 vs ring2
+// 0.311-0.312 ms, 4/16 tc 0.550 / 0.550 vs 0.560 / 0.559). "ring2" keeps this FFMA walk; "tc" / "tc8" force 16 / 8.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 
 #include "core/util.h"
 
+#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
@@ -197,8 +200,11 @@ void launch_combine(const GdnFwdParams& p, const SegTable& t, const void* init, 
                     const float* init_seg, const float* M, const float* add, float* out, void* stream) {
   const int mode = seg_combine_mode();
   if (mode != 0) {
+    // auto: 8 columns per CTA while that grid (from the capacity: t.N) fits one wave, else 16 (half the CTAs)
+    const int64_t grid8 = int64_t(p.V / 8) * p.HV * t.N;
+    const int cb = mode == 1 ? 16 : mode == 2 ? 8 : (grid8 <= current_device_info().sm_count ? 8 : 16);
     g_tc_launches.fetch_add(1);
-    launch_combine_tc(REV, FIRST, mode == 1 ? 16 : 8, p, t, init, init_type, init_seg, M, add, out, stream);
+    launch_combine_tc(REV, FIRST, cb, p, t, init, init_type, init_seg, M, add, out, stream);
     return;
   }
   const dim3 grid(p.V / kCB, p.HV, static_cast<unsigned>(t.N));
@@ -216,13 +222,14 @@ void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable&
          min_segment, t);
 }
 
-// LINATTN_CUDA_SEG_COMBINE: "ring2" or unset = the FFMA combine (the default), "tc" / "tc8" = the tensor-core
-// one at 16 / 8 columns per CTA (seg_combine_tc.cu); anything else (also the removed ring3 / blk / blk3) is an error.
+// LINATTN_CUDA_SEG_COMBINE: "auto" or unset = the tensor-core combine at 8 or 16 columns per CTA (the default),
+// "ring2" = the FFMA combine, "tc" / "tc8" = the tensor-core one at 16 / 8 columns per CTA (seg_combine_tc.cu);
+// anything else (also the removed ring3 / blk / blk3) is an error.
 int seg_combine_mode() {
   const std::string v = env_or("LINATTN_CUDA_SEG_COMBINE", "");
-  LINATTN_CHECK(v.empty() || v == "ring2" || v == "tc" || v == "tc8", "LINATTN_CUDA_SEG_COMBINE=", v,
-                ": expected ring2 (the default, also when unset), tc or tc8 (ring3, blk and blk3 were removed)");
-  return v == "tc" ? 1 : v == "tc8" ? 2 : 0;
+  LINATTN_CHECK(v.empty() || v == "auto" || v == "ring2" || v == "tc" || v == "tc8", "LINATTN_CUDA_SEG_COMBINE=", v,
+                ": expected auto (the default, also when unset), ring2, tc or tc8 (ring3, blk and blk3 were removed)");
+  return v == "ring2" ? 0 : v == "tc" ? 1 : v == "tc8" ? 2 : 3;
 }
 
 int64_t seg_combine_tc_launches() { return g_tc_launches.load(); }
