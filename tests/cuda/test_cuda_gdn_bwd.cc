@@ -14,8 +14,8 @@
 // under the current one's tail) the same, bitwise vs wg4, also with the CTA count capped ("wg6:3",
 // "wg6:1": every CTA walks many items, G = 1 / 2 / 3, sentinel rows and short chunks in between).
 // wg7 (wg4 with split head loads) the same, bitwise vs wg4, plus the long GVA varlen case.
-// wg8 (wg7 with each M decay computed once per head for both halves, head 0's S / dS' loaded before the
-// index loads) the same, bitwise vs wg7; wg8d (the decays alone) on the long GVA varlen case.
+// wg8d (wg7 with each M decay computed once per head for both halves) the same, bitwise vs wg7, also on the
+// long GVA varlen case (wg8, wg8d plus head 0's S / dS' loaded before the index loads, was removed in session 12).
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -294,21 +294,20 @@ TEST_P(CudaGdnBwd, Wg7IsDeterministic) {
   variant_deterministic(dt, bt, "wg7");
 }
 
-// wg8 (wg7 with each M element's decay computed once per head for both halves and head 0's S / dS'
-// issued before the index loads; V = 128, V = 64 cases take V2), bitwise vs wg7; at BT 64 the wg8
-// kernel must have run. wg8d (the decays alone) on the long GVA varlen case (sentinel rows, G = 2).
-TEST_P(CudaGdnBwd, Wg8MatchesReferenceAndWg7) {
+// wg8d (wg7 with each M element's decay computed once per head for both halves; V = 128, V = 64 cases
+// take V2), bitwise vs wg7, also on the long GVA varlen case (sentinel rows, G = 2); at BT 64 the wg8d
+// kernel must have run.
+TEST_P(CudaGdnBwd, Wg8dMatchesReferenceAndWg7) {
   const auto [dt, bt] = GetParam();
-  const int64_t before = cuda::gdn_bwd_chunk_wg8_launches();
-  variant_matches(dt, bt, "wg8", "wg7");
-  if (!std::getenv("LINATTN_SANITIZED"))
-    for (const char* v : {"wg8", "wg8d"}) run_case_chunk_variant(long_case(dt, bt), v, "wg7");
-  EXPECT_EQ(cuda::gdn_bwd_chunk_wg8_launches() > before, bt == 64) << "wg8 runs at BT 64 (V = 128) only";
+  const int64_t before = cuda::gdn_bwd_chunk_wg8d_launches();
+  variant_matches(dt, bt, "wg8d", "wg7");
+  if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), "wg8d", "wg7");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg8d_launches() > before, bt == 64) << "wg8d runs at BT 64 (V = 128) only";
 }
 
-TEST_P(CudaGdnBwd, Wg8IsDeterministic) {
+TEST_P(CudaGdnBwd, Wg8dIsDeterministic) {
   const auto [dt, bt] = GetParam();
-  variant_deterministic(dt, bt, "wg8");
+  variant_deterministic(dt, bt, "wg8d");
 }
 
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
@@ -454,9 +453,26 @@ TEST(CudaGdnBwdWg7, GraphSequence) {
   variant_graph_sequence("wg7");
 }
 
-TEST(CudaGdnBwdWg8, GraphSequence) {
+TEST(CudaGdnBwdWg8d, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  variant_graph_sequence("wg8");
+  variant_graph_sequence("wg8d");
+}
+
+// A value that names no chunk kernel (the removed wg8, a typo) is an error naming the variable, the value
+// and the accepted values, never a silent V4 (checked before any device query).
+TEST(CudaGdnBwdChunkSwitch, RemovedOrUnknownSwitchValueIsAnError) {
+  for (const char* v : {"wg8", "wg9", "wg6:x", "wg7d"}) {
+    ScopedEnv set(kChunkEnv, v);  // restores an exported value afterwards
+    cuda::GdnFwdParams f{};
+    try {
+      cuda::gdn_bwd_chunk_wg_eligible(f);
+      ADD_FAILURE() << kChunkEnv << "=" << v << " accepted";
+    } catch (const linattn::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string(kChunkEnv) + "=" + v), std::string::npos) << m;
+      EXPECT_NE(m.find("expected wg7"), std::string::npos) << m;
+    }
+  }
 }
 
 // The graph sequence with the wgmma sweeps (fixed grids from capacity, seven layouts).

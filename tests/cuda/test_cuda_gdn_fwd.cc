@@ -15,10 +15,6 @@
 // the default, its instance must run, and the workspace grows by the records only with the switch.
 // tma3+split (the state update issued as two key halves at the top of the next chunk), tma3+ost (WG1's full output chunks
 // by one TMA store) and tma4 (both): the same bits as v3 and the default (tma3), and their instances must run.
-// tma3+pers (persistent chain CTAs walking their work items as one chunk stream): the same, its instance must run, and
-// with the grid capped to 1 and 3 CTAs (LINATTN_CUDA_GDN_PERS_CTAS: many items per CTA, zero-length sequences and
-// partial chunks at every ring stage inside the stream) and on a 40-sequence varlen batch (more items than SMs, the
-// longest-first order) the same bits as v3.
 // V-slice 32 of the pipelined kernel (LINATTN_CUDA_WGP_VS=32, where the plan's V-slice is 32): the chain-mode
 // cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
 // wgmma shapes, so other fp32 summation orders), under every chain-mode value; its instance must run only
@@ -121,7 +117,6 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
   bool sc() const { return mode().find("tma3") != std::string::npos || tma4(); }
   bool split() const { return tma4() || mode().find("split") != std::string::npos; }
   bool ost() const { return tma4() || mode().find("ost") != std::string::npos; }
-  bool pers() const { return mode().find("pers") != std::string::npos; }
   std::vector<Case> chain_cases() const {
     std::vector<Case> r = cases(dt(), 64);
     for (int64_t T : {64, 128, 192, 448}) {  // 1, 2, 3 (every ring stage once), 7 full chunks
@@ -142,8 +137,7 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
 TEST_P(CudaGdnFwdChain, SwitchIsRead) {
   const bool il = mode().find("il") != std::string::npos, tma2 = mode().find("tma2") != std::string::npos || sc();
   EXPECT_EQ(cuda::gdn_chain_mode_env(),
-            (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0) | (split() ? 16 : 0) | (ost() ? 32 : 0) |
-                (pers() ? 64 : 0));
+            (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0) | (split() ? 16 : 0) | (ost() ? 32 : 0));
   setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (tma3: both TMA rings + records)
@@ -156,7 +150,7 @@ TEST_P(CudaGdnFwdChain, MatchesReference) {
   for (const Case& c : chain_cases()) {
     const int64_t before = cuda::gdn_fused_wg_launches(), tma_before = cuda::gdn_fused_wgp_tma_launches(),
                   sc_before = cuda::gdn_fused_wgp_sc_launches(), sp_before = cuda::gdn_fused_wgp_split_launches(),
-                  os_before = cuda::gdn_fused_wgp_ost_launches(), ps_before = cuda::gdn_fused_wgp_pers_launches();
+                  os_before = cuda::gdn_fused_wgp_ost_launches();
     run_case(c, api::CudaGdnPath::kChunked, 64);
     EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << ": the pipelined kernel did not run";
     EXPECT_EQ(cuda::gdn_fused_wgp_tma_launches() > tma_before, tma()) << c.name << ": TMA instance ran iff the mode says tma";
@@ -165,8 +159,6 @@ TEST_P(CudaGdnFwdChain, MatchesReference) {
         << c.name << ": the split-update instance ran iff the mode says split / tma4";
     EXPECT_EQ(cuda::gdn_fused_wgp_ost_launches() > os_before, ost())
         << c.name << ": the TMA-store output instance ran iff the mode says ost / tma4";
-    EXPECT_EQ(cuda::gdn_fused_wgp_pers_launches() > ps_before, pers())
-        << c.name << ": the persistent instance ran iff the mode says pers";
   }
 }
 
@@ -190,41 +182,12 @@ TEST_P(CudaGdnFwdChain, SameBitsAsStep3Chain) {
   }
 }
 
-// pers only: the CTAs' chunk streams (few CTAs, many items each; a batch over the SMs) give v3's bits.
-TEST_P(CudaGdnFwdChain, PersStreamSameBits) {
-  if (!pers()) GTEST_SKIP() << "persistent chain only";
-  std::vector<Case> cs = chain_cases();
-  ChunkAttnSpec many = varlen_edges_spec(dt(), 64, ChunkOp::kGdn);  // 40 x 4 x 2 = 320 items: over the SMs
-  many.seqlens.clear();
-  for (int i = 0; i < 40; ++i) many.seqlens.push_back(i % 9 == 4 ? 0 : (i * 97 + 13) % 331);  // 0 - 330 tokens
-  many.pad_tokens = 3;
-  cs.push_back({"varlen_40_seqs", many});
-  for (const char* cap : {"", "1", "3"}) {
-    for (const Case& c : cs) {
-      if (*cap == 0 && c.name != "varlen_40_seqs") continue;
-      SCOPED_TRACE(c.name + " ctas " + cap);
-      const ChunkAttnData d = make_chunk_attn(c.spec);
-      setenv("LINATTN_CUDA_GDN_PERS_CTAS", cap, 1);
-      const int64_t before = cuda::gdn_fused_wgp_pers_launches();
-      const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
-      unsetenv("LINATTN_CUDA_GDN_PERS_CTAS");
-      EXPECT_GT(cuda::gdn_fused_wgp_pers_launches(), before) << "the persistent instance did not run";
-      setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
-      const ChunkAttnOutTensors v3 = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 64);
-      set_mode();
-      EXPECT_TRUE(same_bits(v3.o, got.o)) << "o differs from the step-3 chain's";
-      EXPECT_TRUE(same_bits(v3.final_state, got.final_state)) << "final_state differs from the step-3 chain's";
-    }
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdChain,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
                                             ::testing::Values(std::string("tma"), std::string("il"),
                                                               std::string("tma2"), std::string("tma2+il"),
                                                               std::string("tma3"), std::string("tma4"),
-                                                              std::string("tma3+split"), std::string("tma3+ost"),
-                                                              std::string("tma3+pers"))),
+                                                              std::string("tma3+split"), std::string("tma3+ost"))),
                          [](const auto& info) {
                            std::string m = std::get<1>(info.param);
                            for (char& ch : m)
@@ -311,6 +274,24 @@ TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   setenv("LINATTN_CUDA_WGP_VS", "32", 1);  // the V-slice 32 instance reads the same workspace
   EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def);
   unsetenv("LINATTN_CUDA_WGP_VS");
+}
+
+// A chain mode with the removed token "pers" (the persistent chain CTAs, removed in session 12) is an error naming
+// the variable, the value and the accepted values, never a silent default (no device needed).
+TEST(CudaGdnFwdChainSwitch, RemovedPersIsAnError) {
+  for (const char* v : {"tma3+pers", "pers", "tma2+pers+il", "bogus+pers"}) {
+    ScopedEnv set("LINATTN_CUDA_GDN_CHAIN", v);  // restores an exported value afterwards
+    try {
+      cuda::gdn_chain_mode_env();
+      ADD_FAILURE() << "LINATTN_CUDA_GDN_CHAIN=" << v << " accepted";
+    } catch (const linattn::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("LINATTN_CUDA_GDN_CHAIN=") + v), std::string::npos) << m;
+      EXPECT_NE(m.find("expected v3 or '+'-joined il, tma, tma2, tma3"), std::string::npos) << m;
+    }
+  }
+  ScopedEnv unset("LINATTN_CUDA_GDN_CHAIN", nullptr);
+  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4 | 8);  // the default (tma3)
 }
 
 TEST(CudaGdnFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {

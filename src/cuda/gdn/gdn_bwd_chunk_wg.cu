@@ -30,11 +30,11 @@
 // product (Q K^T / K K^T, its own commit group); warp 0's finish of head jj under head jj + 1's Y, the row-dot
 // partials double-buffered by head parity (WgRed), no end-of-head barrier but the last. Same values
 // as V4 bit for bit.
-// V8 ("wg8", opt-in =wg8; template V4 = 4): V7 with each M element's decay exp2(gam_i - gam_j) computed
-// once per head, under the first M product (decay_frag), and kept for both halves' element loops in the
-// thread's own R / beta R staging slots (half 1 recomputed them in V7); head 0's S / dS' (which depend on
-// the chunk row alone) issued before the chunk_indices / cu_seqlens loads, in head 0's first cp.async
-// group. "wg8d" (V4 = 5): the decays alone. Same values as V7 bit for bit.
+// V8d ("wg8d", opt-in =wg8d; template V4 = 5): V7 with each M element's decay exp2(gam_i - gam_j)
+// computed once per head, under the first M product (decay_frag), and kept for both halves' element loops
+// in the thread's own R / beta R staging slots (half 1 recomputed them in V7). Same values as V7 bit for
+// bit. ("wg8", V4 = 4: wg8d plus head 0's S / dS' issued before the index loads, was removed in session 12:
+// +1.7% on the H200 at ee5c88b.)
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -64,10 +64,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
   static_assert(!kPer || V4 == 1, "wg6 is wg4 in persistent CTAs");
   // wg7 (V4 == 3): wg4 with each head's tiles in two cp.async groups (split load, see the header)
-  // wg8 (V4 == 4) / wg8d (V4 == 5): wg7 with each M element's decay computed once per head (under the
-  // first M product) for both halves; wg8 also issues head 0's S / dS' before the index loads (kPro)
-  constexpr bool kW8 = V4 == 4 || V4 == 5, kPro = V4 == 4, kSplit = V4 == 3 || kW8;
-  static_assert(!kSplit || !kPer, "wg7 / wg8 are not persistent");
+  // wg8d (V4 == 5): wg7 with each M element's decay computed once per head (under the first M product)
+  // for both halves (V4 == 4, wg8, was removed)
+  static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
+  constexpr bool kW8 = V4 == 5, kSplit = V4 == 3 || kW8;
+  static_assert(!kSplit || !kPer, "wg7 / wg8d are not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -103,23 +104,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     const int64_t r = kPer ? it.r : int64_t(blockIdx.x);
     const int h = kPer ? it.h : int(blockIdx.y), G = f.HV / f.H;
     int64_t n = 0, c = 0;  // (wg6: the item came resolved from find_item)
-    // wg8: S / dS' of head 0 (rows r of hS / hdS: in bounds for every r < nt_cap) need no index load
-    // (r and j through opaque copies: the loop's own S / dS' addresses are not hoisted into registers)
-    if constexpr (kPro) {
-      int64_t ro;
-      int jo;
-      asm volatile("mov.b64 %0, %1;" : "=l"(ro) : "l"(r));
-      asm volatile("mov.b32 %0, %1;" : "=r"(jo) : "r"(h * G));
-      load_head_part<T, V, 2>(s, p, w, ro, 0, 0, jo, tid);
-    }
     if constexpr (!kPer) {
       if (w.chunk_indices) {
         n = w.chunk_indices[2 * r];
         c = w.chunk_indices[2 * r + 1];
-        if (n < 0) {  // sentinel row: touch nothing (wg8: once the copies above have landed)
-          if constexpr (kPro) cp_async_wait<0>();
-          return;
-        }
+        if (n < 0) return;  // sentinel row: touch nothing
       } else {
         n = r / w.nts;
         c = r % w.nts;
@@ -131,10 +120,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     // high word is one shift away instead of a register live through the head loop (spilled)
     const int64_t t0 = kPer ? int64_t(int32_t(it.t0)) : V3 ? int64_t(int32_t(bos + c * kBT)) : bos + c * kBT;
     const int len = kPer ? it.len : static_cast<int>(min(int64_t(kBT), eos - t0));
-    if (len <= 0) {
-      if constexpr (kPro) cp_async_wait<0>();
-      return;
-    }
+    if (len <= 0) return;
     // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
     // descriptor arithmetic that depends on it in uniform registers)
     const int wm = warp & 3, wn = V2 ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2, r0 = 16 * wm + g;
@@ -153,11 +139,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     };
 
     if constexpr (kSplit) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
-      // (wg8: S / dS' went out above, so they are in the first group; the rest is V^ / dO)
       load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
-      load_head_part<T, V, kPro ? 3 : 1>(s, p, w, r, t0, len, h * G, tid);
+      load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
     } else if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
@@ -684,12 +669,25 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
 }
 
-std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8_launches{0};
+std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0};
+
+// The switch's value, checked: a value that names no chunk kernel (the removed wg8, a typo) is an error, not a
+// silent V4.
+std::string chunk_switch() {
+  const std::string v = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
+  const bool wg6 = v == "wg6" || (v.size() > 4 && v.rfind("wg6:", 0) == 0 &&
+                                  v.find_first_not_of("0123456789", 4) == std::string::npos);
+  LINATTN_CHECK(v.empty() || wg6 || v == "mma" || v == "wg" || v == "wg2" || v == "wg3" || v == "wg4" || v == "wg5" ||
+                    v == "wg7" || v == "wg8d",
+                "LINATTN_CUDA_GDN_BWD_CHUNK=" + v +
+                    ": expected wg7 (the default), wg8d, wg6, wg6:N, wg5, wg4, wg3, wg2, wg or mma (wg8 was removed)");
+  return v;
+}
 
 template <class T, int V>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(w.nt_cap), p.f.H);
-  const std::string mode = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
+  const std::string mode = chunk_switch();
   if (mode == "wg") {
     launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
     return;
@@ -710,12 +708,9 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
     if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
       if (mode == "wg5") {
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
-      } else if (mode == "wg8" || mode == "wg8d") {  // opt-in (gdnbwd10; wg8d: the decays alone)
-        g_wg8_launches.fetch_add(1);
-        if (mode == "wg8")
-          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 4>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-        else
-          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+      } else if (mode == "wg8d") {  // opt-in (gdnbwd10: the decays once per head)
+        g_wg8d_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7" || mode.empty()) {  // wg7 the default since 1ec4943 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -737,19 +732,21 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // LINATTN_CUDA_GDN_BWD_CHUNK: "mma" = the mma.sync kernel (kept for A/B runs); "wg" = this kernel's
 // first version (V1); "wg2" = V2 (the instruction diet and the off-critical-path finish; the
 // default from 7c12eef); "wg3" = V3 (the default from 0253e2d: values equal to V2 bit for bit,
-// backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192); "wg5" = V5; unset / anything else = V4 at
+// backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192); "wg5" = V5; unset (until 1ec4943) / "wg4" = V4 at
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
-// at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128).
+// at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128; now the
+// default); "wg4" = V4; "wg8d" = V8d (opt-in). Since session 12 a value that names none of these (the
+// removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
-  if (env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "") == "mma") return false;
+  if (chunk_switch() == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
          (f.io == ElemType::kBF16 || f.io == ElemType::kF16) && current_device_info().cc_major == 9;
 }
 
 int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
 int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
-int64_t gdn_bwd_chunk_wg8_launches() { return g_wg8_launches.load(); }
+int64_t gdn_bwd_chunk_wg8d_launches() { return g_wg8d_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

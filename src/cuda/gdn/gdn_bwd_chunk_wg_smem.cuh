@@ -133,7 +133,6 @@ __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p
 
 // wg7: head j's tiles as two cp.async groups' worth (not committed). PART 0: what Y = Ai^T dV^
 // reads (Ai, dV^: 24 KB) and the L2 prefetches of load_head_wg; PART 1: S, dS', V^, dO (96 KB).
-// wg8's first head splits PART 1: PART 2 = S, dS' (chunk row r only: no t0 / len), PART 3 = V^, dO.
 template <class T, int V, int PART>
 __device__ __forceinline__ void load_head_part(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
                                                int64_t t0, int len, int j, int tid_) {
@@ -144,23 +143,16 @@ __device__ __forceinline__ void load_head_part(WgSmem<V>& s, const GdnBwdParams&
     load_sw2<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
     load_sw2<T, kBT, V, kNT>(s.dvh, static_cast<const T*>(w.dvh) + toff, V, len, tid);
     prefetch_head_l2<V>(p.f, w, t0, len, j, tid);
-  } else if constexpr (PART == 1) {
-    const int64_t soff = (r * p.f.HV + j) * int64_t(kK) * V;
-    load_sw2<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-    load_sw2<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
-    load_sw2<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
-    load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
-  } else if constexpr (PART == 2) {
-    const int64_t soff = (r * p.f.HV + j) * int64_t(kK) * V;
-    load_sw2<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-    load_sw2<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
   } else {
+    const int64_t soff = (r * p.f.HV + j) * int64_t(kK) * V;
+    load_sw2<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+    load_sw2<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
     load_sw2<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
     load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
   }
 }
 
-// wg8: the decays d = (i < len && c <= i) ? exp2f(gam_i - gam_c) : 0 of a thread's M elements (rows
+// wg8d: the decays d = (i < len && c <= i) ? exp2f(gam_i - gam_c) : 0 of a thread's M elements (rows
 // r0, r0 + 8; columns c0 + 8 nt + e, c0 = cb + 2 tq), the same expression as wg7's element loops.
 // (An ex2.approx.ftz fast path where every exponent of the thread is >= -126, bitwise the same, was
 // tried: with its branch ptxas spilled 36 / 36 B with 5 local accesses per head; without, 12 / 12 and 1.)

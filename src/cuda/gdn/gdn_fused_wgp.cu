@@ -34,11 +34,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "core/util.h"
-#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/tma.h"
 #include "cuda/gdn/gdn_fused_wg.h"
@@ -87,41 +85,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
   else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0, (MODE & kChainOst) != 0>(
       s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n, &maps.o);
-}
-
-// Persistent chain CTAs (MODE = tma3 + kChainPers; "tma3+pers"): grid = the resident CTAs (capped by the items), CTA b
-// walks work items b, b + gridDim.x, ... (pers_item: sequence slot outermost, so longest first with ws.seq_order) as
-// one chunk stream: the mbarriers are set up once, each ring loads the stream's chunks ahead across item boundaries
-// (the next item's first boxes and records during this item's last chunks) and the hand-off buffers alternate over
-// the stream, so only the initial state's loads and the final state's stores remain between two items. Static
-// stride: no counter to reset (CUDA-graph replay), the grid depends on the capacity (N, HV, V), not the lengths.
-template <class T, int MODE>
-__global__ void __launch_bounds__(kThreads, 1)
-    gdn_fused_wgp_pers_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps, int items) {
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
-  uint64_t* mbar = reinterpret_cast<uint64_t*>(base + sizeof(WgpSmem<T>));  // WG0's 3, then WG1's 2
-  PersCursor* cur = reinterpret_cast<PersCursor*>(base + sizeof(WgpSmem<T>) + kPersMbarBytes);  // WG0's, WG1's
-  const int tid = threadIdx.x, t = tid & 127, wg = tid >> 7;
-  PersStream ps{items, 0, false, cur + wg};
-  if (t == 0) {  // each warpgroup's thread 0 owns its cursor: the CTA's first chunk
-    ps.cur->idx = static_cast<int>(blockIdx.x);
-    pers_seek(p, ws, items, *ps.cur);
-  }
-  for (int i = static_cast<int>(blockIdx.x); i < items; i += static_cast<int>(gridDim.x)) {
-    PersItem it;
-    pers_item(p, ws, i, it);
-    if (wg == 0)
-      state_warpgroup<T, false, false, MODE>(s, p, ws, it.n, it.bos, it.eos, it.nchunks, it.h, it.j, it.v0, t, 0, &maps,
-                                             mbar, &ps);
-    else
-      output_warpgroup<T, false, true, true, false, true>(s, p, ws, it.bos, it.eos, it.nchunks, it.h, it.j, it.v0, t,
-                                                          &maps.q, &maps.p, mbar + kStages0<false>, it.n, nullptr, &ps);
-  }
-  // WG1 arrived at the empty barrier after every chunk: the last two (chunks g - 2, g - 1) are matched here.
-  if (wg == 0)
-    for (int g = ps.g < 2 ? 0 : ps.g - 2; g < ps.g; ++g) named_barrier(kBarEmpty + (g & 1), 256);
 }
 
 // GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
@@ -216,14 +179,6 @@ static_assert(sizeof(WgpSmem<__nv_bfloat16, false>) + 1024 <= 227 * 1024 &&
 static_assert(sizeof(WgpSmemPf<__nv_bfloat16>) + 1024 <= 227 * 1024,
               "gdn fused (pipelined, P formed in WG1): shared memory per CTA over the sm_90 limit");
 
-// The persistent kernel's shared memory: the layout, the 5 mbarriers (padded to 64 bytes), the two cursors.
-template <class T>
-constexpr size_t pers_smem_bytes() {
-  return sizeof(WgpSmem<T>) + 1024 + kPersMbarBytes + 2 * sizeof(PersCursor);
-}
-static_assert(pers_smem_bytes<__nv_bfloat16>() <= 227 * 1024 && pers_smem_bytes<__half>() <= 227 * 1024,
-              "gdn fused (pers): the layout, mbarriers and cursors exceed the sm_90 shared-memory limit");
-
 std::atomic<int64_t> g_pf_launches{0};
 
 // The chain mode of this launch: the switch, without TMA where its maps cannot describe the tensors.
@@ -243,22 +198,12 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
   const bool sc_ok = ws.sc != nullptr && reinterpret_cast<uintptr_t>(ws.sc) % 16 == 0 &&
                      (!p.cu_seqlens || ws.chunk_offsets != nullptr) && (mode & kChainTma) && (mode & kChainTma1);
   if (!sc_ok) mode &= ~kChainSc;
-  if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst | kChainPers);  // instances of tma3 only
-  if (mode & (kChainSplit | kChainOst | kChainIl)) mode &= ~kChainPers;      // pers: of tma3 alone
+  if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst);  // instances of tma3 only
   if (reinterpret_cast<uintptr_t>(p.o) % 16 != 0) mode &= ~kChainOst;  // the output map's base
   return mode;
 }
 
-std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0}, g_split_launches{0}, g_ost_launches{0}, g_pers_launches{0};
-
-// The persistent kernel's grid: one CTA per SM (255 registers, ~215 KB of shared memory), capped by the work items;
-// LINATTN_CUDA_GDN_PERS_CTAS=n caps it further (tests: many items per CTA). Depends on N, HV, V only (graph capture).
-unsigned pers_grid(int items) {
-  int ctas = current_device_info().sm_count;
-  const std::string cap = env_or("LINATTN_CUDA_GDN_PERS_CTAS", "");
-  if (!cap.empty() && std::atoi(cap.c_str()) > 0) ctas = std::min(ctas, std::atoi(cap.c_str()));
-  return static_cast<unsigned>(std::max(1, std::min(ctas, items)));
-}
+std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0}, g_split_launches{0}, g_ost_launches{0};
 
 // The launch's tensor maps: k, v, Ab; q and P too with `wg1` (kChainTma1).
 StateMaps state_maps(const GdnFwdParams& p, const GdnChunkWs& ws, bool wg1) {
@@ -293,13 +238,7 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
     if (mode & kSp) g_split_launches.fetch_add(1);
     if (mode & kO) g_ost_launches.fetch_add(1);
     constexpr int k3 = kT | kT1 | kSc;
-    if (mode & kChainPers) {  // tma3 alone (gdn_chain_mode)
-      const int64_t items = int64_t(p.V / kVS) * p.HV * p.N;
-      LINATTN_CHECK(items < (int64_t(1) << 31), "gdn fused (pers): ", items, " work items exceed int");
-      g_pers_launches.fetch_add(1);
-      launch(gdn_fused_wgp_pers_kernel<T, k3 | kChainPers>, dim3(pers_grid(int(items))), dim3(kThreads),
-             pers_smem_bytes<T>(), stream, p, ws, m, int(items));
-    } else if ((mode & (kSp | kO)) == (kSp | kO))
+    if ((mode & (kSp | kO)) == (kSp | kO))
       launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kSp) launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kO) launch(gdn_fused_wgp_tma_kernel<T, k3 | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -386,8 +325,6 @@ int64_t gdn_fused_wgp_split_launches() { return g_split_launches.load(); }
 
 int64_t gdn_fused_wgp_ost_launches() { return g_ost_launches.load(); }
 
-int64_t gdn_fused_wgp_pers_launches() { return g_pers_launches.load(); }
-
 // The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h):
 // "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
 // 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
@@ -397,11 +334,12 @@ constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc5
 namespace {
 // "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
 // scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
-// output by TMA box stores; split and ost apply with tma3 only) / pers (persistent CTAs; with tma3 alone); -1 if not
-// a valid value.
+// output by TMA box stores; split and ost apply with tma3 only); -2 if any token names a removed one ("pers":
+// the persistent chain CTAs of session 12, +7% on the H200 at ee5c88b), else -1 if not a valid value.
 int parse_chain_mode(const std::string& v) {
   if (v == "v3") return 0;
   int mode = 0;
+  bool bad = false, removed = false;
   size_t b = 0;
   while (b <= v.size()) {
     const size_t e = std::min(v.find('+', b), v.size());
@@ -413,16 +351,20 @@ int parse_chain_mode(const std::string& v) {
     else if (tok == "tma4") mode |= kChainTma | kChainTma1 | kChainSc | kChainSplit | kChainOst;
     else if (tok == "split") mode |= kChainSplit;
     else if (tok == "ost") mode |= kChainOst;
-    else if (tok == "pers") mode |= kChainPers;
-    else return -1;
+    else if (tok == "pers") removed = true;
+    else bad = true;
     b = e + 1;
   }
-  return mode;
+  return removed ? -2 : bad ? -1 : mode;
 }
 }  // namespace
 
 int gdn_chain_mode_env() {
-  const int m = parse_chain_mode(env_or("LINATTN_CUDA_GDN_CHAIN", ""));
+  const std::string v = env_or("LINATTN_CUDA_GDN_CHAIN", "");
+  const int m = parse_chain_mode(v);
+  LINATTN_CHECK(m != -2, "LINATTN_CUDA_GDN_CHAIN=" + v +
+                             ": expected v3 or '+'-joined il, tma, tma2, tma3 (the default), tma4, split, ost (pers, the "
+                             "persistent chain CTAs, was removed)");
   return m >= 0 ? m : parse_chain_mode(kGdnChainDefault);
 }
 

@@ -1,6 +1,6 @@
 // The state chain's device code of gdn_fused_wgp.cu (split out for the file-size limit; included by that file
 // only, before its kernels): il_pin, the split state update, and the chain body template shared by the one-item
-// kernels, the tier-3 state pass and the persistent kernel (see gdn_fused_wgp.cu's header for the modes).
+// kernels and the tier-3 state pass (see gdn_fused_wgp.cu's header for the modes).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -65,18 +65,13 @@ __device__ __forceinline__ void issue_split_update(float (&s_lo)[32], float (&s_
 //   stage once every warp has waited for chunk c - 1's update (warps 1-3 arrive at kBarRefill, warp 0 waits).
 //   Chunk 0 adds a zero V^T diag(w) times the zeroed k tile of stage kSt - 1; the last chunk's update runs after
 //   the loop. Per element the same products in the same order (an N split does not change a column's sum).
-// kChainPers (with exactly tma3's bits; "tma3+pers"): one item of the CTA's chunk stream ps (gdn_fused_wgp_pers_kernel):
-//   chunk c is the stream's chunk ps->g + c (ring stage, mbarrier parity, hand-off buffer, empty waits); the first
-//   item sets up the mbarriers and loads the stream's first two chunks, and each refill loads the stream's chunk
-//   g + 2 through thread 0's shared cursor ps->cur, so the next item's first chunks arrive during this item's last.
 // Same products, same operands, same order: bitwise the MODE 0 chain's values.
 template <class T, bool KDA, bool SEG = false, int MODE = 0, class Smem>
 __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
                                 int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0,
-                                const StateMaps* maps = nullptr, uint64_t* mbar = nullptr, PersStream* ps = nullptr) {
+                                const StateMaps* maps = nullptr, uint64_t* mbar = nullptr) {
   constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0, SC = (MODE & kChainSc) != 0;
-  constexpr bool SP = (MODE & kChainSplit) != 0, PS = (MODE & kChainPers) != 0;
-  static_assert(!PS || (MODE == (kChainTma | kChainTma1 | kChainSc | kChainPers) && !SEG), "pers: an instance of tma3");
+  constexpr bool SP = (MODE & kChainSplit) != 0;
   static_assert(MODE == 0 || (!KDA && (!SEG || MODE == (kChainTma | kChainSc))),
                 "the chain modes are GDN's forward (the state pass: tma3's ring and records only)");
   static_assert(!SC || TM, "the scale records ride on the TMA ring");
@@ -99,19 +94,8 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       S[i] = p.h0 ? load_elem(p.h0, p.h0_type, state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))) : 0.f;
   }
   int r0 = 0, rlast = 0;  // SC: the record rows of sequence n
-  if constexpr (SC && !PS) chain_sc::record_rows(p, ws, n, r0, rlast);
-  if constexpr (PS) {  // the stream's set-up and first chunks, once per CTA
-    if (!ps->started) {
-      if (t == 0) {
-        for (int i = 0; i < kSt; ++i) mbar_init(mbar + i, 1);
-        fence_barrier_init();
-      }
-      named_barrier(bar, 128);
-      if (t == 0)
-        for (int c = 0; c < kAhead && ps->cur->idx < ps->items; ++c)
-          pers_load_state<T>(ring[c], *maps, mbar + c, p, ws, ps->items, *ps->cur);
-    }
-  } else if constexpr (TM) {
+  if constexpr (SC) chain_sc::record_rows(p, ws, n, r0, rlast);
+  if constexpr (TM) {
     if (t == 0) {
       for (int i = 0; i < kSt; ++i) mbar_init(mbar + i, 1);
       fence_barrier_init();
@@ -160,7 +144,6 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     for (int i = 0; i < 32; ++i) vacc[i] = 0.f;
   }
   uint32_t ph = 0;  // TM: parity of the current round of the stages' mbarriers
-  if constexpr (PS) ph = uint32_t(ps->g / kSt) & 1u;
   // SP: S's key halves (the update's two accumulators), the previous chunk's V^T diag(w) and its stage.
   [[maybe_unused]] float(&s_lo)[32] = *reinterpret_cast<float(*)[32]>(S);
   [[maybe_unused]] float(&s_hi)[32] = *reinterpret_cast<float(*)[32]>(S + 32);
@@ -170,8 +153,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
 #pragma unroll
     for (int i = 0; i < 16; ++i) hfc[i] = 0u;
   }
-  for (int c = 0, stage = PS ? ps->g % kSt : 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
-    const int gc = PS ? ps->g + c : c;  // the chunk's place in the stream (PS: across items)
+  for (int c = 0, stage = 0; c < nchunks; ++c, stage = stage == kSt - 1 ? 0 : stage + 1) {
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
     if constexpr (SP) issue_split_update<T>(s_lo, s_hi, hfc, dkt0, prev_soff);  // chunk c - 1's
@@ -233,10 +215,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     }
 
     const int ld_stage = stage == 0 ? kSt - 1 : stage - 1;  // chunk c-1's, whose readers all finished
-    if constexpr (PS) {  // the stream's chunk gc + 2 (this item's, or a later item's first ones)
-      if (t == 0 && ps->cur->idx < ps->items)
-        pers_load_state<T>(ring[ld_stage], *maps, mbar + ld_stage, p, ws, ps->items, *ps->cur);
-    } else if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread (SC: the record by thread 0)
+    if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread (SC: the record by thread 0)
       if (c + kAhead < nchunks) {
         const int64_t t0n = bos + int64_t(c + kAhead) * kBT;
         if (t == 0) {
@@ -252,9 +231,9 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
                                 h, j, v0, t, r0c + c + kAhead, !mcols);
     }
     if constexpr (!SC) cp_async_commit();
-    auto& x = s.xch[gc & 1];
+    auto& x = s.xch[c & 1];
     if constexpr (!SEG) {
-      if (gc >= 2) named_barrier(kBarEmpty + (gc & 1), 256);  // WG1 has read chunk c-2's fragments
+      if (c >= 2) named_barrier(kBarEmpty + (c & 1), 256);  // WG1 has read chunk c-2's fragments
 #pragma unroll
       for (int i = 0; i < 8; ++i) x.s[i][t] = make_uint4(sf[4 * i], sf[4 * i + 1], sf[4 * i + 2], sf[4 * i + 3]);
     }
@@ -368,7 +347,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     if constexpr (!SEG) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) x.v[i][t] = make_uint4(vf[4 * i], vf[4 * i + 1], vf[4 * i + 2], vf[4 * i + 3]);
-      named_barrier_arrive(kBarFull + (gc & 1), 256);
+      named_barrier_arrive(kBarFull + (c & 1), 256);
     }
     // While the update runs: chunk c+1's scales (its group, committed during chunk c-1, is the
     // older of the two in flight); the barrier at the top of chunk c+1 publishes them.
@@ -401,10 +380,6 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
   } else if (p.ht) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) p.ht[state_index(p, n, j, acc_col(t, i), v0 + acc_row(t, i))] = S[i];
-  }
-  if constexpr (PS) {
-    ps->g += nchunks;
-    ps->started = true;
   }
 }
 

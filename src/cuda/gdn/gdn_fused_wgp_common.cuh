@@ -265,84 +265,6 @@ __device__ __forceinline__ void load_output_tma(typename WgpSmem<T>::Stage1& st,
   }
 }
 
-// Persistent CTAs (chain mode "tma3+pers", gdn_fused_wgp_tma.cuh's kChainPers): work item idx of a launch is
-// (sequence slot z, value head j, V-slice), z outermost, so a CTA's walk (items blockIdx.x, + gridDim.x, ...)
-// takes the longest sequences first where ws.seq_order is set (varlen).
-struct PersItem {
-  int64_t n, bos, eos;
-  int nchunks, h, j, v0;
-};
-__device__ __forceinline__ void pers_item(const GdnFwdParams& p, const GdnChunkWs& ws, int idx, PersItem& it) {
-  const int nvs = p.V / kVS, per_z = p.HV * nvs;
-  const int z = idx / per_z, rem = idx - z * per_z;
-  it.j = rem / nvs;
-  it.v0 = (rem - it.j * nvs) * kVS;
-  it.h = it.j / (p.HV / p.H);
-  it.n = ws_sequence(ws, static_cast<unsigned>(z));
-  seq_bounds(p, it.n, it.bos, it.eos);
-  it.nchunks = static_cast<int>((it.eos - it.bos + kBT - 1) / kBT);
-}
-
-// The next chunk a warpgroup's thread 0 loads into its ring (in shared memory: no registers in the chain's loops):
-// chunk c of item idx (row0 = its first token, col = j V + v0, record rows r0 / rlast); idx >= items: none left.
-struct PersCursor {
-  int idx, c, nchunks, row0, h, j, col, r0, rlast;
-};
-// A warpgroup's place in its CTA's chunk stream (registers): g chunks done (the hand-off buffer and ring stage of the
-// next chunk follow from g), started: the mbarriers are set up and the first chunks are on their way.
-struct PersStream {
-  int items, g;
-  bool started;
-  PersCursor* cur;
-};
-
-// WG0's cursor entering an item (two chunks before the current item ends): its initial state slice into L2, so the
-// 64 loads per thread at the item switch hit L2 instead of HBM. V-first states only (the slice is 64 contiguous
-// rows of K; K-first would take 128 strided copies), one bulk prefetch of 64 K elements.
-__device__ __forceinline__ void pers_prefetch_h0(const GdnFwdParams& p, const PersItem& it) {
-  if (!p.h0 || !p.state_v_first) return;
-  const int es = p.h0_type == ElemType::kF32 ? 4 : 2;
-  const char* src = static_cast<const char*>(p.h0) + state_index(p, it.n, it.j, 0, it.v0) * es;
-  if (reinterpret_cast<uintptr_t>(src) % 16 == 0)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(uint32_t(kVS * p.K * es)) : "memory");
-}
-
-// Thread 0: from item cur.idx (chunk 0) on, to the first item with a chunk (zero-length sequences have none);
-// h0_l2 (WG0's refills): that item's initial state into L2 (pers_prefetch_h0).
-__device__ __forceinline__ void pers_seek(const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu,
-                                          bool h0_l2 = false) {
-  for (; cu.idx < items; cu.idx += static_cast<int>(gridDim.x)) {
-    PersItem it;
-    pers_item(p, ws, cu.idx, it);
-    if (h0_l2) pers_prefetch_h0(p, it);
-    if (it.nchunks == 0) continue;
-    cu.c = 0;
-    cu.nchunks = it.nchunks;
-    cu.row0 = static_cast<int>(it.bos);
-    cu.h = it.h;
-    cu.j = it.j;
-    cu.col = it.j * p.V + it.v0;
-    chain_sc::record_rows(p, ws, it.n, cu.r0, cu.rlast);
-    return;
-  }
-}
-__device__ __forceinline__ void pers_advance(const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu,
-                                             bool h0_l2 = false) {
-  if (++cu.c < cu.nchunks) return;
-  cu.idx += static_cast<int>(gridDim.x);
-  pers_seek(p, ws, items, cu, h0_l2);
-}
-// Thread 0 of WG1 (PS): the cursor's chunk (q / P boxes, the record's qsc) into stage st on bar; the cursor moves on.
-template <class T>
-__device__ __forceinline__ void pers_load_output(typename WgpSmem<T>::Stage1& st, const GdnFwdParams& p,
-                                                 const GdnChunkWs& ws, const CUtensorMap* qm, const CUtensorMap* pm,
-                                                 uint64_t* bar, PersStream* ps) {
-  PersCursor& cu = *ps->cur;
-  load_output_tma<T, true>(st, p, ws, qm, pm, bar, cu.row0 + int64_t(cu.c) * kBT, kBT, cu.h, cu.j, 0,
-                           chain_sc::record(ws, p.HV, cu.j, cu.r0, cu.rlast, cu.c));
-  pers_advance(p, ws, ps->items, cu);
-}
-
 // WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
 // TM1 (GDN only): q / P by TMA (load_output_tma; maps qm, pm; mbarriers mbar1[2], one per stage).
 // SC (with TM1; chain mode tma3): qsc from the prep's scale records of sequence n, no cp.async at all.
@@ -351,34 +273,25 @@ __device__ __forceinline__ void pers_load_output(typename WgpSmem<T>::Stage1& st
 // of map om from thread 0 (no LDS / STG round trip on 128 threads); partial chunks (rows past the end belong to the
 // next sequence) keep the per-thread stores, from the swizzled box. Thread 0 waits for the store's smem reads
 // (bulk_wait_read0) before the next chunk's top barrier and for its completion at the end.
-// PS (with SC, not BS; "tma3+pers"): one item of the CTA's chunk stream ps (chunk c is the stream's chunk ps->g + c:
-// its ring stage, mbarrier parity and hand-off buffer); the ring is set up by the first item only, and thread 0 loads
-// the stream's next chunk (maybe the next item's first) through the shared cursor ps->cur; the empty barrier is
-// arrived at for every chunk (WG0 waits for the last two after its last item).
-template <class T, bool KDA = false, bool TM1 = false, bool SC = false, bool BS = false, bool PS = false>
+template <class T, bool KDA = false, bool TM1 = false, bool SC = false, bool BS = false>
 __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
                                  int64_t eos, int nchunks, int h, int j, int v0, int t, const CUtensorMap* qm = nullptr,
                                  const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr, int64_t n = 0,
-                                 const CUtensorMap* om = nullptr, PersStream* ps = nullptr) {
+                                 const CUtensorMap* om = nullptr) {
   static_assert(!(TM1 && KDA), "WG1's TMA ring is GDN's");
   static_assert(!SC || TM1, "the scale records ride on the TMA ring");
   static_assert(!BS || SC, "the bulk-copy output is an instance of tma3");
-  static_assert(!PS || (SC && !BS), "the persistent stream is an instance of tma3");
   using Stage1 = typename WgpSmem<T, KDA>::Stage1;
   int r0 = 0, rlast = 0;  // SC: the record rows of sequence n
-  if constexpr (SC && !PS) chain_sc::record_rows(p, ws, n, r0, rlast);
+  if constexpr (SC) chain_sc::record_rows(p, ws, n, r0, rlast);
   if constexpr (TM1) {
-    if (!PS || !ps->started) {
-      if (t == 0) {
-        mbar_init(mbar1, 1);
-        mbar_init(mbar1 + 1, 1);
-        fence_barrier_init();
-      }
-      named_barrier(kBarWg1, 128);  // the barriers are initialised before anyone waits on them
+    if (t == 0) {
+      mbar_init(mbar1, 1);
+      mbar_init(mbar1 + 1, 1);
+      fence_barrier_init();
     }
-    if constexpr (PS) {  // the stream's first chunk, once
-      if (!ps->started && t == 0 && ps->cur->idx < ps->items) pers_load_output<T>(s.st1[0], p, ws, qm, pm, mbar1, ps);
-    } else if (nchunks > 0)
+    named_barrier(kBarWg1, 128);  // the barriers are initialised before anyone waits on them
+    if (nchunks > 0)
       load_output_tma<T, SC>(s.st1[0], p, ws, qm, pm, mbar1, bos, chunk_len(bos, eos, 0), h, j, t,
                              SC ? chain_sc::record(ws, p.HV, j, r0, rlast, 0) : nullptr);
   } else {
@@ -395,24 +308,20 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
   const uint64_t dq0 = desc_kmaj0(s.st1[0].q), dp0 = desc_kmaj0(s.st1[0].p);
   [[maybe_unused]] uint8_t* const o_box = reinterpret_cast<uint8_t*>(&s.o[0][0]);  // BS: 1024-aligned (asserted)
   for (int c = 0; c < nchunks; ++c) {
-    const int gc = PS ? ps->g + c : c;  // the chunk's place in the stream (PS: across items)
-    const int stage = gc & 1;
+    const int stage = c & 1;
     Stage1& st = s.st1[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage1));
     const int64_t t0 = bos + int64_t(c) * kBT;
     const int len = chunk_len(bos, eos, c);
     if constexpr (!SC) cp_async_wait<0>();
-    if constexpr (TM1) mbar_wait(mbar1 + stage, uint32_t(gc >> 1) & 1u);  // stage gc % 2's (gc / 2)-th round
+    if constexpr (TM1) mbar_wait(mbar1 + stage, uint32_t(c >> 1) & 1u);  // stage c % 2's (c / 2)-th round
     if (!KDA && !SC && t < 64) st.qsc[t] = chain_sc::qsc(p.scale, st.gam[t], st.rq[t]);  // own copies
     if (BS && t == 0) bulk_wait_read0();  // chunk c-1's box has left the staging (long done: a chunk ago)
     // BS (SC: nothing generic is written for the async proxy before this barrier; q / P / qsc come by TMA and
     // the mbarrier): no proxy fence (a MEMBAR.ALL.CTA behind the previous chunk's stores).
     if constexpr (!BS) fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
-    if constexpr (PS) {  // the stream's next chunk (this item's, or a later item's first)
-      if (t == 0 && ps->cur->idx < ps->items)
-        pers_load_output<T>(s.st1[stage ^ 1], p, ws, qm, pm, mbar1 + (stage ^ 1), ps);
-    } else if (c + 1 < nchunks) {
+    if (c + 1 < nchunks) {
       if constexpr (TM1)
         load_output_tma<T, SC>(s.st1[stage ^ 1], p, ws, qm, pm, mbar1 + (stage ^ 1), t0 + kBT, chunk_len(bos, eos, c + 1),
                                h, j, t, SC ? chain_sc::record(ws, p.HV, j, r0, rlast, c + 1) : nullptr);
@@ -421,8 +330,8 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     }
     if constexpr (!SC) cp_async_commit();
 
-    auto& x = s.xch[gc & 1];
-    named_barrier(kBarFull + (gc & 1), 256);  // WG0 has written chunk c's fragments
+    auto& x = s.xch[c & 1];
+    named_barrier(kBarFull + (c & 1), 256);  // WG0 has written chunk c's fragments
     uint32_t sf[32], vf[16];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -462,7 +371,7 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
     wgmma_fence_regs(vf);
-    if (PS || c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (gc & 1), 256);  // WG0 may refill this buffer
+    if (c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (c & 1), 256);  // WG0 may refill this buffer
 
     // O^T's accumulator as A fragments, stored transposed ([token][v]) by stmatrix.trans.
 #pragma unroll
@@ -491,10 +400,6 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
   }
   if (BS && t == 0) bulk_wait0();  // the staging stays valid until the last box is written
   cp_async_wait<0>();
-  if constexpr (PS) {
-    ps->g += nchunks;
-    ps->started = true;
-  }
 }
 
 }  // namespace wgp

@@ -28,13 +28,7 @@ namespace wgp {
 // so K S^T's first half starts while the update's second half runs (gdn_fused_wgp.cu's state_warpgroup);
 // kChainOst (with tma3's bits; "tma4" has it too) = WG1's full output chunks leave a swizzled staging box by one
 // TMA tensor store (output_warpgroup's BS, gdn_fused_wgp_common.cuh).
-// kChainPers (with exactly tma3's bits; "tma3+pers") = persistent CTAs: grid = the resident CTAs, each walks its work
-// items as one chunk stream (PersStream / PersCursor below; gdn_fused_wgp.cu's gdn_fused_wgp_pers_kernel).
-constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8, kChainSplit = 16, kChainOst = 32,
-              kChainPers = 64;
-// kChainPers: the mbarriers' bytes before the persistent kernel's two cursors (WG0's 3 + WG1's 2, 8 bytes each).
-constexpr size_t kPersMbarBytes = 64;
-static_assert(kPersMbarBytes >= (kStages0<false> + kStages1) * sizeof(uint64_t), "pers: the cursors after the mbarriers");
+constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8, kChainSplit = 16, kChainOst = 32;
 // WG0's refill barrier of the split chain (warps 1-3 arrive, warp 0 waits before thread 0 refills a stage).
 constexpr int kBarRefill = 7;
 
@@ -98,16 +92,6 @@ __device__ __forceinline__ void zero_tail_rows(typename WgpSmem<T>::Stage0& st, 
 template <class T>
 __device__ __forceinline__ void tma_state_record(typename WgpSmem<T>::Stage0& st, const float* rec, uint64_t* bar) {
   bulk_load_1d(st.erk, rec, chain_sc::kBytes0, bar);
-}
-
-// Thread 0 of WG0: the cursor's chunk (boxes and record) into stage st on bar, then the cursor moves on (into a
-// new item: its initial state slice into L2).
-template <class T>
-__device__ __forceinline__ void pers_load_state(typename WgpSmem<T>::Stage0& st, const StateMaps& m, uint64_t* bar,
-                                                const GdnFwdParams& p, const GdnChunkWs& ws, int items, PersCursor& cu) {
-  tma_state_tiles<T>(st, m, bar, cu.row0 + int64_t(cu.c) * kBT, ws.T_cap, cu.h, cu.j, cu.col, chain_sc::kBytes0);
-  tma_state_record<T>(st, chain_sc::record(ws, p.HV, cu.j, cu.r0, cu.rlast, cu.c), bar);
-  pers_advance(p, ws, items, cu, true);
 }
 
 template <class T>
