@@ -140,8 +140,8 @@ TEST_P(CudaGdnFwdChain, SwitchIsRead) {
             (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0) | (split() ? 16 : 0) | (ost() ? 32 : 0));
   setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
-  setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // not a value: the default (tma3: both TMA rings + records)
-  EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4 | 8);
+  setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // names no mode: an error (see CudaGdnFwdChainSwitch)
+  EXPECT_THROW(cuda::gdn_chain_mode_env(), linattn::Error);
   unsetenv("LINATTN_CUDA_GDN_CHAIN");
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4 | 8);
 }
@@ -276,10 +276,10 @@ TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   unsetenv("LINATTN_CUDA_WGP_VS");
 }
 
-// A chain mode with the removed token "pers" (the persistent chain CTAs, removed in session 12) is an error naming
-// the variable, the value and the accepted values, never a silent default (no device needed).
+// A chain mode with the removed token "pers" (the persistent chain CTAs, removed in session 12) or a token naming no
+// mode is an error naming the variable, the value and the accepted values, never a silent default (no device needed).
 TEST(CudaGdnFwdChainSwitch, RemovedPersIsAnError) {
-  for (const char* v : {"tma3+pers", "pers", "tma2+pers+il", "bogus+pers"}) {
+  for (const char* v : {"tma3+pers", "pers", "tma2+pers+il", "bogus+pers", "tma+bogus", "TMA3", "tma3+"}) {
     ScopedEnv set("LINATTN_CUDA_GDN_CHAIN", v);  // restores an exported value afterwards
     try {
       cuda::gdn_chain_mode_env();

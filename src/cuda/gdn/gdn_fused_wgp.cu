@@ -361,11 +361,12 @@ int parse_chain_mode(const std::string& v) {
 
 int gdn_chain_mode_env() {
   const std::string v = env_or("LINATTN_CUDA_GDN_CHAIN", "");
-  const int m = parse_chain_mode(v);
-  LINATTN_CHECK(m != -2, "LINATTN_CUDA_GDN_CHAIN=" + v +
-                             ": expected v3 or '+'-joined il, tma, tma2, tma3 (the default), tma4, split, ost (pers, the "
-                             "persistent chain CTAs, was removed)");
-  return m >= 0 ? m : parse_chain_mode(kGdnChainDefault);
+  if (v.empty()) return parse_chain_mode(kGdnChainDefault);
+  const int m = parse_chain_mode(v);  // a value naming no mode is an error (session 12), never a silent default
+  LINATTN_CHECK(m >= 0, "LINATTN_CUDA_GDN_CHAIN=" + v +
+                            ": expected v3 or '+'-joined il, tma, tma2, tma3 (the default), tma4, split, ost (pers, the "
+                            "persistent chain CTAs, was removed)");
+  return m;
 }
 
 // Independent of the V-slice and of the tier-3 fields, so every gdn_fwd call on one virtual problem
