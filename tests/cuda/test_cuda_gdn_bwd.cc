@@ -532,6 +532,27 @@ TEST(CudaGdnBwdSweepWg, Wg3GraphSequence) {
   sweep_variant_graph_sequence("wg3", cuda::gdn_bwd_sweep_wg3_launches);
 }
 
+// wgr / wgrl (gdn_bwd_sweep_wgr.cu, sweepsplit, session 12: wg3 with role 1's products reordered so that
+// dS^T += dO^T diag(osc) Q runs off the dv^T path; wgrl also issues the input ring after the first products):
+// dS^T keeps its accumulation order, so every case is bitwise wg's (= wg3's) and within the fp64 bars; the
+// wgr kernel must have run. BT 64 only (BT 32 takes mma.sync; the binary is long): wgr bf16 / fp16, wgrl bf16.
+TEST(CudaGdnBwdSweepWgr, MatchesReferenceAndWgBitwise) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_matches(DType::kBF16, 64, "wgr", cuda::gdn_bwd_sweep_wgr_launches);
+  sweep_variant_matches(DType::kF16, 64, "wgr", cuda::gdn_bwd_sweep_wgr_launches);
+  sweep_variant_matches(DType::kBF16, 64, "wgrl", cuda::gdn_bwd_sweep_wgr_launches);
+}
+
+TEST(CudaGdnBwdSweepWgr, IsDeterministic) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const char* v : {"wgr", "wgrl"}) sweep_variant_deterministic(DType::kBF16, 64, v);
+}
+
+TEST(CudaGdnBwdSweepWgr, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const char* v : {"wgr", "wgrl"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wgr_launches);
+}
+
 // A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,
 // the value and the accepted values, never a silent mma.sync sweep.
 TEST(CudaGdnBwdSweepWg, RemovedOrUnknownSwitchValueIsAnError) {

@@ -182,9 +182,11 @@ std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0};
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
 std::string sweep_switch() {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
-  LINATTN_CHECK(v.empty() || v == "wg" || v == "wglate" || v == "wgsync" || v == "wg3" || v == "mma",
+  LINATTN_CHECK(v.empty() || v == "wg" || v == "wglate" || v == "wgsync" || v == "wg3" || v == "wgr" || v == "wgrl" ||
+                    v == "mma",
                 "LINATTN_CUDA_GDN_BWD_SWEEP=" + v +
-                    ": expected wg3 (the default), wg, wglate, wgsync or mma (wg2 / wg3p / wg3pf were removed)");
+                    ": expected wg3 (the default), wg, wglate, wgsync, wgr, wgrl or mma (wg2 / wg3p / wg3pf were "
+                    "removed)");
   return v;
 }
 }  // namespace
@@ -218,6 +220,7 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
   g_wg_sweep_launches.fetch_add(1);
+  if (v == "wgr" || v == "wgrl") return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == "wgrl");  // gdn_bwd_sweep_wgr.cu
   if (v == "wg3" || v.empty()) g_wg3_sweep_launches.fetch_add(1);
   if (v == "wg3" || v.empty()) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
   else if (v == "wglate") go(std::integral_constant<int, 1>{});

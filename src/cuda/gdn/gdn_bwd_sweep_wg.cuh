@@ -75,6 +75,28 @@ struct Ids {
   int nchunks, h, j, v0;
 };
 
+// The CTA's (slice, head, sequence) ids (the kernels of gdn_bwd_sweep_wgr.cu; wg3's kernel spells them out).
+__device__ __forceinline__ Ids sweep_ids(const GdnBwdParams& p, const GdnBwdWs& w, int slice) {
+  Ids id;
+  id.v0 = slice * kVS;
+  id.j = blockIdx.y;
+  id.h = id.j / (p.f.HV / p.f.H);
+  id.n = ws_sequence(w.c, blockIdx.z);
+  seq_bounds(p.f, id.n, id.bos, id.eos);
+  id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
+  id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
+  return id;
+}
+
+// Role 1's dh0 (the transposed dS^T accumulator) at the end of the reverse chain.
+__device__ __forceinline__ void store_dh0(const float (&dS)[64], const GdnBwdParams& p, const Ids& id, int t) {
+  if (p.dh0.p) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+      store_out(p.dh0.p, p.dh0.t, state_index(p.f, id.n, id.j, acc_col(t, i), id.v0 + acc_row(t, i)), dS[i]);
+  }
+}
+
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
