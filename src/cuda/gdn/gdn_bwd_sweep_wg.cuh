@@ -75,7 +75,8 @@ struct Ids {
   int nchunks, h, j, v0;
 };
 
-// The CTA's (slice, head, sequence) ids (the kernels of gdn_bwd_sweep_wgr.cu; wg3's kernel spells them out).
+// The CTA's (slice, head, sequence) ids (the kernels of gdn_bwd_sweep_wgr.cu). wg3's and the KDA sweeps' kernels spell
+// them out: calling this there changes their register allocation (checked with cuobjdump in session 12).
 __device__ __forceinline__ Ids sweep_ids(const GdnBwdParams& p, const GdnBwdWs& w, int slice) {
   Ids id;
   id.v0 = slice * kVS;
