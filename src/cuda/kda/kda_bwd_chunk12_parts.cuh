@@ -4,7 +4,9 @@
 //  - the gate form (no in-kernel gate / softplus default / lower bound) is dispatched once per pass, not per element:
 //    chunked11's rolled loops branch on gate_in_kernel / has_lower_bound and, in the chain, on dg's null / dtype,
 //    with a 64-bit index per element (~76 SASS instructions per element in the chain, ~56 in the staging);
-//  - the element loops unrolled by 4 (the loads and MUFU chains of four rows overlap);
+//  - the element loops in blocks of rows (2 staging, 4 chain): their exponentials issued together, and where every
+//    division of a block is in the fast range of nvcc's IEEE division (the common case) its fast path without the
+//    branch / call to the slow path (rcp_fast: the same instructions, the same value);
 //  - the chain's gate constants (dt_bias, e^A_log) loaded before its first barrier;
 //  - dg: the walk leaves dg in the raw-gate scratch (in place), and after the next barrier every thread stores
 //    8-channel pieces (one 16-byte store for bf16 / fp16), the dtype switch once per piece.
@@ -25,21 +27,47 @@ __device__ __forceinline__ void with_gate_form(const GdnFwdParams& f, Fn&& fn) {
   else fn(std::integral_constant<int, 2>{});
 }
 
-// gate_deriv_raw for form F split at its exponentials: pre (x and the expf calls, no branch) and post (the rest),
-// so a block of rows issues its MUFU chains together before the first division's range branch; the same
-// expressions, so the same values (G_ONLY: the log-decay g alone, the staging's need).
+// 1.f / d for d in the range where nvcc's IEEE division takes its fast path (the exponent test of its expansion:
+// d normal, neither tiny nor huge): that path's instructions (MUFU.RCP, one Newton step), the same value, no
+// branch and no call to the slow path. rcp_fast_ok is the expansion's own test.
+__device__ __forceinline__ bool rcp_fast_ok(float d) {
+  return ((__float_as_uint(d) + 0x1800000u) & 0x7f800000u) > 0x1ffffffu;
+}
+__device__ __forceinline__ float rcp_fast(float d) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  const float t = __fmaf_rn(d, r, -1.f);
+  return __fmaf_rn(r, -t, r);
+}
+template <bool FAST>
+__device__ __forceinline__ float recip(float d) {
+  if constexpr (FAST) return rcp_fast(d);
+  else return 1.f / d;
+}
+
+// gate_deriv_raw for form F split at its exponentials: pre (x, the expf calls and the division's denominator, no
+// branch) and post (the rest), so a block of rows issues its MUFU chains together; post<true> (every denominator
+// of the block in rcp_fast_ok's range, the common case) divides without a branch. The same expressions, so the
+// same values (G_ONLY: the log-decay g alone, the staging's need).
 template <int F, bool G_ONLY>
 struct GateEval {
-  float x, e1, e2;
+  float x, e1, e2, den;
   __device__ __forceinline__ void pre(float raw, GateConst k) {
     x = raw + k.dtb;
+    den = 1.f;
     if constexpr (F == 1) {
       e1 = expf(x);  // log1pf's argument (used where x <= 20)
-      if constexpr (!G_ONLY) e2 = expf(-x);
+      if constexpr (!G_ONLY) {
+        e2 = expf(-x);
+        den = 1.f + e2;
+      }
     } else if constexpr (F == 2) {
       e1 = expf(-k.ea * x);
+      den = 1.f + e1;
     }
   }
+  __device__ __forceinline__ bool fast() const { return rcp_fast_ok(den); }
+  template <bool FAST>
   __device__ __forceinline__ GateDeriv post(const GdnFwdParams& f, float raw, GateConst k) const {
     if constexpr (F == 0) {
       return {raw, 1.f, 0.f};
@@ -47,16 +75,36 @@ struct GateEval {
       const float sp = x > 20.f ? x : log1pf(e1);
       const float g = -k.ea * sp;
       if constexpr (G_ONLY) return {g, 0.f, 0.f};
-      const float sg = 1.f / (1.f + e2);
+      const float sg = recip<FAST>(den);
       return {g, -k.ea * sg, g};
     } else {
-      const float s = 1.f / (1.f + e1);
+      const float s = recip<FAST>(den);
       if constexpr (G_ONLY) return {f.lower_bound * s, 0.f, 0.f};
       const float ds = f.lower_bound * s * (1.f - s);
       return {f.lower_bound * s, ds * k.ea, f.A_log ? ds * k.ea * x : 0.f};
     }
   }
 };
+
+// post for a block of N rows: branch-free when every denominator is in the fast range.
+template <int N, int F, bool G_ONLY>
+__device__ __forceinline__ void post_blk(GateDeriv (&gd)[N], const GateEval<F, G_ONLY> (&ev)[N],
+                                         const float (&raw)[N], const GdnFwdParams& f, GateConst k) {
+  bool fast = true;
+#pragma unroll
+  for (int m = 0; m < N; ++m) fast = fast && ev[m].fast();
+  if (fast) {
+#pragma unroll
+    for (int m = 0; m < N; ++m) gd[m] = ev[m].template post<true>(f, raw[m], k);
+  } else {
+#pragma unroll
+    for (int m = 0; m < N; ++m) gd[m] = ev[m].template post<false>(f, raw[m], k);
+  }
+}
+
+// Rows per block: staging 2, chain 4 (bf16 BT 64 V 128, ptxas -v spill st / ld: staging 4 -> 296 / 276 B, chain 8
+// -> 308 / 276 B, 2 / 4 -> 228 / 216 B, chunked11 244 / 240 B).
+constexpr int kStageBlk = 2, kChainBlk = 4;
 
 // stage_decays_r with the form dispatched once and the evaluation unrolled by 4 (the same values).
 template <int BT, int NT>
@@ -76,15 +124,20 @@ __device__ __forceinline__ void stage_decays12(float (*a)[kLdF], const GdnBwdPar
   with_gate_form(p.f, [&](auto form) {
     constexpr int F = decltype(form)::value;
 #pragma unroll 1
-    for (int m0 = 0; m0 < PER; m0 += 4) {
-      GateEval<F, true> ev[4];
+    for (int m0 = 0; m0 < PER; m0 += kStageBlk) {
+      GateEval<F, true> ev[kStageBlk];
+      float rw[kStageBlk];
+      GateDeriv gd[kStageBlk];
 #pragma unroll
-      for (int m = 0; m < 4; ++m) ev[m].pre(a[i0 + RG * (m0 + m)][c], gc);
+      for (int m = 0; m < kStageBlk; ++m) {
+        rw[m] = a[i0 + RG * (m0 + m)][c];
+        ev[m].pre(rw[m], gc);
+      }
+      post_blk(gd, ev, rw, p.f, gc);
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
+      for (int m = 0; m < kStageBlk; ++m) {
         const int i = i0 + RG * (m0 + m);
-        const float g = ev[m].post(p.f, a[i][c], gc).g;
-        a[i][c] = i < len ? expf(g) : 0.f;
+        a[i][c] = i < len ? expf(gd[m].g) : 0.f;
       }
     }
   });
@@ -129,7 +182,7 @@ __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const G
   constexpr int RG = NT / kK, RPG = BT / RG, PC = kK / 8;
   static_assert(RG * kK == NT && RG * RPG == BT, "row groups tile the chunk");
   static_assert(RG * kK * 2 <= BT * (BT + 4), "scratch fits in daqk / dL");
-  static_assert(RPG % 4 == 0 && (BT * kK / NT) % 4 == 0, "blocks of 4 rows");
+  static_assert(RPG % kChainBlk == 0 && (BT * kK / NT) % kStageBlk == 0, "whole blocks of rows");
   const GdnFwdParams& f = p.f;
   const int c = tid % kK, grp = tid / kK, i0 = grp * RPG;
   float* gs = &s.u.in.daqk[0][0];  // [RG][kK] group sums of dgam
@@ -156,23 +209,24 @@ __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const G
   with_gate_form(f, [&](auto form) {
     constexpr int F = decltype(form)::value;
 #pragma unroll 1
-    for (int u0 = RPG - 4; u0 >= 0; u0 -= 4) {  // blocks of 4 rows, each walked down
-      GateEval<F, false> ev[4];
-      float rw[4];
+    for (int u0 = RPG - kChainBlk; u0 >= 0; u0 -= kChainBlk) {  // blocks of rows, each walked down
+      GateEval<F, false> ev[kChainBlk];
+      float rw[kChainBlk];
 #pragma unroll
-      for (int m = 3; m >= 0; --m) {
+      for (int m = kChainBlk - 1; m >= 0; --m) {
         rw[m] = graw[i0 + u0 + m][c];
         ev[m].pre(rw[m], gc);
       }
+      GateDeriv gd[kChainBlk];
+      post_blk(gd, ev, rw, f, gc);  // rows past len: finite, unused
 #pragma unroll
-      for (int m = 3; m >= 0; --m) {
+      for (int m = kChainBlk - 1; m >= 0; --m) {
         const int i = i0 + u0 + m;
-        const GateDeriv gd = ev[m].post(f, rw[m], gc);  // rows past len: finite, unused
         if (i < len) {
           acc += s.a[i][c];
-          const float dgo = acc * gd.draw;
+          const float dgo = acc * gd[m].draw;
           if constexpr (F != 0) {
-            pA += acc * gd.dA;
+            pA += acc * gd[m].dA;
             pT += dgo;
           }
           graw[i][c] = dgo;
