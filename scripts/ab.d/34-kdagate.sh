@@ -1,11 +1,12 @@
 # KDA backward chunk kernel chunked12 (LINATTN_CUDA_KDA_BWD=chunked12; opt-in, kda/kda_bwd_chunk12.cu = SPLIT + GC12
 # of kda_bwd_chunk2_kernel.cuh, pieces in kda_bwd_chunk12_parts.cuh; perf-notes "chunked12"): chunked11 with the
 # per-channel gate work (decay staging + reverse-cumsum gate chain) dispatched once per gate form instead of per
-# element, its exponentials issued per block of 4 rows, the gate constants loaded before the chain's barrier and
-# dg stored in 8-channel pieces (16-byte stores) instead of one dtype-switched scalar store per element. The same
-# expressions in the same order: expected bitwise chunked11 (the tests assert it). Compiled here (128 registers,
-# stack 144 -> 128 B, spill st/ld 244/240 -> 260/236 B at bf16 BT 64 V 128), never run on a GPU before this piece.
-# Prediction: KDA backward 32/32 1x32768 --saved 1 8.34 -> ~8.15 ms (-100 to -250 us).
+# element, its exponentials issued per block of rows with the divisions on nvcc's fast path without branch / call
+# (rcp_fast), the gate constants loaded before the chain's barrier and dg stored in 8-channel pieces (16-byte
+# stores) instead of one dtype-switched scalar store per element. The same expressions in the same order: expected
+# bitwise chunked11 (the tests assert it). Compiled here (128 registers, stack 144 -> 128 B, spill st/ld 244/240 ->
+# 228/216 B at bf16 BT 64 V 128), never run on a GPU before this piece.
+# Prediction: KDA backward 32/32 1x32768 --saved 1 8.34 -> ~8.1 ms (-150 to -300 us; fwd+bwd graph 10.20 -> ~9.95).
 # This piece (its own clock, 90 s; every step guarded):
 # 1. bench default vs chunked12, bench-cuda-bwd KDA 32/32 1x32768 --saved 1, two rounds interleaved;
 # 2. test_cuda_kda_bwd_chunked's *Chunked12* tests (every case of bf16 BT 64 and fp16 BT 32 bitwise against
