@@ -13,9 +13,11 @@
 // mode (chunked2 .. chunked6, chunked8, chunked9) is an invalid-argument error naming the variable, the value and
 // the accepted values, thrown by the workspace query and the plan (no kernel runs). The previous default
 // LINATTN_CUDA_KDA_BWD=chunked7 stays covered: every case against chunked11 and the fp64 reference (the
-// *Chunked11* test forces both), at the extreme gates and captured in a graph (the *Chunked7* tests).
+// *Chunked11* test forces both), at the extreme gates and captured in a graph (the *Chunked7* tests). The opt-in
+// LINATTN_CUDA_KDA_BWD=chunked12 (kdagate) likewise (*Chunked12*: bitwise chunked11, the reference, -1000 / -5, graph).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -125,6 +127,39 @@ TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
   }
 }
 
+// chunked12 (kdagate, opt-in): chunked11 with the gate staging / chain per gate form and dg stored in 8-channel
+// pieces, the same expressions in the same order: every case bitwise equal to chunked11 and close to the fp64
+// reference, padding, finiteness, dh0; two runs bitwise equal.
+TEST_P(CudaKdaBwdChunked, Chunked12MatchesReferenceAndChunked11) {
+  const auto [dt, bt] = GetParam();
+  auto all = cases(dt, bt);
+  if (sanitized()) all.resize(2);
+  for (const Case& c : all) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d = make_chunk_attn(c.spec);
+    Rng rng(c.spec.seed * 31 + 7);
+    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
+    ChunkAttnGradTensors c11;
+    {
+      KdaBwdMode m11("chunked11");
+      c11 = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    }
+    KdaBwdMode mode("chunked12");
+    const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << "chunked12 vs fp64 reference";
+    const bool same = grads_bitwise(got, c11);
+    std::printf("[kdagate] %s %s bt%d: chunked12 %s chunked11 bitwise\n", c.name.c_str(), dtype_name(dt), bt,
+                same ? "==" : "!=");
+    EXPECT_TRUE(same) << "chunked12 vs chunked11 (the same expressions: bitwise)";
+    EXPECT_TRUE(bwd_close(d, c11, got, c.spec.dtype)) << "chunked12 vs chunked11";
+    EXPECT_TRUE(grads_padding_zero(d, got));
+    EXPECT_TRUE(grads_finite(got));
+    check_zero_length_dh0(d, cot, got);
+    EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
+        << "chunked12 deterministic";
+  }
+}
+
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const auto [dt, bt] = GetParam();
   const Case c = cases(dt, bt)[2];
@@ -172,6 +207,11 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked7AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked7");
   all_gates_at_the_limits();
 }
+TEST(CudaKdaBwdChunkedExtreme, Chunked12AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked12");
+  all_gates_at_the_limits();
+}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -217,7 +257,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -240,6 +280,12 @@ TEST(CudaKdaBwdChunkedGraph, Chunked7ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked7");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
+}
+TEST(CudaKdaBwdChunkedGraph, Chunked12ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked12");
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }
 
 }  // namespace

@@ -92,15 +92,16 @@ constexpr bool kKdaChunkedDefault = true;
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
 // LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked11 (the chunked path with its default chunk kernel,
 // split diagonal blocks, since session 12) | chunked7 (the chunked path with the previous chunk kernel) | token, read on every call (plan and
-// workspace query agree). Any other value, the removed chunk kernels
-// chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws here, before any launch.
+// workspace query agree); chunked12 (opt-in: chunked11 with its gate work per form). Any other value, the removed
+// chunk kernels chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws here, before any launch.
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
   if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
-  LINATTN_CHECK(mode.empty() || mode == "chunked" || mode == "chunked7" || mode == "chunked11",
+  LINATTN_CHECK(mode.empty() || mode == "chunked" || mode == "chunked7" || mode == "chunked11" ||
+                    mode == "chunked12",
                 "LINATTN_CUDA_KDA_BWD=", mode,
                 " is not a KDA backward mode; accepted: unset or empty (default), chunked, chunked7, chunked11, "
-                "token (the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed: "
+                "chunked12, token (the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed: "
                 "docs/perf-notes.md)");
   if (!mode.empty() || kKdaChunkedDefault) return nullptr;
   return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
@@ -210,6 +211,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     // graph 10.29 / 10.22 -> 10.10 / 10.10 at 32/32 1x32768); "chunked7" keeps the previous kernel (A/B at 95f8975:
     // 11.86 -> 11.12 ms against chunked5); the other chunk kernels were removed in session 10 (last in 154ad2a).
     if (env_or("LINATTN_CUDA_KDA_BWD", "") == "chunked7") launch_kda_bwd_chunk5(p, w, st);
+    else if (env_or("LINATTN_CUDA_KDA_BWD", "") == "chunked12") launch_kda_bwd_chunk12(p, w, st);  // opt-in
     else launch_kda_bwd_chunk11(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

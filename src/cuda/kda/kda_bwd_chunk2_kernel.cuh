@@ -14,6 +14,7 @@
 
 #include "cuda/common/launch.h"
 #include "cuda/kda/kda_bwd_chunk11_parts.cuh"
+#include "cuda/kda/kda_bwd_chunk12_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -32,7 +33,8 @@ constexpr bool tables_fit() {
 }
 
 // SPLIT (chunked11, kda_bwd_chunk11_parts.cuh): the diagonal blocks as two walked triangles + one mma square.
-template <class T, int BT, int V, bool SPLIT>
+// GC12 (chunked12, kda_bwd_chunk12_parts.cuh): the gate staging and chain per gate form, dg in 8-channel pieces.
+template <class T, int BT, int V, bool SPLIT, bool GC12 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
@@ -77,7 +79,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       row_scales_r();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    if constexpr (GC12) stage_decays12<BT, Tl::NT>(s.a, p, t0, len, j, tid);
+    else stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
     cp_async_wait<0>();
     __syncthreads();
 
@@ -250,7 +253,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
+    if constexpr (GC12) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
+    else gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
   }
 
@@ -298,29 +302,29 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V, bool SPLIT>
+template <class T, int BT, int V, bool SPLIT, bool GC12>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
 }
 
-template <class T, int BT, bool SPLIT>
+template <class T, int BT, bool SPLIT, bool GC12>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool SPLIT>
+template <bool SPLIT, bool GC12 = false>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, SPLIT>(p, w, stream) : launch_bt<__half, 64, SPLIT>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12>(p, w, stream) : launch_bt<__half, 64, SPLIT, GC12>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, SPLIT>(p, w, stream) : launch_bt<__half, 32, SPLIT>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12>(p, w, stream) : launch_bt<__half, 32, SPLIT, GC12>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }
