@@ -421,7 +421,9 @@ void run_first_graph(ChunkOp op, DType dt, int bt, int segments, bool first = tr
         chunk_attn_fwd(st->in, st->out, d.opt(), ExecContext{stream, ws_st.data, ws_st.nbytes()});
         graph.end();
         EXPECT_EQ(cuda::seg::tier3_first_runs(), before + (first ? 1 : 0)) << "the captured forward's schedule";
-        if (pdl) EXPECT_GE(cuda::pdl_launches() - pdl0, 2) << "the captured forward launched nothing with PDL";
+        if (pdl) {
+          EXPECT_GE(cuda::pdl_launches() - pdl0, 2) << "the captured forward launched nothing with PDL";
+        }
       }
       refill(*st, d, stream);
       graph.replay();
@@ -498,6 +500,7 @@ TEST(CudaTier3PdlGraph, ReplayNewLengthsEqualsEagerPlain) {
   if (sanitized()) return;
   run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 3, false, true);
   run_first_graph(ChunkOp::kGdn, DType::kBF16, 64, 2, true, true);
+  run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 1, false, true);  // segments 1: the plain forward's chain
 }
 
 // The planner picks tier 3 on its own for few heads and a long sequence (segments = 0), and the
