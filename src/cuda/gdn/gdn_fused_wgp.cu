@@ -51,6 +51,19 @@ namespace linattn::cuda {
 namespace {
 using namespace wgp;
 
+// The kPdl instances' prologue before the wait (independent of the previous kernel): thread 0 prefetches the
+// launch's tensor maps (q / P with `wg1`), so the first TMA boxes after the wait find them cached.
+template <bool kPdl>
+__device__ __forceinline__ void pdl_prefetch_maps(const StateMaps& m, bool wg1) {
+  if constexpr (kPdl) {
+    if (threadIdx.x == 0) {
+      const CUtensorMap* maps[] = {&m.k, &m.v, &m.ab, &m.q, &m.p};
+      for (int i = 0; i < (wg1 ? 5 : 3); ++i)
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(maps[i])) : "memory");
+    }
+  }
+}
+
 template <class T, bool KDA, int MODE = 0>
 __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams p, GdnChunkWs ws) {
   extern __shared__ unsigned char smem_raw[];
@@ -74,6 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams
 template <class T, int MODE, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gdn_fused_wgp_tma_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps) {
+  pdl_prefetch_maps<kPdl>(maps, (MODE & kChainTma1) != 0);
   pdl_wait<kPdl>();
   pdl_launch_dependents<kPdl>();
   extern __shared__ unsigned char smem_raw[];
@@ -159,6 +173,7 @@ constexpr size_t seg_smem_bytes() {
 template <class T, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gdn_fused_wgp_seg_tma_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps) {
+  pdl_prefetch_maps<kPdl>(maps, false);
   pdl_wait<kPdl>();
   pdl_launch_dependents<kPdl>();
   extern __shared__ unsigned char smem_raw[];
