@@ -19,6 +19,9 @@
 // cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
 // wgmma shapes, so other fp32 summation orders), under every chain-mode value; its instance must run only
 // where it applies (planned V-slice 32, P in the workspace), and the workspace does not change with it.
+// PDL (LINATTN_CUDA_PDL=1, CudaGdnFwdPdl): the short forward's chain (chunk tables, prep, chain) launched with
+// programmatic dependencies: the same bits as the plain launches on the short varlen shape (16/32 over 128, 96,
+// 200, 88 tokens) and every case above at BT 64, at the planned V-slice and 64; it must launch with PDL.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -29,6 +32,7 @@
 
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_fwd.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
@@ -293,6 +297,48 @@ TEST(CudaGdnFwdChainSwitch, RemovedPersIsAnError) {
   ScopedEnv unset("LINATTN_CUDA_GDN_CHAIN", nullptr);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 2 | 4 | 8);  // the default (tma3)
 }
+
+class CudaGdnFwdPdl : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaGdnFwdPdl, SameBitsAsPlainLaunches) {
+  std::vector<Case> all = cases(GetParam(), 64);
+  ChunkAttnSpec s = base(GetParam(), 64);  // the short varlen forward of the benches
+  s.H = 16;
+  s.HV = 32;
+  s.seqlens = {128, 96, 200, 88};
+  s.pad_tokens = 3;
+  all.insert(all.begin(), {"short_varlen_16_32", s});
+  for (const Case& c : all)
+    for (int vs : {0, 64}) {
+      SCOPED_TRACE(c.name + " vs=" + std::to_string(vs));
+      const ChunkAttnData d = make_chunk_attn(c.spec);
+      ChunkAttnOutTensors off, on;
+      {
+        ScopedEnv e("LINATTN_CUDA_PDL", nullptr);
+        const int64_t n0 = cuda::pdl_launches();
+        off = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+        EXPECT_EQ(cuda::pdl_launches(), n0) << "PDL launches while switched off";
+      }
+      {
+        ScopedEnv e("LINATTN_CUDA_PDL", "1");
+        const int64_t n0 = cuda::pdl_launches();
+        on = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
+        if (c.name == "short_varlen_16_32") {
+          EXPECT_GE(cuda::pdl_launches() - n0, 1) << "no PDL launch while switched on";
+        }
+      }
+      EXPECT_TRUE(same_bits(on.o, off.o)) << "o with PDL differs from the plain launches";
+      EXPECT_TRUE(same_bits(on.final_state, off.final_state)) << "final state with PDL differs";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwdPdl, ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(CudaGdnFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";

@@ -12,6 +12,8 @@
 // run), and one graph capture replayed on new sequence lengths bitwise equal to eager fixed calls.
 // The tma3 state pass (CudaTier3SegVariants): bitwise the cp.async one; the opt-in tensor-core combines (tc / tc8):
 // the reference bars, tier 1 and the default at the same bars (another summation order); the switch's errors.
+// PDL (LINATTN_CUDA_PDL=1, CudaTier3Pdl / CudaTier3PdlGraph): the same kernels launched with programmatic
+// dependencies, bitwise the plain launches, eager and in graphs replayed on new lengths (both schedules).
 // LINATTN_SANITIZED=1: fewer cases (compute-sanitizer runs).
 #include <gtest/gtest.h>
 
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "cuda/common/cuda_graph.h"
+#include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/seg/seg_pass.h"
 #include "cuda/seg/tier3.h"
@@ -377,12 +380,13 @@ void refill(DevChunkAttn& dev, const ChunkAttnData& d, cudaStream_t stream) {
 }
 
 // One sequence of capacity T_max (max_num_seqs 1): eager warm-up, one capture of the forward with
-// the schedule on, then replays on new lengths (T_max, shorter, 1, 0, ...) with NaN padding rows and
-// NaN outputs; each replay equals an eager fixed-capacity call bitwise and matches the reference.
-void run_first_graph(ChunkOp op, DType dt, int bt, int segments) {
+// the schedule on (`first`), then replays on new lengths (T_max, shorter, 1, 0, ...) with NaN padding rows and
+// NaN outputs; each replay equals an eager fixed-capacity call bitwise and matches the reference. `pdl`: the
+// warm-up and the capture with LINATTN_CUDA_PDL=1, the eager calls without.
+void run_first_graph(ChunkOp op, DType dt, int bt, int segments, bool first = true, bool pdl = false) {
   SCOPED_TRACE(std::string(op == ChunkOp::kKda ? "kda " : "gdn ") + dtype_name(dt) + " bt=" + std::to_string(bt) +
-               " segments=" + std::to_string(segments));
-  ScopedEnv on("LINATTN_CUDA_TIER3_FIRST", "1");
+               " segments=" + std::to_string(segments) + (first ? " first" : "") + (pdl ? " pdl" : ""));
+  ScopedEnv on("LINATTN_CUDA_TIER3_FIRST", first ? "1" : "0");
   constexpr int64_t kT = 1100;
   std::vector<int64_t> lens = {1100, 700, 1, 0, 333, 64, 1100};
   if (sanitized()) lens.resize(2);
@@ -409,19 +413,24 @@ void run_first_graph(ChunkOp op, DType dt, int bt, int segments) {
         const size_t bytes = chunk_attn_fwd_workspace_bytes(st->in, d.opt());
         ws_st = st->arena.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
         ws_eager = eager->arena.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
+        ScopedEnv p("LINATTN_CUDA_PDL", pdl ? "1" : nullptr);
         chunk_attn_fwd(st->in, st->out, d.opt(), ExecContext{stream, ws_st.data, ws_st.nbytes()});  // warm-up
         CUDA_OK(cudaStreamSynchronize(stream));
-        const int64_t before = cuda::seg::tier3_first_runs();
+        const int64_t before = cuda::seg::tier3_first_runs(), pdl0 = cuda::pdl_launches();
         graph.begin();
         chunk_attn_fwd(st->in, st->out, d.opt(), ExecContext{stream, ws_st.data, ws_st.nbytes()});
         graph.end();
-        EXPECT_EQ(cuda::seg::tier3_first_runs(), before + 1) << "the captured forward did not take the schedule";
+        EXPECT_EQ(cuda::seg::tier3_first_runs(), before + (first ? 1 : 0)) << "the captured forward's schedule";
+        if (pdl) {
+          EXPECT_GE(cuda::pdl_launches() - pdl0, 2) << "the captured forward launched nothing with PDL";
+        }
       }
       refill(*st, d, stream);
       graph.replay();
       CUDA_OK(cudaStreamSynchronize(stream));
       const ChunkAttnOutTensors got = outputs_to_host(*st);
       refill(*eager, d, stream);
+      ScopedEnv plain("LINATTN_CUDA_PDL", nullptr);
       chunk_attn_fwd(eager->in, eager->out, d.opt(), ExecContext{stream, ws_eager.data, ws_eager.nbytes()});
       CUDA_OK(cudaStreamSynchronize(stream));
       const ChunkAttnOutTensors want = outputs_to_host(*eager);
@@ -441,6 +450,57 @@ TEST(CudaTier3FirstGraph, ReplayNewLengthsEqualsEagerFixed) {
   if (sanitized()) return;
   run_first_graph(ChunkOp::kKda, DType::kF16, 32, 3);
   run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 2);
+}
+
+// PDL (LINATTN_CUDA_PDL=1): the tier-3 forward's chain (table, chunk tables, prep, state pass, combine, pass 2,
+// gather) launched with programmatic dependencies runs the same kernels in the same order: bitwise the plain
+// launches (GDN cases, segments 2 / 3 / 8, BT 64; checked to launch with PDL).
+class CudaTier3Pdl : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  }
+};
+
+TEST_P(CudaTier3Pdl, EagerBitwisePlainLaunches) {
+  const DType dt = GetParam();
+  for (const FwdCase& c : cases(dt, 64, ChunkOp::kGdn)) {
+    SCOPED_TRACE(c.name);
+    const ChunkAttnData d1 = make_chunk_attn(c.spec);
+    for (int segments : {2, 3, 8}) {
+      SCOPED_TRACE("segments=" + std::to_string(segments));
+      ChunkAttnData d = d1;
+      d.spec.opt.segments = segments;
+      ChunkAttnOutTensors off, on;
+      {
+        ScopedEnv e("LINATTN_CUDA_PDL", nullptr);
+        const int64_t n0 = cuda::pdl_launches();
+        off = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        EXPECT_EQ(cuda::pdl_launches(), n0) << "PDL launches while switched off";
+      }
+      {
+        ScopedEnv e("LINATTN_CUDA_PDL", "1");
+        const int64_t n0 = cuda::pdl_launches();
+        on = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
+        EXPECT_GE(cuda::pdl_launches() - n0, 2) << "no PDL launches while switched on";
+      }
+      EXPECT_TRUE(same_bits(on.o, off.o)) << "o with PDL differs from the plain launches";
+      EXPECT_TRUE(same_bits(on.final_state, off.final_state)) << "final state with PDL differs";
+      check_padding_untouched(d, on);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Pdl, ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(CudaTier3PdlGraph, ReplayNewLengthsEqualsEagerPlain) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  run_first_graph(ChunkOp::kGdn, DType::kBF16, 64, 8, false, true);
+  if (sanitized()) return;
+  run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 3, false, true);
+  run_first_graph(ChunkOp::kGdn, DType::kBF16, 64, 2, true, true);
+  run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 1, false, true);  // segments 1: the plain forward's chain
 }
 
 // The planner picks tier 3 on its own for few heads and a long sequence (segments = 0), and the

@@ -4,9 +4,12 @@
 // (kernel, device) the same way.
 #include "cuda/common/launch.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
+
+#include "core/util.h"
 
 namespace linattn::cuda {
 
@@ -36,5 +39,14 @@ void prefer_max_shared_carveout(const void* kernel) {
                                           cudaSharedmemCarveoutMaxShared));
   set = true;
 }
+
+bool pdl_enabled() { return env_or("LINATTN_CUDA_PDL", "") == "1"; }
+
+namespace {
+std::atomic<int64_t> g_pdl_launches{0};
+}  // namespace
+
+int64_t pdl_launches() { return g_pdl_launches.load(); }
+void count_pdl_launch() { g_pdl_launches.fetch_add(1); }
 
 }  // namespace linattn::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "cuda/common/check.h"
@@ -20,6 +21,13 @@ void ensure_dynamic_smem(const void* kernel, size_t smem_bytes);
 // shared-memory footprints share an SM); set once per kernel and device, thread-safe.
 void prefer_max_shared_carveout(const void* kernel);
 
+// LINATTN_CUDA_PDL=1: the GDN forward chains (tier 3, the short forward) launch their dependent kernels with
+// Programmatic Dependent Launch (launch_pdl). Off (the plain launches, default kernel instances) unless "1";
+// read per call. pdl_launches: how many launches went through launch_pdl with pdl set (tests check it ran).
+bool pdl_enabled();
+int64_t pdl_launches();
+void count_pdl_launch();
+
 #if defined(__CUDACC__)  // the <<<>>> launch compiles only in .cu files
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
@@ -30,6 +38,35 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, 
   if (smem_bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem_bytes);
   kernel<<<grid, block, smem_bytes, stream>>>(std::forward<Args>(args)...);
   LINATTN_CUDA_CHECK_LAUNCH();
+}
+
+// As launch, but with `pdl` through cudaLaunchKernelEx with programmatic stream serialization: the grid may
+// start before the previous kernel on the stream has finished (after that kernel's griddepcontrol.launch_dependents
+// or its end), so `kernel` must execute griddepcontrol.wait (pdl_wait, pdl.cuh) in every CTA before it reads the
+// previous kernels' outputs or writes anything they may read. Captured as a programmatic graph edge (CUDA 12.3+).
+template <class... KArgs, class... Args>
+void launch_pdl(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                Args&&... args) {
+  if (!pdl) {
+    launch(kernel, grid, block, smem_bytes, stream, std::forward<Args>(args)...);
+    return;
+  }
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  LINATTN_CHECK(grid.y <= 65535 && grid.z <= 65535, "launch: grid ", grid.x, "x", grid.y, "x",
+                grid.z, " exceeds the y/z limit 65535");
+  if (smem_bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem_bytes);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  LINATTN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+  count_pdl_launch();
 }
 #endif
 

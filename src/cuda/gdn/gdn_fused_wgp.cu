@@ -38,6 +38,7 @@
 
 #include "core/util.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/tma.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_fused_wgp_common.cuh"
@@ -49,6 +50,19 @@
 namespace linattn::cuda {
 namespace {
 using namespace wgp;
+
+// The kPdl instances' prologue before the wait (independent of the previous kernel): thread 0 prefetches the
+// launch's tensor maps (q / P with `wg1`), so the first TMA boxes after the wait find them cached.
+template <bool kPdl>
+__device__ __forceinline__ void pdl_prefetch_maps(const StateMaps& m, bool wg1) {
+  if constexpr (kPdl) {
+    if (threadIdx.x == 0) {
+      const CUtensorMap* maps[] = {&m.k, &m.v, &m.ab, &m.q, &m.p};
+      for (int i = 0; i < (wg1 ? 5 : 3); ++i)
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(maps[i])) : "memory");
+    }
+  }
+}
 
 template <class T, bool KDA, int MODE = 0>
 __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams p, GdnChunkWs ws) {
@@ -69,9 +83,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_fused_wgp_kernel(GdnFwdParams
 
 // GDN with WG0's ring filled by TMA (MODE has kChainTma; kChainTma1: WG1's too): the tensor maps as a
 // parameter, the stages' mbarriers after the shared layout (64 bytes more dynamic shared memory).
-template <class T, int MODE>
+// kPdl (LINATTN_CUDA_PDL=1, tma3 only): launched with PDL; waits for the prep before anything else.
+template <class T, int MODE, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gdn_fused_wgp_tma_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps) {
+  pdl_prefetch_maps<kPdl>(maps, (MODE & kChainTma1) != 0);
+  pdl_wait<kPdl>();
+  pdl_launch_dependents<kPdl>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
@@ -151,9 +169,13 @@ constexpr size_t seg_smem_bytes() {
 // warpgroup's ring is filled by TMA boxes (k, Ab; v only for S_loc columns) and the prep's scale records on
 // its own 3 mbarriers (after the rings), issued by the warpgroup's thread 0: no per-thread cp.async and no
 // per-token scales formed in the loop. Same products and operands: bitwise the cp.async state pass.
-template <class T>
+// kPdl (LINATTN_CUDA_PDL=1): launched with PDL; waits for the prep (and the table) before anything else.
+template <class T, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gdn_fused_wgp_seg_tma_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps) {
+  pdl_prefetch_maps<kPdl>(maps, false);
+  pdl_wait<kPdl>();
+  pdl_launch_dependents<kPdl>();
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
@@ -242,6 +264,8 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
       launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kSp) launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kO) launch(gdn_fused_wgp_tma_kernel<T, k3 | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+    else if (pdl_enabled())
+      launch_pdl(true, gdn_fused_wgp_tma_kernel<T, k3, true>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else launch(gdn_fused_wgp_tma_kernel<T, k3>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   } else if (mode == kT) launch(gdn_fused_wgp_tma_kernel<T, kT>, grid, dim3(kThreads), bytes, stream, p, ws, m);
   else if (mode == (kT | kI)) launch(gdn_fused_wgp_tma_kernel<T, kT | kI>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -265,8 +289,13 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
     if constexpr (!KDA) {
       if (seg_tma3(p, ws)) {
         g_seg_tma_launches.fetch_add(1);
-        launch(gdn_fused_wgp_seg_tma_kernel<T>, dim3(ctas, p.HV, p.N), dim3(kThreads), seg_tma_smem_bytes<T>(), stream, p,
-               ws, state_maps(p, ws, false));
+        const dim3 grid(ctas, p.HV, p.N);
+        if (pdl_enabled())
+          launch_pdl(true, gdn_fused_wgp_seg_tma_kernel<T, true>, grid, dim3(kThreads), seg_tma_smem_bytes<T>(), stream,
+                     p, ws, state_maps(p, ws, false));
+        else
+          launch(gdn_fused_wgp_seg_tma_kernel<T>, grid, dim3(kThreads), seg_tma_smem_bytes<T>(), stream, p, ws,
+                 state_maps(p, ws, false));
         return;
       }
     }

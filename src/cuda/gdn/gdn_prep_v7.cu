@@ -24,6 +24,7 @@
 #include "core/util.h"
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/gdn/gdn_prep_parts.cuh"
 
 namespace linattn::cuda {
@@ -199,9 +200,13 @@ __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int
 
 // SPLIT (LINATTN_CUDA_GDN_PREP_SPLIT, opt-in): grid (chunk rows, H, S); the CTA does the front half as unsplit
 // and the loop below for its G / S value heads hv G' .. (prep_front), same expressions: the unsplit bits.
-template <class T, int BT, bool WP, bool SC, bool SPLIT = false>
+// kPdl (LINATTN_CUDA_PDL=1, the unsplit tma3 instances): launched with PDL; waits for the chunk / segment tables
+// (and, for ws, the previous kernels' reads) before anything else.
+template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel(GdnFwdParams p, GdnChunkWs ws,
                                                                                 const int32_t* chunk_indices, int nts) {
+  pdl_wait<kPdl>();
+  pdl_launch_dependents<kPdl>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   using Smem = PrepSmemV7<T, BT, WP>;
   constexpr int NB = Smem::kNB, kOff = 8 * NB * (NB - 1);  // diagonal items: BT; off-diagonal and upper: kOff each
@@ -303,6 +308,15 @@ void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci,
     }
   }
   auto kernel = gdn_prep_v7_kernel<T, BT, WP, SC>;
+  if constexpr (SC) {
+    if (pdl_enabled()) {
+      auto kp = gdn_prep_v7_kernel<T, BT, WP, SC, false, true>;
+      prefer_max_shared_carveout(reinterpret_cast<const void*>(kp));
+      launch_pdl(true, kp, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
+                 stream, p, ws, ci, nts);
+      return;
+    }
+  }
   prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
   launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
          stream, p, ws, ci, nts);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/launch.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/meta/chunk_meta.h"
 
 namespace linattn::cuda {
@@ -47,10 +48,15 @@ __device__ __forceinline__ int64_t block_exclusive_scan(int64_t v, int64_t* warp
   return excl;
 }
 
+// kPdl (LINATTN_CUDA_PDL=1): launched with PDL (waits for the kernel that wrote cu and for the previous kernels'
+// reads of the tables) and lets the prep launch at once (it waits for these tables itself).
+template <bool kPdl = false>
 __global__ void __launch_bounds__(kThreads) chunk_meta_kernel(const void* cu, bool cu_i64,
                                                               int64_t n_max, int64_t t_max, int bt,
                                                               int64_t nt_max, int32_t* indices,
                                                               int32_t* offsets, int32_t* seq_order) {
+  pdl_wait<kPdl>();
+  pdl_launch_dependents<kPdl>();
   __shared__ int64_t warp_sums[kThreads / 32];
   __shared__ int32_t bins[kBins];
   __shared__ int64_t carry;
@@ -114,8 +120,10 @@ void build_chunk_meta(const void* cu_seqlens, bool cu_i64, int64_t n_max, int64_
                 n_max, " T_max=", t_max, " NT_max=", nt_max, " BT=", bt);
   LINATTN_CHECK(nt_max < (int64_t(1) << 31) && n_max < (int64_t(1) << 31),
                 "chunk_meta: capacity exceeds int32 tables (NT_max=", nt_max, ", N_max=", n_max, ")");
-  launch(chunk_meta_kernel, dim3(1), dim3(kThreads), 0, static_cast<cudaStream_t>(stream),
-         cu_seqlens, cu_i64, n_max, t_max, bt, nt_max, chunk_indices, chunk_offsets, seq_order);
+  const bool pdl = pdl_enabled();
+  launch_pdl(pdl, pdl ? chunk_meta_kernel<true> : chunk_meta_kernel<>, dim3(1), dim3(kThreads), 0,
+             static_cast<cudaStream_t>(stream), cu_seqlens, cu_i64, n_max, t_max, bt, nt_max, chunk_indices,
+             chunk_offsets, seq_order);
 }
 
 }  // namespace linattn::cuda

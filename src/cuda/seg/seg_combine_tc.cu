@@ -18,6 +18,7 @@
 
 #include "core/check.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/seg/seg_combine_common.cuh"
@@ -95,11 +96,14 @@ __device__ __forceinline__ void tc_step(const float (*m)[TcShape<REV, CB>::kLdM]
 // seg_kernels.cu). Per step: flags (loaded a step ahead) and this thread's addend fragment, the wait for its
 // own copies of M, one barrier (M and h complete; every thread is done with step it - 1, so its M buffer
 // takes step it + 1's copies and its h buffer the new state), the output slot's state, then the step.
-template <bool REV, bool FIRST, int CB>
+// kPdl (LINATTN_CUDA_PDL=1, forward from h0 only): launched with PDL; the initial state (the caller's h0, which no
+// earlier kernel writes) loads before the wait for the state pass.
+template <bool REV, bool FIRST, int CB, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads) seg_combine_tc_kernel(GdnFwdParams p, SegTable t, const void* init,
                                                                    ElemType init_type, const float* init_seg,
                                                                    const float* M, const float* add, float* out) {
   static_assert(!(REV && FIRST), "the first-segment start is forward only");
+  static_assert(!kPdl || !FIRST, "PDL: the first-segment start writes out before the wait");
   using Sh = TcShape<REV, CB>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<TcSmem<REV, CB>*>(smem_raw);
@@ -114,6 +118,8 @@ __global__ void __launch_bounds__(kThreads) seg_combine_tc_kernel(GdnFwdParams p
     s.h[0][row][c] = x;
     s.hs[0][row][c] = split(x);
   }
+  pdl_wait<kPdl>();  // M, add, the table: the state pass's; out: read by the previous call's kernels
+  pdl_launch_dependents<kPdl>();
   const int32_t stop = REV ? kSegFirst : kSegLast;
   const int it0 = FIRST ? 1 : 0;
   if (it0 < t.segments) combine::prefetch_m<Sh::kLdM>(s.m[it0 & 1], M + (slot_of(it0) * p.HV + j) * kK * kK, tid);
@@ -154,6 +160,13 @@ template <bool REV, bool FIRST, int CB>
 void launch_tc(const GdnFwdParams& p, const SegTable& t, const void* init, ElemType init_type, const float* init_seg,
                const float* M, const float* add, float* out, void* stream) {
   const dim3 grid(p.V / CB, p.HV, static_cast<unsigned>(t.N));
+  if constexpr (!REV && !FIRST) {
+    if (pdl_enabled()) {
+      launch_pdl(true, seg_combine_tc_kernel<false, false, CB, true>, grid, dim3(kThreads), sizeof(TcSmem<REV, CB>),
+                 static_cast<cudaStream_t>(stream), p, t, init, init_type, init_seg, M, add, out);
+      return;
+    }
+  }
   launch(seg_combine_tc_kernel<REV, FIRST, CB>, grid, dim3(kThreads), sizeof(TcSmem<REV, CB>),
          static_cast<cudaStream_t>(stream), p, t, init, init_type, init_seg, M, add, out);
 }

@@ -21,6 +21,7 @@
 
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_common.cuh"
 #include "cuda/seg/seg_combine_common.cuh"
@@ -32,7 +33,12 @@ namespace {
 
 constexpr int kK = 128, kLdM = kK + 4, kCB = 8, kThreads = 256;
 
+// kPdl (LINATTN_CUDA_PDL=1): launched with PDL (waits for the previous kernels, which may read the table or
+// write cu_seqlens) and lets the prep / chunk tables launch at once (they wait for the table themselves).
+template <bool kPdl = false>
 __global__ void seg_table_kernel(GdnFwdParams p, int64_t min_segment, SegTable t) {
+  pdl_wait<kPdl>();
+  pdl_launch_dependents<kPdl>();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= t.num) return;
   const int64_t n = k / t.segments, i = k % t.segments;
@@ -154,8 +160,11 @@ __global__ void __launch_bounds__(kThreads) seg_combine_kernel(GdnFwdParams p, S
   cp_async_wait<0>();
 }
 
+// kPdl (LINATTN_CUDA_PDL=1): launched with PDL, waits for the forward over the segments first.
+template <bool kPdl = false>
 __global__ void seg_gather_kernel(GdnFwdParams p, SegTable t, const float* src, bool use_last, void* out,
                                   ElemType out_type) {
+  pdl_wait<kPdl>();
   const int64_t KV = int64_t(p.K) * p.V, total = t.N * p.HV * KV;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
@@ -218,8 +227,9 @@ void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable&
   LINATTN_CHECK(p.T_total < (int64_t(1) << 31), "tier 3: T_total = ", p.T_total, " needs int64 segment tables");
   LINATTN_CHECK(t.num == t.N * t.segments && t.segments >= 1, "tier 3: bad table ", t.N, " x ", t.segments);
   const int64_t blocks = (t.num + 255) / 256;
-  launch(seg_table_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, static_cast<cudaStream_t>(stream), p,
-         min_segment, t);
+  const bool pdl = pdl_enabled();
+  launch_pdl(pdl, pdl ? seg_table_kernel<true> : seg_table_kernel<>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0,
+             static_cast<cudaStream_t>(stream), p, min_segment, t);
 }
 
 // LINATTN_CUDA_SEG_COMBINE: "auto" or unset = the tensor-core combine at 8 or 16 columns per CTA (the default),
@@ -268,8 +278,12 @@ void gather_states(const GdnFwdParams& p, const SegTable& t, const float* src, b
                    ElemType out_type, void* stream) {
   const int64_t total = t.N * p.HV * int64_t(p.K) * p.V;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
-  launch(seg_gather_kernel, dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1))), dim3(256), 0,
-         static_cast<cudaStream_t>(stream), p, t, src, use_last, out, out_type);
+  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
+  if (pdl_enabled())
+    launch_pdl(true, seg_gather_kernel<true>, grid, dim3(256), 0, static_cast<cudaStream_t>(stream), p, t, src, use_last,
+               out, out_type);
+  else
+    launch(seg_gather_kernel<>, grid, dim3(256), 0, static_cast<cudaStream_t>(stream), p, t, src, use_last, out, out_type);
 }
 
 }  // namespace linattn::cuda::seg
