@@ -99,10 +99,10 @@ TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
   for (size_t i = 0; i < all.size(); ++i) run_case(all[i], !sanitized(), i == 0);
 }
 
-// chunked11 (the default) and chunked7 (the previous one), both forced: every case against the fp64 reference and
-// against each other (not bitwise: the square is a product), padding, finiteness, dh0; two runs bitwise equal.
-TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
-  const auto [dt, bt] = GetParam();
+// One chunk kernel (`mode`) against another (`base`), both forced, on every case of (dt, bt): the fp64 reference,
+// close to `base` (bitwise too when `bitwise`, printing one "[kdagate] ... ==|!=" line per case), padding,
+// finiteness, dh0; two runs bitwise equal.
+void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwise) {
   auto all = cases(dt, bt);
   if (sanitized()) all.resize(2);
   for (const Case& c : all) {
@@ -110,54 +110,40 @@ TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
     const ChunkAttnData d = make_chunk_attn(c.spec);
     Rng rng(c.spec.seed * 31 + 7);
     const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-    ChunkAttnGradTensors c7;
+    ChunkAttnGradTensors b;
     {
-      KdaBwdMode m7("chunked7");  // the previous default kernel
-      c7 = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+      KdaBwdMode mb(base);
+      b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
     }
-    KdaBwdMode mode("chunked11");
+    KdaBwdMode mm(mode);
     const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << "chunked11 vs fp64 reference";
-    EXPECT_TRUE(bwd_close(d, c7, got, c.spec.dtype)) << "chunked11 vs chunked7";
+    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << mode << " vs fp64 reference";
+    if (bitwise) {
+      const bool same = grads_bitwise(got, b);
+      std::printf("[kdagate] %s %s bt%d: %s %s %s bitwise\n", c.name.c_str(), dtype_name(dt), bt, mode,
+                  same ? "==" : "!=", base);
+      EXPECT_TRUE(same) << mode << " vs " << base << " (the same expressions: bitwise)";
+    }
+    EXPECT_TRUE(bwd_close(d, b, got, c.spec.dtype)) << mode << " vs " << base;
     EXPECT_TRUE(grads_padding_zero(d, got));
     EXPECT_TRUE(grads_finite(got));
     check_zero_length_dh0(d, cot, got);
     EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
-        << "chunked11 deterministic";
+        << mode << " deterministic";
   }
 }
 
+// chunked11 (the default) against chunked7 (the previous one; not bitwise: the square is a product).
+TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
+  const auto [dt, bt] = GetParam();
+  variant_vs(dt, bt, "chunked11", "chunked7", false);
+}
+
 // chunked12 (kdagate, opt-in): chunked11 with the gate staging / chain per gate form and dg stored in 8-channel
-// pieces, the same expressions in the same order: every case bitwise equal to chunked11 and close to the fp64
-// reference, padding, finiteness, dh0; two runs bitwise equal.
+// pieces, the same expressions in the same order: bitwise equal to chunked11.
 TEST_P(CudaKdaBwdChunked, Chunked12MatchesReferenceAndChunked11) {
   const auto [dt, bt] = GetParam();
-  auto all = cases(dt, bt);
-  if (sanitized()) all.resize(2);
-  for (const Case& c : all) {
-    SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(c.spec.seed * 31 + 7);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, c.dht && c.spec.opt.output_final_state);
-    ChunkAttnGradTensors c11;
-    {
-      KdaBwdMode m11("chunked11");
-      c11 = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    }
-    KdaBwdMode mode("chunked12");
-    const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << "chunked12 vs fp64 reference";
-    const bool same = grads_bitwise(got, c11);
-    std::printf("[kdagate] %s %s bt%d: chunked12 %s chunked11 bitwise\n", c.name.c_str(), dtype_name(dt), bt,
-                same ? "==" : "!=");
-    EXPECT_TRUE(same) << "chunked12 vs chunked11 (the same expressions: bitwise)";
-    EXPECT_TRUE(bwd_close(d, c11, got, c.spec.dtype)) << "chunked12 vs chunked11";
-    EXPECT_TRUE(grads_padding_zero(d, got));
-    EXPECT_TRUE(grads_finite(got));
-    check_zero_length_dh0(d, cot, got);
-    EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
-        << "chunked12 deterministic";
-  }
+  variant_vs(dt, bt, "chunked12", "chunked11", true);
 }
 
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
