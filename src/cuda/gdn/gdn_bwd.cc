@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <sstream>
+#include <string>
 
 #include "core/carver.h"
 #include "core/util.h"
@@ -210,8 +211,9 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     // chunked11 the default since session 12 (H200 A/B at ee5c88b: backward 8.41 / 8.38 -> 8.28 / 8.26 ms, fwd+bwd
     // graph 10.29 / 10.22 -> 10.10 / 10.10 at 32/32 1x32768); "chunked7" keeps the previous kernel (A/B at 95f8975:
     // 11.86 -> 11.12 ms against chunked5); the other chunk kernels were removed in session 10 (last in 154ad2a).
-    if (env_or("LINATTN_CUDA_KDA_BWD", "") == "chunked7") launch_kda_bwd_chunk5(p, w, st);
-    else if (env_or("LINATTN_CUDA_KDA_BWD", "") == "chunked12") launch_kda_bwd_chunk12(p, w, st);  // opt-in
+    const std::string kernel = env_or("LINATTN_CUDA_KDA_BWD", "");  // checked by kda_chunked_refusal at plan time
+    if (kernel == "chunked7") launch_kda_bwd_chunk5(p, w, st);
+    else if (kernel == "chunked12") launch_kda_bwd_chunk12(p, w, st);  // opt-in
     else launch_kda_bwd_chunk11(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
