@@ -28,14 +28,21 @@ bool pdl_enabled();
 int64_t pdl_launches();
 void count_pdl_launch();
 
+// What every launch checks first: false for an empty grid (nothing to do, e.g. zero capacity); a grid over the
+// y / z limit is an error; more than 48 KB of dynamic shared memory is opted into.
+inline bool launch_prologue(const void* kernel, dim3 grid, size_t smem_bytes) {
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return false;
+  LINATTN_CHECK(grid.y <= 65535 && grid.z <= 65535, "launch: grid ", grid.x, "x", grid.y, "x",
+                grid.z, " exceeds the y/z limit 65535");
+  if (smem_bytes > 48 * 1024) ensure_dynamic_smem(kernel, smem_bytes);
+  return true;
+}
+
 #if defined(__CUDACC__)  // the <<<>>> launch compiles only in .cu files
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
             Args&&... args) {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // nothing to do (e.g. zero capacity)
-  LINATTN_CHECK(grid.y <= 65535 && grid.z <= 65535, "launch: grid ", grid.x, "x", grid.y, "x",
-                grid.z, " exceeds the y/z limit 65535");
-  if (smem_bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem_bytes);
+  if (!launch_prologue(reinterpret_cast<const void*>(kernel), grid, smem_bytes)) return;
   kernel<<<grid, block, smem_bytes, stream>>>(std::forward<Args>(args)...);
   LINATTN_CUDA_CHECK_LAUNCH();
 }
@@ -51,10 +58,7 @@ void launch_pdl(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
     launch(kernel, grid, block, smem_bytes, stream, std::forward<Args>(args)...);
     return;
   }
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  LINATTN_CHECK(grid.y <= 65535 && grid.z <= 65535, "launch: grid ", grid.x, "x", grid.y, "x",
-                grid.z, " exceeds the y/z limit 65535");
-  if (smem_bytes > 48 * 1024) ensure_dynamic_smem(reinterpret_cast<const void*>(kernel), smem_bytes);
+  if (!launch_prologue(reinterpret_cast<const void*>(kernel), grid, smem_bytes)) return;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
