@@ -319,7 +319,7 @@ TEST_P(CudaGdnFwdPdl, SameBitsAsPlainLaunches) {
       const ChunkAttnData d = make_chunk_attn(c.spec);
       ChunkAttnOutTensors off, on;
       {
-        ScopedEnv e("LINATTN_CUDA_PDL", nullptr);
+        ScopedEnv e("LINATTN_CUDA_PDL", "0");
         const int64_t n0 = cuda::pdl_launches();
         off = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
         EXPECT_EQ(cuda::pdl_launches(), n0) << "PDL launches while switched off";
@@ -339,6 +339,41 @@ TEST_P(CudaGdnFwdPdl, SameBitsAsPlainLaunches) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwdPdl, ::testing::Values(DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// PDL is on by default (session 13): unset launches with PDL, the same bits as "1"; an unknown value is an error
+// naming the variable, the value and the accepted values, raised before any launch of the forward.
+TEST(CudaGdnFwdPdlSwitch, DefaultOnAndUnknownValueIsAnError) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.H = 16;
+  s.HV = 32;
+  s.seqlens = {128, 96, 200, 88};
+  const ChunkAttnData d = make_chunk_attn(s);
+  ChunkAttnOutTensors unset, on;
+  {
+    ScopedEnv e("LINATTN_CUDA_PDL", nullptr);
+    EXPECT_TRUE(cuda::pdl_enabled());
+    const int64_t n0 = cuda::pdl_launches();
+    unset = run_cuda_fwd(d, api::CudaGdnPath::kChunked);
+    EXPECT_GE(cuda::pdl_launches() - n0, 1) << "the default launched nothing with PDL";
+  }
+  {
+    ScopedEnv e("LINATTN_CUDA_PDL", "1");
+    on = run_cuda_fwd(d, api::CudaGdnPath::kChunked);
+  }
+  EXPECT_TRUE(same_bits(unset.o, on.o));
+  for (const char* bad : {"2", "on", "true"}) {
+    ScopedEnv e("LINATTN_CUDA_PDL", bad);
+    try {
+      (void)cuda::pdl_enabled();
+      ADD_FAILURE() << "LINATTN_CUDA_PDL=" << bad << " was accepted";
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      EXPECT_NE(m.find("LINATTN_CUDA_PDL=" + std::string(bad)), std::string::npos) << m;
+      EXPECT_NE(m.find("accepted"), std::string::npos) << m;
+    }
+  }
+}
 
 TEST(CudaGdnFwdFallback, Fp32AndOddDimsTakeTheTokenKernel) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";

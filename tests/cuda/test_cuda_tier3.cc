@@ -413,7 +413,7 @@ void run_first_graph(ChunkOp op, DType dt, int bt, int segments, bool first = tr
         const size_t bytes = chunk_attn_fwd_workspace_bytes(st->in, d.opt());
         ws_st = st->arena.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
         ws_eager = eager->arena.alloc(DType::kI32, {static_cast<int64_t>(bytes / 4 + 1)});
-        ScopedEnv p("LINATTN_CUDA_PDL", pdl ? "1" : nullptr);
+        ScopedEnv p("LINATTN_CUDA_PDL", pdl ? "1" : "0");
         chunk_attn_fwd(st->in, st->out, d.opt(), ExecContext{stream, ws_st.data, ws_st.nbytes()});  // warm-up
         CUDA_OK(cudaStreamSynchronize(stream));
         const int64_t before = cuda::seg::tier3_first_runs(), pdl0 = cuda::pdl_launches();
@@ -430,7 +430,7 @@ void run_first_graph(ChunkOp op, DType dt, int bt, int segments, bool first = tr
       CUDA_OK(cudaStreamSynchronize(stream));
       const ChunkAttnOutTensors got = outputs_to_host(*st);
       refill(*eager, d, stream);
-      ScopedEnv plain("LINATTN_CUDA_PDL", nullptr);
+      ScopedEnv plain("LINATTN_CUDA_PDL", "0");
       chunk_attn_fwd(eager->in, eager->out, d.opt(), ExecContext{stream, ws_eager.data, ws_eager.nbytes()});
       CUDA_OK(cudaStreamSynchronize(stream));
       const ChunkAttnOutTensors want = outputs_to_host(*eager);
@@ -473,7 +473,7 @@ TEST_P(CudaTier3Pdl, EagerBitwisePlainLaunches) {
       d.spec.opt.segments = segments;
       ChunkAttnOutTensors off, on;
       {
-        ScopedEnv e("LINATTN_CUDA_PDL", nullptr);
+        ScopedEnv e("LINATTN_CUDA_PDL", "0");
         const int64_t n0 = cuda::pdl_launches();
         off = run_cuda_fwd(d, api::CudaGdnPath::kChunked, 0);
         EXPECT_EQ(cuda::pdl_launches(), n0) << "PDL launches while switched off";

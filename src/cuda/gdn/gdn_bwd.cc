@@ -3,8 +3,9 @@
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
-// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk11.cu,
-// chunked11, since session 12; =chunked7 keeps kda/kda_bwd_chunk5.cu, the previous one).
+// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk12.cu,
+// chunked12, since session 13 (bitwise chunked11, its gate work per form); =chunked11 keeps kda/kda_bwd_chunk11.cu
+// and =chunked7 kda/kda_bwd_chunk5.cu, the earlier ones).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -91,9 +92,10 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 constexpr bool kKdaChunkedDefault = true;
 
 // Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
-// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked11 (the chunked path with its default chunk kernel,
-// split diagonal blocks, since session 12) | chunked7 (the chunked path with the previous chunk kernel) | token, read on every call (plan and
-// workspace query agree); chunked12 (opt-in: chunked11 with its gate work per form). Any other value, the removed
+// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked12 (the chunked path with its default chunk kernel,
+// chunked11 with its gate work per form, since session 13) | chunked11 (split diagonal blocks, the session-12
+// default) | chunked7 (the kernel before it) | token, read on every call (plan and workspace query agree). Any other
+// value, the removed
 // chunk kernels chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws here, before any launch.
 const char* kda_chunked_refusal() {
   const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
@@ -208,13 +210,15 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
-    // chunked11 the default since session 12 (H200 A/B at ee5c88b: backward 8.41 / 8.38 -> 8.28 / 8.26 ms, fwd+bwd
-    // graph 10.29 / 10.22 -> 10.10 / 10.10 at 32/32 1x32768); "chunked7" keeps the previous kernel (A/B at 95f8975:
-    // 11.86 -> 11.12 ms against chunked5); the other chunk kernels were removed in session 10 (last in 154ad2a).
+    // chunked12 the default since session 13 (H200 A/B at 678f770, bitwise chunked11: backward 8.27 / 8.26 ->
+    // 8.02 / 8.02 ms, fwd+bwd graph 10.10 / 10.12 -> 9.86 / 9.86 at 32/32 1x32768 with the training cache);
+    // "chunked11" keeps the session-12 kernel (A/B at ee5c88b: 8.41 / 8.38 -> 8.28 / 8.26 over chunked7), "chunked7"
+    // the one before (A/B at 95f8975: 11.86 -> 11.12 ms against chunked5); the other chunk kernels were removed in
+    // session 10 (last in 154ad2a).
     const std::string kernel = env_or("LINATTN_CUDA_KDA_BWD", "");  // checked by kda_chunked_refusal at plan time
     if (kernel == "chunked7") launch_kda_bwd_chunk5(p, w, st);
-    else if (kernel == "chunked12") launch_kda_bwd_chunk12(p, w, st);  // opt-in
-    else launch_kda_bwd_chunk11(p, w, st);
+    else if (kernel == "chunked11") launch_kda_bwd_chunk11(p, w, st);
+    else launch_kda_bwd_chunk12(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -40,10 +40,10 @@ void launch_gdn_bwd_chunk(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t
 // sweeps (KDA policy), then this chunk kernel (dq, dk, dg [T, HV, K], dbeta, per-channel gate
 // partials part [nt_cap, HV, K, 2]) and its reduction (dA_log [HV], ddt_bias [HV, K]).
 void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked11 (the default since session 12; kda/kda_bwd_chunk11.cu): the same outputs, the diagonal blocks split
-// into walked triangles + an mma square (LINATTN_CUDA_KDA_BWD=chunked7 keeps chunk5).
+// chunked11 (the session-12 default, LINATTN_CUDA_KDA_BWD=chunked11; kda/kda_bwd_chunk11.cu): the same outputs, the
+// diagonal blocks split into walked triangles + an mma square (=chunked7 keeps chunk5).
 void launch_kda_bwd_chunk11(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked12 (opt-in LINATTN_CUDA_KDA_BWD=chunked12; kda/kda_bwd_chunk12.cu): chunked11 with the gate work per form.
+// chunked12 (the default since session 13; kda/kda_bwd_chunk12.cu): chunked11 with the gate work per form, bitwise.
 void launch_kda_bwd_chunk12(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);

@@ -1,4 +1,5 @@
-// chunked12 (kdagate, session 12; opt-in LINATTN_CUDA_KDA_BWD=chunked12): chunked11 (SPLIT) with the per-channel
+// chunked12 (kdagate, session 12; the default since session 13, LINATTN_CUDA_KDA_BWD=chunked11 the previous):
+// chunked11 (SPLIT) with the per-channel
 // gate staging and gate chain of kda_bwd_chunk12_parts.cuh (GC12): the same values, fewer instructions per
 // (token, channel) (docs/perf-notes.md "chunked12").
 #include <cuda_runtime.h>
