@@ -1,4 +1,4 @@
-# Lead, sessions 11-12: the headline configs with this session's defaults (graph replay rows of the default only):
+# Lead, sessions 11-13: the headline configs with this session's defaults (graph replay rows of the default only):
 # GDN forward 16/64 (1x32768, 4096x8, 1x2048), 16/32, tier 3 2/8 and 4/16, KDA 32/32, the short varlen prefill
 # (GDN 16/32 and KDA 32/32 over 128+96+200+88 tokens, GDN 64x16: the graph-update-replay rows), backward and
 # forward + backward of GDN 16/32 and KDA 32/32 with the training cache. Own share LF_SHARE (default 300 s).
@@ -11,18 +11,21 @@ lf_bench() {  # lf_bench SWITCH linattn-args...
   [ "$l" -gt 8 ] || { say "lead-final bench $sw $* skipped (no time)"; return; }
   bench $(( l < 25 ? l : 25 )) "$sw" "$@" --commit "$COMMIT"
 }
-# Session 12: first the rows that confirm this session's flips against the previous defaults (interleaved): tier 3's
-# combine auto vs ring2 at 2/8 and 4/16, the KDA backward chunk kernel chunked11 vs chunked7; then the headline rows.
-for sw in none LINATTN_CUDA_SEG_COMBINE=ring2 none; do
-  lf_bench "$sw" bench-cuda --hqk 2 --hv 8 --lengths 1x32768 --segments 0 --iters 30 --check 0
-  lf_bench "$sw" bench-cuda --hqk 4 --hv 16 --lengths 1x32768 --segments 0 --iters 30 --check 0
-done
-lf_bench LINATTN_CUDA_KDA_BWD=chunked7 bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1
+# Session 13: first the rows that confirm this session's flips against the previous defaults (interleaved): PDL on
+# (the default) vs LINATTN_CUDA_PDL=0 at tier 3 2/8 and the short forward, the KDA backward chunk kernel chunked12 vs
+# chunked11 (LF_FLIPS=0 skips them); then the headline rows.
+if [ "${LF_FLIPS:-1}" = 1 ]; then
+  for sw in none LINATTN_CUDA_PDL=0 none; do
+    lf_bench "$sw" bench-cuda --hqk 2 --hv 8 --lengths 1x32768 --segments 0 --iters 30 --check 0
+    lf_bench "$sw" bench-cuda --hqk 16 --hv 32 --lengths 128,96,200,88 --iters 50 --check 1
+  done
+  lf_bench LINATTN_CUDA_KDA_BWD=chunked11 bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1
+fi
+lf_bench none bench-cuda --hqk 4 --hv 16 --lengths 1x32768 --segments 0 --iters 30 --check 0
 lf_bench none bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1
 for len in 1x32768 4096x8 1x2048; do lf_bench none bench-cuda --hqk 16 --hv 64 --lengths $len --segments 1 --iters 20 --check 1; done
 lf_bench none bench-cuda --hqk 16 --hv 32 --lengths 1x32768 --iters 20 --check 1
 for len in 1x32768 4096x8; do lf_bench none bench-cuda --op kda --hqk 32 --hv 32 --lengths $len --iters 20 --check 1; done
-lf_bench none bench-cuda --hqk 16 --hv 32 --lengths 128,96,200,88 --iters 50 --check 1
 lf_bench none bench-cuda --hqk 16 --hv 32 --lengths 64x16 --iters 50 --check 1
 lf_bench none bench-cuda --op kda --hqk 32 --hv 32 --lengths 128,96,200,88 --iters 50 --check 1
 lf_bench none bench-cuda-bwd --hqk 16 --hv 32 --lengths 1x32768 --iters 10 --saved 1
