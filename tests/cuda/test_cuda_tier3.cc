@@ -14,8 +14,6 @@
 // the reference bars, tier 1 and the default at the same bars (another summation order); the switch's errors.
 // PDL (LINATTN_CUDA_PDL=1, CudaTier3Pdl / CudaTier3PdlGraph): the same kernels launched with programmatic
 // dependencies, bitwise the plain launches, eager and in graphs replayed on new lengths (both schedules).
-// The combine folded into pass 2 (LINATTN_CUDA_SEG_COMBINE=fold; CudaTier3Fold / CudaTier3FoldGraph): the reference
-// bars, tier 1 and the default at the same bars, the fold instance or the combine counted, graph replay = eager.
 // LINATTN_SANITIZED=1: fewer cases (compute-sanitizer runs).
 #include <gtest/gtest.h>
 
@@ -228,7 +226,7 @@ TEST_P(CudaTier3SegVariants, BitwiseOrCloseToDefaultAndReference) {
 }
 
 // LINATTN_CUDA_SEG_COMBINE: the removed variants (ring3, blk, blk3) and unknown values are errors naming the
-// variable, the value and the accepted values; auto / unset, ring2, tc, tc8 and fold pick their combines.
+// variable, the value and the accepted values; auto / unset, ring2, tc and tc8 pick their combines.
 TEST(CudaTier3SegCombineSwitch, RemovedValuesAreErrors) {
   for (const char* bad : {"ring3", "blk", "blk3", "tc4", "RING2"}) {
     ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", bad);
@@ -239,10 +237,10 @@ TEST(CudaTier3SegCombineSwitch, RemovedValuesAreErrors) {
       const std::string what = err.what();
       EXPECT_NE(what.find(std::string("LINATTN_CUDA_SEG_COMBINE=") + bad), std::string::npos) << what;
       EXPECT_NE(what.find("expected auto"), std::string::npos) << what;
-      EXPECT_NE(what.find("ring2, tc, tc8 or fold"), std::string::npos) << what;
+      EXPECT_NE(what.find("ring2, tc or tc8"), std::string::npos) << what;
     }
   }
-  const std::pair<const char*, int> good[] = {{"ring2", 0}, {nullptr, 3}, {"auto", 3}, {"tc", 1}, {"tc8", 2}, {"fold", 4}};
+  const std::pair<const char*, int> good[] = {{"ring2", 0}, {nullptr, 3}, {"auto", 3}, {"tc", 1}, {"tc8", 2}};
   for (const auto& [value, mode] : good) {
     ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", value);
     EXPECT_EQ(cuda::seg::seg_combine_mode(), mode) << (value ? value : "(unset)");
@@ -503,73 +501,6 @@ TEST(CudaTier3PdlGraph, ReplayNewLengthsEqualsEagerPlain) {
   run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 3, false, true);
   run_first_graph(ChunkOp::kGdn, DType::kBF16, 64, 2, true, true);
   run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 1, false, true);  // segments 1: the plain forward's chain
-}
-
-// The combine folded into pass 2 (LINATTN_CUDA_SEG_COMBINE=fold, cuda/gdn/gdn_seg_fold.h): GDN at BT 64 with pass 2
-// at V-slice 64 (forced: vs 64; the planner's vs 0 may pick 32) takes the fold instance and launches no combine
-// (both counted); elsewhere (KDA, BT 32, V-slice 32) the combine runs first. 3xTF32 like the tc combine, another
-// summation order: the reference bars, tier 1 and the default tier 3 at the same bars, padding, deterministic.
-class CudaTier3Fold : public ::testing::TestWithParam<std::tuple<DType, int>> {
- protected:
-  void SetUp() override {
-    if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
-  }
-};
-
-TEST_P(CudaTier3Fold, MatchesReferenceTier1AndDefault) {
-  const auto [dt, bt] = GetParam();
-  for (ChunkOp op : {ChunkOp::kGdn, ChunkOp::kKda})
-    for (const FwdCase& c : cases(dt, bt, op)) {
-      SCOPED_TRACE(c.name);
-      ChunkAttnSpec spec = c.spec;
-      spec.opt.segments = 1;
-      const ChunkAttnData d1 = make_chunk_attn(spec);
-      const ChunkAttnOutTensors ref = ref_forward(d1);
-      const ChunkAttnOutTensors tier1 = run_cuda_fwd(d1, api::CudaGdnPath::kChunked, 0);
-      for (int segments : {2, 3, 8})
-        for (int vs : {64, 0}) {
-          SCOPED_TRACE("segments=" + std::to_string(segments) + " vs=" + std::to_string(vs));
-          ChunkAttnData d = d1;
-          d.spec.opt.segments = segments;
-          const ChunkAttnOutTensors def = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
-          ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", "fold");
-          const int64_t f0 = cuda::gdn_fused_wgp_fold_launches(), tc0 = cuda::seg::seg_combine_tc_launches();
-          const ChunkAttnOutTensors got = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
-          const int64_t folds = cuda::gdn_fused_wgp_fold_launches() - f0, tcs = cuda::seg::seg_combine_tc_launches() - tc0;
-          EXPECT_EQ(folds + tcs, 1) << "one fold launch or one combine";
-          if (op == ChunkOp::kGdn && bt == 64 && vs == 64) {
-            EXPECT_EQ(folds, 1) << "the fold instance did not run";
-          }
-          if (op == ChunkOp::kKda || bt != 64) {
-            EXPECT_EQ(tcs, 1) << "no combine where the fold cannot run";
-          }
-          EXPECT_TRUE(fwd_close(d, ref, got, c.spec.dtype)) << "fold vs the fp64 reference";
-          EXPECT_TRUE(fwd_close(d, tier1, got, c.spec.dtype)) << "fold vs tier 1";
-          EXPECT_TRUE(fwd_close(d, def, got, c.spec.dtype)) << "fold vs the default tier 3";
-          EXPECT_TRUE(all_finite(d, got));
-          check_padding_untouched(d, got);
-          const ChunkAttnOutTensors again = run_cuda_fwd(d, api::CudaGdnPath::kChunked, vs);
-          EXPECT_TRUE(same_bits(got.o, again.o) && same_bits(got.final_state, again.final_state))
-              << "fold is not deterministic";
-        }
-    }
-}
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTier3Fold,
-                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
-                         dtype_bt_name);
-
-// Fold in a captured graph (pass 2 at V-slice 64 by LINATTN_CUDA_WGP_VS=64, so the fold instance is what replays):
-// replays on new lengths bitwise equal to eager fixed calls with fold, and the reference bars; with PDL too.
-TEST(CudaTier3FoldGraph, ReplayNewLengthsEqualsEager) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ScopedEnv e("LINATTN_CUDA_SEG_COMBINE", "fold"), w("LINATTN_CUDA_WGP_VS", "64");
-  const int64_t f0 = cuda::gdn_fused_wgp_fold_launches();
-  run_first_graph(ChunkOp::kGdn, DType::kBF16, 64, 8, false);
-  EXPECT_GT(cuda::gdn_fused_wgp_fold_launches(), f0) << "the fold instance did not run";
-  if (sanitized()) return;
-  run_first_graph(ChunkOp::kGdn, DType::kF16, 64, 3, false);
-  run_first_graph(ChunkOp::kGdn, DType::kBF16, 64, 2, false, true);
 }
 
 // The planner picks tier 3 on its own for few heads and a long sequence (segments = 0), and the

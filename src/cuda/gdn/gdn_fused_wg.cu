@@ -298,15 +298,14 @@ bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
   return p.T_total >= 2 * int64_t(p.BT) * p.N;
 }
 
-void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream, const SegFold* fold) {
+void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream) {
   const bool pipelined = p.kda || gdn_fused_wg_pipelined();
   LINATTN_CHECK(eligible_for(p, vs, pipelined), "gdn fused (wgmma): needs GDN (or KDA without LINATTN_CUDA_KDA_WGMMA=0), "
                 "BT 64, K 128, V % 64 == 0 (pipelined) or V-slice 64 / 128 dividing V (v1), bf16 / fp16, no tier-3 "
                 "state pass; got kda ", p.kda, ", BT ", p.BT, ", K ", p.K, ", V ", p.V, ", V-slice ", vs);
-  LINATTN_CHECK(!fold || pipelined, "gdn fused (wgmma): the tier-3 fold needs the pipelined kernel");
   g_launches.fetch_add(1);
   if (pipelined) {
-    launch_gdn_fused_wgp(p, ws, stream, gdn_fused_wgp_vs(p, ws, vs), fold);
+    launch_gdn_fused_wgp(p, ws, stream, gdn_fused_wgp_vs(p, ws, vs));
     return;
   }
   const bool bf = p.io == ElemType::kBF16;

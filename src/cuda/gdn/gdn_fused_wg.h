@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "cuda/gdn/gdn_kernels.h"
-#include "cuda/gdn/gdn_seg_fold.h"
 
 namespace linattn::cuda {
 
@@ -32,10 +31,7 @@ bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs);
 // Launches so far in this process (tests check the kernel really ran).
 int64_t gdn_fused_wg_launches();
 // Launches the selected kernel (the pipelined one uses 64, or 32 where gdn_fused_wgp_vs says so).
-// fold (tier 3's pass 2, LINATTN_CUDA_SEG_COMBINE=fold): the pipelined kernel's fold instance; needs
-// gdn_fused_wgp_folds at the V-slice gdn_fused_wgp_vs picks.
-void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream,
-                         const SegFold* fold = nullptr);
+void launch_gdn_fused_wg(const GdnFwdParams& p, const GdnChunkWs& ws, int vs, cudaStream_t stream);
 // Environment LINATTN_CUDA_SEG_WGMMA (read per call): "1" = the tier-3 state pass (GdnFwdParams::seg_M)
 // takes the pipelined kernel's state-pass mode (gdn_fused_wgp.cu) wherever the pipelined kernel is
 // chosen, "0" = gdn_fused.cu; unset: gdn_fused_wgp.cu's kSegWgmmaDefault.
@@ -68,11 +64,7 @@ int64_t gdn_fused_wgp_split_launches();  // of them, those with the split update
 int64_t gdn_fused_wgp_ost_launches();    // of them, those with the TMA-store output (tma4, tma3+ost)
 // The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy) at V-slice vs (64, or
 // 32: gdn_fused_wgp_vs32.cuh); launch_gdn_fused_wg checks eligibility.
-void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs = 64,
-                          const SegFold* fold = nullptr);
-// Whether this launch at V-slice vs can take the tier-3 fold instance (gdn_seg_fold.h): GDN output forward, the
-// tma3 chain (no split / ost) at V-slice 64 with P in the workspace.
-bool gdn_fused_wgp_folds(const GdnFwdParams& p, const GdnChunkWs& ws, int vs);
+void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs = 64);
 // Environment LINATTN_CUDA_WGP_VS (read per call; opt-in): "32" = the pipelined kernel's V-slice 32
 // instance (twice the CTAs: S held [key][v], m64n32 products, cp.async rings whatever the chain mode)
 // wherever the planner chose V-slices of 32 (N * HV * V / 64 under ~0.7 SMs), V % 32 == 0, not the tier-3

@@ -46,7 +46,6 @@
 #include "cuda/gdn/gdn_fused_wgp_tma.cuh"
 #include "cuda/gdn/gdn_fused_wgp_chain.cuh"
 #include "cuda/gdn/gdn_p_fused.h"
-#include "cuda/gdn/gdn_seg_fold.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -104,34 +103,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
   else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0, (MODE & kChainOst) != 0>(
       s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n, &maps.o);
-}
-
-// Tier-3 pass 2 with the combine folded in (LINATTN_CUDA_SEG_COMBINE=fold; gdn_seg_fold.cuh): the tma3 instance
-// (kChainTma | kChainTma1 | kChainSc) after a prologue that writes this CTA's initial state to f.h0_seg (= p.h0),
-// in the shared memory the rings take afterwards. The body repeats gdn_fused_wgp_tma_kernel's (so that kernel's
-// SASS stays as it was).
-template <class T, bool kPdl = false>
-__global__ void __launch_bounds__(kThreads, 1)
-    gdn_fused_wgp_fold_kernel(GdnFwdParams p, GdnChunkWs ws, const __grid_constant__ StateMaps maps, SegFold f) {
-  constexpr int MODE = kChainTma | kChainTma1 | kChainSc;
-  static_assert(sizeof(fold::FoldSmem) <= sizeof(WgpSmem<T>), "gdn fused (fold): the prologue's buffers exceed the rings'");
-  pdl_prefetch_maps<kPdl>(maps, true);
-  pdl_wait<kPdl>();  // M, S_loc, the table: the state pass's; h0_seg: read by the previous call
-  pdl_launch_dependents<kPdl>();
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  WgpSmem<T>& s = *reinterpret_cast<WgpSmem<T>*>(base);
-  uint64_t* mbar = reinterpret_cast<uint64_t*>(base + sizeof(WgpSmem<T>));  // WG0's 3, then WG1's 2
-  const int tid = threadIdx.x, t = tid & 127;
-  const int v0 = blockIdx.x * kVS, j = blockIdx.y, h = j / (p.HV / p.H);
-  const int64_t n = ws_sequence(ws, blockIdx.z);
-  fold::fold_prologue(f, p, n, j, v0, *reinterpret_cast<fold::FoldSmem*>(base));
-  int64_t bos, eos;
-  seq_bounds(p, n, bos, eos);
-  const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
-  if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
-  else output_warpgroup<T, false, true, true, false>(s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p,
-                                                     mbar + kStages0<false>, n, &maps.o);
 }
 
 // GDN with P formed by WG1 (ws.P null): the same grid and WG0; WG1 streams q / k instead of q / P.
@@ -270,11 +241,8 @@ StateMaps state_maps(const GdnFwdParams& p, const GdnChunkWs& ws, bool wg1) {
   return m;
 }
 
-std::atomic<int64_t> g_fold_launches{0};
-
 template <class T>
-void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cudaStream_t stream,
-                       const SegFold* fold) {
+void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cudaStream_t stream) {
   const dim3 grid(p.V / kVS, p.HV, p.N);
   if (mode == kChainIl) {
     launch(gdn_fused_wgp_kernel<T, false, kChainIl>, grid, dim3(kThreads), sizeof(WgpSmem<T>) + 1024, stream, p, ws);
@@ -292,13 +260,6 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
     if (mode & kSp) g_split_launches.fetch_add(1);
     if (mode & kO) g_ost_launches.fetch_add(1);
     constexpr int k3 = kT | kT1 | kSc;
-    if (fold) {  // gdn_fused_wgp_folds checked the mode (tma3 without split / ost)
-      g_fold_launches.fetch_add(1);
-      if (pdl_enabled())
-        launch_pdl(true, gdn_fused_wgp_fold_kernel<T, true>, grid, dim3(kThreads), bytes, stream, p, ws, m, *fold);
-      else launch(gdn_fused_wgp_fold_kernel<T>, grid, dim3(kThreads), bytes, stream, p, ws, m, *fold);
-      return;
-    }
     if ((mode & (kSp | kO)) == (kSp | kO))
       launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kSp) launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -322,7 +283,7 @@ bool seg_tma3(const GdnFwdParams& p, const GdnChunkWs& ws) {
 }
 
 template <class T, bool KDA>
-void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, const SegFold* fold) {
+void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) {
   if (p.seg_M) {
     const unsigned ctas = static_cast<unsigned>((p.V + p.K + 2 * kVS - 1) / (2 * kVS));
     if constexpr (!KDA) {
@@ -352,7 +313,7 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, 
   if constexpr (!KDA) {
     const int mode = gdn_chain_mode(p, ws);  // read per call
     if (mode != 0) {
-      launch_chain_mode<T>(p, ws, mode, stream, fold);
+      launch_chain_mode<T>(p, ws, mode, stream);
       return;
     }
   }
@@ -457,17 +418,7 @@ int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs
   return planned_vs == 32 && p.V % 32 == 0 && !p.seg_M && (p.kda || ws.P != nullptr) ? 32 : 64;
 }
 
-bool gdn_fused_wgp_folds(const GdnFwdParams& p, const GdnChunkWs& ws, int vs) {
-  constexpr int k3 = kChainTma | kChainTma1 | kChainSc;
-  return !p.kda && !p.seg_M && vs == 64 && p.K == kK && p.V % kVS == 0 && ws.P != nullptr && gdn_chain_mode(p, ws) == k3;
-}
-
-int64_t gdn_fused_wgp_fold_launches() { return g_fold_launches.load(); }
-
-void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs,
-                          const SegFold* fold) {
-  LINATTN_CHECK(!fold || gdn_fused_wgp_folds(p, ws, vs), "gdn fused (pipelined): the tier-3 fold needs the tma3 chain ",
-                "at V-slice 64 (the caller checks gdn_fused_wgp_folds)");
+void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs) {
   LINATTN_CHECK(!p.seg_M || (p.seg_S && p.V % kVS == 0 && p.K == kK), "gdn fused (pipelined) state pass: needs seg_S, ",
                 "V % 64 == 0 and K 128");
   LINATTN_CHECK(vs == 64 || (vs == 32 && !p.seg_M && p.V % 32 == 0 && (p.kda || ws.P)),
@@ -478,8 +429,8 @@ void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStrea
     return;
   }
   const bool bf = p.io == ElemType::kBF16;
-  if (p.kda) bf ? launch_t<__nv_bfloat16, true>(p, ws, stream, nullptr) : launch_t<__half, true>(p, ws, stream, nullptr);
-  else bf ? launch_t<__nv_bfloat16, false>(p, ws, stream, fold) : launch_t<__half, false>(p, ws, stream, fold);
+  if (p.kda) bf ? launch_t<__nv_bfloat16, true>(p, ws, stream) : launch_t<__half, true>(p, ws, stream);
+  else bf ? launch_t<__nv_bfloat16, false>(p, ws, stream) : launch_t<__half, false>(p, ws, stream);
 }
 
 }  // namespace linattn::cuda

@@ -132,9 +132,7 @@ bool gdn_fwd_fills_prep_cache(const GdnFwdParams& p, const GdnFwdPlan& plan) {
 
 void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
              int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream,
-             GdnFwdStage stage, void* prep_cache, const SegFoldRequest* fold) {
-  LINATTN_CHECK(!fold || (stage == GdnFwdStage::kFused && fold->dev.h0_seg == p.h0 && fold->fallback && plan.chunked),
-                "gdn fwd: a tier-3 fold request needs the fused stage, h0 = its h0_seg and a fallback");
+             GdnFwdStage stage, void* prep_cache) {
   LINATTN_CHECK(!prep_cache || (stage == GdnFwdStage::kAll && gdn_fwd_fills_prep_cache(p, plan)),
                 "gdn fwd: a training cache needs the whole chunked forward with P from the prep (", plan.reason, ")");
   auto st = static_cast<cudaStream_t>(stream);
@@ -170,14 +168,7 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
     else launch_gdn_prep(p, w.ws, plan.tables ? ci : nullptr, plan.nt_cap, st);
   }
   if (fused) {
-    const bool wg = gdn_fused_wg_chosen(p, plan.vs);
-    const SegFold* f = nullptr;  // the fold instance takes it, or the caller's combine runs first
-    if (fold) {
-      const bool wgp = wg && !p.kda && gdn_fused_wg_pipelined();
-      if (wgp && gdn_fused_wgp_folds(p, w.ws, gdn_fused_wgp_vs(p, w.ws, plan.vs))) f = &fold->dev;
-      else fold->fallback(fold->ctx, stream);
-    }
-    if (wg) launch_gdn_fused_wg(p, w.ws, plan.vs, st, f);
+    if (gdn_fused_wg_chosen(p, plan.vs)) launch_gdn_fused_wg(p, w.ws, plan.vs, st);
     else launch_gdn_fused(p, w.ws, plan.vs, st);
   }
 }

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "cuda/gdn/gdn_params.h"
-#include "cuda/gdn/gdn_seg_fold.h"
 
 namespace linattn::cuda {
 
@@ -46,12 +45,9 @@ enum class GdnFwdStage { kAll, kPrep, kFused };
 // prep_cache (optional, gdn_prep_cache_bytes): the prep writes its outputs there, with the backward's
 // Ai, instead of into the workspace (which then needs less than gdn_fwd_workspace_bytes); needs
 // gdn_fwd_fills_prep_cache and stage kAll.
-// fold (tier 3's pass 2 with LINATTN_CUDA_SEG_COMBINE=fold, gdn_seg_fold.h; stage kFused): the fused launch
-// takes the fold instance where it can (fold->dev.h0_seg == p.h0), else fold->fallback runs first.
 void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indices,
              int32_t* chunk_offsets, void* workspace, size_t workspace_bytes, void* stream,
-             GdnFwdStage stage = GdnFwdStage::kAll, void* prep_cache = nullptr,
-             const SegFoldRequest* fold = nullptr);
+             GdnFwdStage stage = GdnFwdStage::kAll, void* prep_cache = nullptr);
 // Whether this plan's forward can fill a training cache (chunked, P formed by the prep).
 bool gdn_fwd_fills_prep_cache(const GdnFwdParams& p, const GdnFwdPlan& plan);
 

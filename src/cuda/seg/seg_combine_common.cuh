@@ -1,6 +1,5 @@
 // Device helpers shared by tier 3's combines (seg_kernels.cu: the FFMA default; seg_combine_tc.cu: the
-// tensor-core one; gdn/gdn_seg_fold.cuh: the fold prologue): the M prefetch, the TF32 split and the walk's
-// initial state.
+// tensor-core one): the M prefetch and the walk's initial state.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,13 +9,6 @@
 namespace linattn::cuda::seg::combine {
 
 constexpr int kK = 128, kThreads = 256;
-
-// x = hi + lo, both TF32 (the 19 bits), for 3xTF32 products (hi hi + lo hi + hi lo).
-__device__ __forceinline__ uint2 split(float x) {
-  constexpr uint32_t kMask = 0xffffe000u;
-  const uint32_t hi = to_tf32(x) & kMask;
-  return make_uint2(hi, to_tf32(x - __uint_as_float(hi)) & kMask);
-}
 
 // cp.async of one slot's M (K x K fp32, K K / 4 / kThreads chunks of 16 bytes per thread) into buffer m (rows of
 // LD floats, 16-byte aligned).

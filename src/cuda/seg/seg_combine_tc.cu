@@ -43,7 +43,11 @@ struct TcSmem {
   float h[2][kK][CB];                       // the same states in fp32 (the outputs)
 };
 
-using combine::split;
+__device__ __forceinline__ uint2 split(float x) {
+  constexpr uint32_t kMask = 0xffffe000u;  // the 19 TF32 bits
+  const uint32_t hi = to_tf32(x) & kMask;
+  return make_uint2(hi, to_tf32(x - __uint_as_float(hi)) & kMask);
+}
 
 // One step of warp w: rows 16 w .. 16 w + 15 of the next state = A h + add, A = M (REV: M^T) in buffer m, h
 // split in hs; written to hn (fp32) and hsn (split). ad[nt][half]: this thread's addend (row g + 8 half,

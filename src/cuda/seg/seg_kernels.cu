@@ -234,15 +234,12 @@ void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable&
 
 // LINATTN_CUDA_SEG_COMBINE: "auto" or unset = the tensor-core combine at 8 or 16 columns per CTA (the default),
 // "ring2" = the FFMA combine, "tc" / "tc8" = the tensor-core one at 16 / 8 columns per CTA (seg_combine_tc.cu);
-// "fold" = the tier-3 forward without its combine kernel (pass 2's CTAs walk their own initial states, tier3.cc;
-// every other combine as auto); anything else (also the removed ring3 / blk / blk3) is an error.
+// anything else (also the removed ring3 / blk / blk3) is an error.
 int seg_combine_mode() {
   const std::string v = env_or("LINATTN_CUDA_SEG_COMBINE", "");
-  LINATTN_CHECK(v.empty() || v == "auto" || v == "ring2" || v == "tc" || v == "tc8" || v == "fold",
-                "LINATTN_CUDA_SEG_COMBINE=", v,
-                ": expected auto (the default, also when unset), ring2, tc, tc8 or fold (ring3, blk and blk3 were "
-                "removed)");
-  return v == "ring2" ? 0 : v == "tc" ? 1 : v == "tc8" ? 2 : v == "fold" ? 4 : 3;
+  LINATTN_CHECK(v.empty() || v == "auto" || v == "ring2" || v == "tc" || v == "tc8", "LINATTN_CUDA_SEG_COMBINE=", v,
+                ": expected auto (the default, also when unset), ring2, tc or tc8 (ring3, blk and blk3 were removed)");
+  return v == "ring2" ? 0 : v == "tc" ? 1 : v == "tc8" ? 2 : 3;
 }
 
 int64_t seg_combine_tc_launches() { return g_tc_launches.load(); }

@@ -86,11 +86,9 @@ void combine_reverse(const GdnFwdParams& p, const void* dht, ElemType dht_type, 
 // "auto" or unset = the default since session 12: each step on mma.sync in 3xTF32 (seg_combine_tc.cu; ~fp32
 // rounding) with 8 state columns per CTA where that grid fits one wave of CTAs, else 16; "ring2" = the previous
 // default (seg_kernels.cu: 256 threads, fp32 FMAs in a fixed order, two M buffers); "tc" / "tc8" force 16 / 8
-// columns; "fold" (opt-in) = the tier-3 forward (tier3_fwd, not its first-segment schedule) launches no combine:
-// pass 2's CTAs walk their own initial states (cuda/gdn/gdn_seg_fold.h), every other combine runs as auto. Any
-// other value is an error (ring3, blk and blk3 were removed in session 12).
-// seg_combine_mode: 0 ring2, 1 tc, 2 tc8, 3 auto, 4 fold (throws on a bad value); seg_combine_tc_launches:
-// launches of the tensor-core combine (auto / tc / tc8 / fold) so far.
+// columns. Any other value is an error (ring3, blk and blk3 were removed in session 12).
+// seg_combine_mode: 0 ring2, 1 tc, 2 tc8, 3 auto (throws on a bad value); seg_combine_tc_launches: launches of
+// the tensor-core combine (auto / tc / tc8) so far.
 int seg_combine_mode();
 int64_t seg_combine_tc_launches();
 

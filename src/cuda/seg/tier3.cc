@@ -99,32 +99,6 @@ void tier3_fwd_first(const GdnFwdParams& p, const Tier3Config& c, const FwdBufs&
   g_first_runs.fetch_add(1);
 }
 
-// LINATTN_CUDA_SEG_COMBINE=fold: pass 2 without the combine kernel; each of its CTAs walks its slot's initial state
-// (its 64 columns) from the sequence's h0, M and S_loc of the earlier slots, and stores it to h0_seg (what the
-// combine wrote). Where the fused launch cannot take the fold instance, gdn_fwd runs the combine first.
-void fwd_fold(const GdnFwdParams& p, const FwdBufs& b, const GdnFwdParams& v, const GdnFwdPlan& plan, void* stream) {
-  struct Ctx {
-    const GdnFwdParams* p;
-    const FwdBufs* b;
-  } ctx{&p, &b};
-  SegFoldRequest r;
-  r.dev.M = b.M;
-  r.dev.S = b.S_loc;
-  r.dev.flags = b.t.flags;
-  r.dev.skip = kSegEmpty | kSegLast;
-  r.dev.segments = b.t.segments;
-  r.dev.h0 = p.h0;
-  r.dev.h0_type = p.h0_type;
-  r.dev.h0_v_first = p.state_v_first;
-  r.dev.h0_seg = b.h0;
-  r.ctx = &ctx;
-  r.fallback = [](void* c, void* s) {
-    const Ctx& x = *static_cast<const Ctx*>(c);
-    combine_forward(*x.p, x.b->t, x.b->M, x.b->S_loc, x.b->h0, s);
-  };
-  gdn_fwd(v, plan, nullptr, nullptr, b.inner, b.inner_bytes, stream, GdnFwdStage::kFused, nullptr, &r);
-}
-
 }  // namespace
 
 bool tier3_supported(const GdnFwdParams& p, bool aligned16, const char** why) {
@@ -166,12 +140,8 @@ void tier3_fwd(const GdnFwdParams& p, const Tier3Config& c, void* workspace, siz
   // (1) local states and transitions of every segment but each sequence's last (prep included).
   state_pass(v, b.t.flags, kSegEmpty | kSegLast, b.S_loc, b.M, c.sm_count, b.inner, b.inner_bytes, stream);
   // (2) true initial states in order; (3) the fused kernel over the segments, same prep.
-  if (seg_combine_mode() == 4) {  // fold: (2) in (3)'s prologue (gdn_seg_fold.h), else the combine first
-    fwd_fold(p, b, v, plan, stream);
-  } else {
-    combine_forward(p, b.t, b.M, b.S_loc, b.h0, stream);
-    gdn_fwd(v, plan, nullptr, nullptr, b.inner, b.inner_bytes, stream, GdnFwdStage::kFused);
-  }
+  combine_forward(p, b.t, b.M, b.S_loc, b.h0, stream);
+  gdn_fwd(v, plan, nullptr, nullptr, b.inner, b.inner_bytes, stream, GdnFwdStage::kFused);
   if (p.ht) gather_states(p, b.t, b.ht, true, p.ht, ElemType::kF32, stream);
 }
 
