@@ -9,6 +9,7 @@
 #include <mutex>
 #include <utility>
 
+#include "core/env.h"
 #include "core/util.h"
 
 namespace linattn::cuda {
@@ -40,7 +41,7 @@ void prefer_max_shared_carveout(const void* kernel) {
   set = true;
 }
 
-bool pdl_enabled() { return env_or("LINATTN_CUDA_PDL", "") == "1"; }
+bool pdl_enabled() { return env_flag("LINATTN_CUDA_PDL", false); }
 
 namespace {
 std::atomic<int64_t> g_pdl_launches{0};
