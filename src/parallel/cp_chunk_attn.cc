@@ -14,6 +14,7 @@
 #include "api/chunk_params_build.h"
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "core/env.h"
 #include "core/util.h"
 #include "cpu/convert.h"
 #include "cpu/seg_pass.h"
@@ -168,7 +169,7 @@ void exchange_states(const CpContext& cp, Local& l, const ChunkAttnInputs& in, c
 
 bool on_cuda(const TensorView& t) { return t.defined() && t.device.type == DeviceType::kCUDA; }
 
-bool chained() { return env_or("LINATTN_CP_CHAIN", "0") == "1"; }
+bool chained() { return env_flag("LINATTN_CP_CHAIN", false); }
 
 }  // namespace
 

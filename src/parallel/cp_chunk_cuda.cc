@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "core/util.h"
 #include "parallel/cp_cuda.h"
 
@@ -85,7 +86,7 @@ struct ChunkPlan {
   int64_t A() const { return sd.V + sd.K; }
 };
 
-bool chained() { return env_or("LINATTN_CP_CHAIN", "0") == "1"; }
+bool chained() { return env_flag("LINATTN_CP_CHAIN", false); }
 
 #if LINATTN_CP_CUDA_SEG || LINATTN_CP_CUDA_DSTATE
 cuda::ElemType elem(DType t) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "core/util.h"
 #include "meta/cost.h"
 
@@ -70,9 +71,10 @@ ChunkPlan plan_chunk_fwd(const meta::ChunkAttnDesc& d, const std::vector<int64_t
   ChunkPlan p;
   p.caller_BT = d.BT;
   p.BT = d.BT > 32 ? 32 : d.BT;
-  const std::string forced = env_or("LINATTN_CPU_CHUNK", "");
-  if (forced == "16" || forced == "32" || forced == "64") p.BT = std::stoi(forced);
-  p.bf16_dot = d.dtype == DType::kBF16 && env_or("LINATTN_CPU_BF16_DOT", "1") != "0";
+  constexpr int kForcedBT[] = {16, 32, 64};
+  const int forced = env_choice("LINATTN_CPU_CHUNK", {"16", "32", "64"}, -1, "unset: the planner's chunk");
+  if (forced >= 0) p.BT = kForcedBT[forced];
+  p.bf16_dot = d.dtype == DType::kBF16 && env_flag("LINATTN_CPU_BF16_DOT", true);
   p.num_threads = std::max(1, num_threads);
   p.lengths_known = !lengths.empty() || d.N == 0;
   std::vector<int64_t> lens = lengths;

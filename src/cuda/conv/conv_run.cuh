@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/conv/conv_common.cuh"
 
@@ -49,14 +50,10 @@ inline int conv_path() {
                   "LINATTN_CONV_CUDA_FWD_ROWS is set, but it steered the v4 streaming forward, removed in session 10 "
                   "(docs/perf-notes.md, Short conv, Pruned); unset it");
     const std::string e = env_or("LINATTN_CONV_CUDA_PATH", "");
-    if (e.empty()) return 0;
-    if (e == "run") return 1;
-    if (e == "tiles") return 2;
-    LINATTN_CHECK(false, "LINATTN_CONV_CUDA_PATH=", e, ": expected run / tiles (or unset)",
-                  e == "stream" ? "; the v4 streaming kernels (stream) were removed in session 10 "
-                                  "(docs/perf-notes.md, Short conv, Pruned)"
-                                : "");
-    return 0;
+    return 1 + choice_index("LINATTN_CONV_CUDA_PATH", e, {"run", "tiles"}, -1,
+                            e == "stream" ? "the v4 streaming kernels (stream) were removed in session 10 "
+                                            "(docs/perf-notes.md, Short conv, Pruned)"
+                                          : "");
   }();
   return v;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "cuda/common/check.h"
 #include "cuda/dense/dense_context.h"
 #include "cuda/dense/dense_cuda.h"
@@ -84,12 +85,10 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
-// LINATTN_CUDA_GEMM=gemmex: every GEMM through cublasGemmEx (the A/B baseline), read once.
+// LINATTN_CUDA_GEMM=gemmex: every GEMM through cublasGemmEx (the A/B baseline), read once; any other value
+// (unset or empty aside) is an error.
 bool gemmex_only() {
-  static const bool v = [] {
-    const char* e = std::getenv("LINATTN_CUDA_GEMM");
-    return e != nullptr && std::strcmp(e, "gemmex") == 0;
-  }();
+  static const bool v = env_choice("LINATTN_CUDA_GEMM", {"gemmex"}, -1, "unset: cublasLt where it takes the GEMM") == 0;
   return v;
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/carver.h"
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/gdn/gdn_prep_cache.h"
 #include "cuda/common/check.h"
@@ -91,22 +92,22 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 // token, graph and tier-3 backward test with it, memcheck / racecheck clean).
 constexpr bool kKdaChunkedDefault = true;
 
-// Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
 // LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked12 (the chunked path with its default chunk kernel,
 // chunked11 with its gate work per form, since session 13) | chunked11 (split diagonal blocks, the session-12
 // default) | chunked7 (the kernel before it) | token, read on every call (plan and workspace query agree). Any other
-// value, the removed
-// chunk kernels chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws here, before any launch.
+// value, the removed chunk kernels chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws at plan
+// time, before any launch.
+enum KdaBwd { kKdaBwdDefault = -1, kKdaChunked, kKdaChunked11, kKdaChunked7, kKdaChunked12, kKdaToken };
+int kda_bwd_mode() {  // the list in KdaBwd's order
+  return env_choice("LINATTN_CUDA_KDA_BWD", {"chunked", "chunked11", "chunked7", "chunked12", "token"}, kKdaBwdDefault,
+                    "the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed (docs/perf-notes.md)");
+}
+
+// Why a KDA call keeps the token path by choice (null: the chunked path may be taken).
 const char* kda_chunked_refusal() {
-  const std::string mode = env_or("LINATTN_CUDA_KDA_BWD", "");
-  if (mode == "token") return "forced by LINATTN_CUDA_KDA_BWD=token";
-  LINATTN_CHECK(mode.empty() || mode == "chunked" || mode == "chunked7" || mode == "chunked11" ||
-                    mode == "chunked12",
-                "LINATTN_CUDA_KDA_BWD=", mode,
-                " is not a KDA backward mode; accepted: unset or empty (default), chunked, chunked7, chunked11, "
-                "chunked12, token (the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed: "
-                "docs/perf-notes.md)");
-  if (!mode.empty() || kKdaChunkedDefault) return nullptr;
+  const int mode = kda_bwd_mode();
+  if (mode == kKdaToken) return "forced by LINATTN_CUDA_KDA_BWD=token";
+  if (mode != kKdaBwdDefault || kKdaChunkedDefault) return nullptr;
   return "KDA chunked backward switched off (LINATTN_CUDA_KDA_BWD)";
 }
 
@@ -215,9 +216,9 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     // "chunked11" keeps the session-12 kernel (A/B at ee5c88b: 8.41 / 8.38 -> 8.28 / 8.26 over chunked7), "chunked7"
     // the one before (A/B at 95f8975: 11.86 -> 11.12 ms against chunked5); the other chunk kernels were removed in
     // session 10 (last in 154ad2a).
-    const std::string kernel = env_or("LINATTN_CUDA_KDA_BWD", "");  // checked by kda_chunked_refusal at plan time
-    if (kernel == "chunked7") launch_kda_bwd_chunk5(p, w, st);
-    else if (kernel == "chunked11") launch_kda_bwd_chunk11(p, w, st);
+    const int kernel = kda_bwd_mode();  // checked by kda_chunked_refusal at plan time too
+    if (kernel == kKdaChunked7) launch_kda_bwd_chunk5(p, w, st);
+    else if (kernel == kKdaChunked11) launch_kda_bwd_chunk11(p, w, st);
     else launch_kda_bwd_chunk12(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

@@ -44,6 +44,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
@@ -675,12 +676,11 @@ std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0};
 // silent V4.
 std::string chunk_switch() {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
-  const bool wg6 = v == "wg6" || (v.size() > 4 && v.rfind("wg6:", 0) == 0 &&
-                                  v.find_first_not_of("0123456789", 4) == std::string::npos);
-  LINATTN_CHECK(v.empty() || wg6 || v == "mma" || v == "wg" || v == "wg2" || v == "wg3" || v == "wg4" || v == "wg5" ||
-                    v == "wg7" || v == "wg8d",
-                "LINATTN_CUDA_GDN_BWD_CHUNK=" + v +
-                    ": expected wg7 (the default), wg8d, wg6, wg6:N, wg5, wg4, wg3, wg2, wg or mma (wg8 was removed)");
+  const bool wg6n =
+      v.size() > 4 && v.rfind("wg6:", 0) == 0 && v.find_first_not_of("0123456789", 4) == std::string::npos;
+  if (!wg6n)
+    choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v, {"wg7", "wg8d", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+                 "or wg6:N (wg6 with at most N CTAs); wg8 was removed");
   return v;
 }
 

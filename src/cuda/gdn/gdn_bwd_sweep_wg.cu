@@ -27,6 +27,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_bwd_sweep_wg.cuh"
@@ -180,21 +181,17 @@ namespace {
 std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
-std::string sweep_switch() {
-  const std::string v = env_or("LINATTN_CUDA_GDN_BWD_SWEEP", "");
-  LINATTN_CHECK(v.empty() || v == "wg" || v == "wglate" || v == "wgsync" || v == "wg3" || v == "wgr" || v == "wgrl" ||
-                    v == "mma",
-                "LINATTN_CUDA_GDN_BWD_SWEEP=" + v +
-                    ": expected wg3 (the default), wg, wglate, wgsync, wgr, wgrl or mma (wg2 / wg3p / wg3pf were "
-                    "removed)");
-  return v;
+enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepMma };
+int sweep_switch() {  // the list in Sweep's order
+  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "mma"}, kSweepAuto,
+                    "unset: wg3 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
 
 bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
-  const std::string v = sweep_switch();
-  if (v == "mma") return false;
-  if (!v.empty()) return true;
+  const int v = sweep_switch();
+  if (v == kSweepMma) return false;
+  if (v != kSweepAuto) return true;
   // Default: the wgmma sweeps where sequences average >= kWgMinTokens tokens (capacity in graph mode).
   // H200 at 73035b5: 1x32768 5.43 -> 4.23 ms, 4096x8 -14%, 1x8192 -21%, but 512x16 +7.5% (per-CTA
   // pipeline fill and drain over 8 chunks).
@@ -212,7 +209,7 @@ bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
 void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(gdn_bwd_sweep_wg_supported(p.f), "gdn bwd sweeps (wg): needs GDN, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
-  const std::string v = sweep_switch();
+  const int v = sweep_switch();
   const bool bf = p.f.io == ElemType::kBF16;
   auto go = [&](auto mode) {
     constexpr int kMode = decltype(mode)::value;
@@ -220,11 +217,11 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
   g_wg_sweep_launches.fetch_add(1);
-  if (v == "wgr" || v == "wgrl") return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == "wgrl");  // gdn_bwd_sweep_wgr.cu
-  if (v == "wg3" || v.empty()) g_wg3_sweep_launches.fetch_add(1);
-  if (v == "wg3" || v.empty()) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
-  else if (v == "wglate") go(std::integral_constant<int, 1>{});
-  else if (v == "wgsync") go(std::integral_constant<int, 2>{});
+  if (v == kSweepWgr || v == kSweepWgrl) return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == kSweepWgrl);  // _wgr.cu
+  if (v == kSweepWg3 || v == kSweepAuto) g_wg3_sweep_launches.fetch_add(1);
+  if (v == kSweepWg3 || v == kSweepAuto) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
+  else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
+  else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});
 }
 

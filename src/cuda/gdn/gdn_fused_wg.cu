@@ -20,6 +20,7 @@
 #include <atomic>
 #include <string>
 
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
@@ -253,8 +254,9 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
 std::atomic<int64_t> g_launches{0};
 
 // LINATTN_CUDA_WGMMA is read once per call of the functions below (the forward's choice and its
-// launch each read it once): "0" off, "1" / "v1" forced, anything else the default.
-std::string wg_switch() { return env_or("LINATTN_CUDA_WGMMA", ""); }
+// launch each read it once): "0" off, "1" / "v1" forced, unset or empty the default; anything else an error.
+enum WgSwitch { kWgDefault = -1, kWgOn, kWgV1, kWgOff };  // the order of wg_switch's list
+int wg_switch() { return env_choice("LINATTN_CUDA_WGMMA", {"1", "v1", "0"}, kWgDefault); }
 
 // KDA runs only the pipelined kernel (its KDA gate policy), the default since the H200 A/B at 7c12eef
 // (32/32 1x32768 3.53 -> 2.80 ms, every KDA test passing with it); LINATTN_CUDA_KDA_WGMMA=0 keeps
@@ -272,24 +274,24 @@ bool eligible_for(const GdnFwdParams& p, int vs, bool pipelined) {
 
 int64_t gdn_fused_wg_launches() { return g_launches.load(); }
 
-bool gdn_fused_wg_pipelined() { return wg_switch() != "v1"; }
+bool gdn_fused_wg_pipelined() { return wg_switch() != kWgV1; }
 
 bool gdn_fused_wg_forced() {
-  const std::string v = wg_switch();
-  return v == "1" || v == "v1";
+  const int v = wg_switch();
+  return v == kWgOn || v == kWgV1;
 }
 
 bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs) { return eligible_for(p, vs, gdn_fused_wg_pipelined()); }
 
-bool gdn_fused_wg_enabled() { return wg_switch() != "0"; }
+bool gdn_fused_wg_enabled() { return wg_switch() != kWgOff; }
 
-bool gdn_fused_wg_kda_enabled() { return env_or("LINATTN_CUDA_KDA_WGMMA", "") != "0"; }
+bool gdn_fused_wg_kda_enabled() { return env_flag("LINATTN_CUDA_KDA_WGMMA", true); }
 
 bool gdn_fused_wg_chosen(const GdnFwdParams& p, int vs) {
   if (p.kda) return eligible_for(p, vs, true);  // wherever eligible (no short-sequence rule yet)
-  const std::string v = wg_switch();
-  if (v == "0" || !eligible_for(p, vs, v != "v1")) return false;
-  if (v == "1" || v == "v1" || p.seg_M) return true;  // seg_M: the state pass (eligible only when switched on)
+  const int v = wg_switch();
+  if (v == kWgOff || !eligible_for(p, vs, v != kWgV1)) return false;
+  if (v == kWgOn || v == kWgV1 || p.seg_M) return true;  // seg_M: the state pass (eligible only when switched on)
   // H200 A/B (bench/results/h200x2-final-20261130-7bf64cf.md): the pipelined kernel's chunk step is
   // the shorter one whatever the CTA count (2/8 1x32768 with 16 CTAs: 1.07 vs 1.66 ms for mma.sync's
   // 32), but its pipeline start costs more than a 1-chunk sequence saves (16 x 64 tokens: 0.124 vs

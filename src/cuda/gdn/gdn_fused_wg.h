@@ -18,7 +18,8 @@ bool gdn_fused_wg_eligible(const GdnFwdParams& p, int vs);
 // Environment LINATTN_CUDA_WGMMA: unset = the pipelined kernel wherever it is eligible and the
 // sequences average two chunks or more (shorter ones keep mma.sync: the pipeline start costs more
 // than it saves; H200 A/B in docs/perf-notes.md, "Step 3"); "0" = never (mma.sync);
-// "1" = the pipelined kernel wherever eligible; "v1" = the first wgmma version wherever eligible.
+// "1" = the pipelined kernel wherever eligible; "v1" = the first wgmma version wherever eligible;
+// any other value is an error (core/env.h).
 bool gdn_fused_wg_enabled();   // not "0"
 bool gdn_fused_wg_pipelined(); // not "v1"
 bool gdn_fused_wg_forced();    // "1" or "v1": regardless of the planned V-slice
@@ -65,10 +66,11 @@ int64_t gdn_fused_wgp_ost_launches();    // of them, those with the TMA-store ou
 // The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy) at V-slice vs (64, or
 // 32: gdn_fused_wgp_vs32.cuh); launch_gdn_fused_wg checks eligibility.
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs = 64);
-// Environment LINATTN_CUDA_WGP_VS (read per call; opt-in): "32" = the pipelined kernel's V-slice 32
+// Environment LINATTN_CUDA_WGP_VS (read per call): unset / "32" (the default) = the pipelined kernel's V-slice 32
 // instance (twice the CTAs: S held [key][v], m64n32 products, cp.async rings whatever the chain mode)
 // wherever the planner chose V-slices of 32 (N * HV * V / 64 under ~0.7 SMs), V % 32 == 0, not the tier-3
-// state pass, and for GDN with P in the workspace; else (and unset) V-slice 64. Returns the V-slice.
+// state pass, and for GDN with P in the workspace, else V-slice 64; "64" = V-slice 64; any other value is an
+// error. Returns the V-slice.
 // The workspace does not depend on it.
 int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs);
 // Launches of the V-slice 32 instance so far in this process (tests check it really ran).

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/pdl.cuh"
@@ -323,25 +324,21 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream) 
 
 }  // namespace
 
-// The tier-3 state pass's kernel when LINATTN_CUDA_SEG_WGMMA is neither "0" nor "1": this mode since
+// The tier-3 state pass's kernel when LINATTN_CUDA_SEG_WGMMA (0 / 1) is unset: this mode since
 // the H200 A/B at a339a0c (GDN 2/8 1x32768 s = 8 0.548 -> 0.395 ms, KDA 1.053 -> 0.811; every tier-3
 // test passing with it; docs/perf-notes.md "Tier 3 on the pipelined kernel").
 constexpr bool kSegWgmmaDefault = true;
 
-bool gdn_fused_wgp_seg_enabled() {
-  const std::string v = env_or("LINATTN_CUDA_SEG_WGMMA", "");
-  return v == "1" || (v != "0" && kSegWgmmaDefault);
-}
+bool gdn_fused_wgp_seg_enabled() { return env_flag("LINATTN_CUDA_SEG_WGMMA", kSegWgmmaDefault); }
 
 int64_t gdn_fused_wgp_pf_launches() { return g_pf_launches.load(); }
 
-// LINATTN_CUDA_SEG_CHAIN unset or not "tma3" / "v3": this. On (the tma3 state pass) since the H200 A/B at
+// LINATTN_CUDA_SEG_CHAIN ("tma3" / "v3") unset: this. On (the tma3 state pass) since the H200 A/B at
 // d3f84ad: tier 3 GDN 2/8 1x32768 0.336 -> 0.315 ms graph, pass 1 123 -> 103 us; "v3" keeps the cp.async pass.
 constexpr bool kSegTmaDefault = true;
 
 bool gdn_fused_wgp_seg_tma_enabled() {
-  const std::string v = env_or("LINATTN_CUDA_SEG_CHAIN", "");
-  return v == "tma3" || (v != "v3" && kSegTmaDefault);
+  return env_choice("LINATTN_CUDA_SEG_CHAIN", {"tma3", "v3"}, kSegTmaDefault ? 0 : 1) == 0;
 }
 
 int64_t gdn_fused_wgp_seg_tma_launches() { return g_seg_tma_launches.load(); }
@@ -354,48 +351,36 @@ int64_t gdn_fused_wgp_split_launches() { return g_split_launches.load(); }
 
 int64_t gdn_fused_wgp_ost_launches() { return g_ost_launches.load(); }
 
-// The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or not one of its values (gdn_fused_wg.h):
+// The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or empty (gdn_fused_wg.h):
 // "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
 // 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
 // 0.134 -> 0.122 (tma2+il), tier 3 2/8 0.379 -> 0.359. "v3" keeps the per-thread cp.async rings.
 constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc55a (1.455 -> 1.374 ms at 16/64 1x32768)
 
-namespace {
-// "v3" -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
+// "v3" alone -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
 // scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
-// output by TMA box stores; split and ost apply with tma3 only); -2 if any token names a removed one ("pers":
-// the persistent chain CTAs of session 12, +7% on the H200 at ee5c88b), else -1 if not a valid value.
-int parse_chain_mode(const std::string& v) {
-  if (v == "v3") return 0;
-  int mode = 0;
-  bool bad = false, removed = false;
-  size_t b = 0;
-  while (b <= v.size()) {
-    const size_t e = std::min(v.find('+', b), v.size());
-    const std::string tok = v.substr(b, e - b);
-    if (tok == "il") mode |= kChainIl;
-    else if (tok == "tma") mode |= kChainTma;
-    else if (tok == "tma2") mode |= kChainTma | kChainTma1;
-    else if (tok == "tma3") mode |= kChainTma | kChainTma1 | kChainSc;
-    else if (tok == "tma4") mode |= kChainTma | kChainTma1 | kChainSc | kChainSplit | kChainOst;
-    else if (tok == "split") mode |= kChainSplit;
-    else if (tok == "ost") mode |= kChainOst;
-    else if (tok == "pers") removed = true;
-    else bad = true;
-    b = e + 1;
-  }
-  return removed ? -2 : bad ? -1 : mode;
-}
-}  // namespace
-
+// output by TMA box stores; split and ost apply with tma3 only). A value naming no mode is an error (session 12),
+// never a silent default; so is the removed "pers" (the persistent chain CTAs of session 12, +7% on the H200 at
+// ee5c88b).
 int gdn_chain_mode_env() {
-  const std::string v = env_or("LINATTN_CUDA_GDN_CHAIN", "");
-  if (v.empty()) return parse_chain_mode(kGdnChainDefault);
-  const int m = parse_chain_mode(v);  // a value naming no mode is an error (session 12), never a silent default
-  LINATTN_CHECK(m >= 0, "LINATTN_CUDA_GDN_CHAIN=" + v +
-                            ": expected v3 or '+'-joined il, tma, tma2, tma3 (the default), tma4, split, ost (pers, the "
-                            "persistent chain CTAs, was removed)");
-  return m;
+  const std::string set = env_or("LINATTN_CUDA_GDN_CHAIN", "");
+  const std::string_view v = set.empty() ? std::string_view(kGdnChainDefault) : std::string_view(set);
+  if (v == "v3") return 0;
+  constexpr int kBits[] = {kChainIl,
+                           kChainTma,
+                           kChainTma | kChainTma1,
+                           kChainTma | kChainTma1 | kChainSc,
+                           kChainTma | kChainTma1 | kChainSc | kChainSplit | kChainOst,
+                           kChainSplit,
+                           kChainOst};
+  const uint64_t named =
+      choice_tokens("LINATTN_CUDA_GDN_CHAIN", v, {"il", "tma", "tma2", "tma3", "tma4", "split", "ost"},
+                    "or v3 alone (the cp.async rings); unset or empty: tma3 (the default); pers (the persistent chain "
+                    "CTAs) was removed");
+  int mode = 0;
+  for (int i = 0; i < 7; ++i)
+    if (named >> i & 1) mode |= kBits[i];
+  return mode;
 }
 
 // Independent of the V-slice and of the tier-3 fields, so every gdn_fwd call on one virtual problem
@@ -412,7 +397,7 @@ size_t gdn_chain_scales_floats(const GdnFwdParams& p, int64_t nt_cap) {
 int gdn_fused_wgp_vs(const GdnFwdParams& p, const GdnChunkWs& ws, int planned_vs) {
   // V-slice 32 where planned is the default since the H200 A/B at accc55a (KDA 32/32 1x32768 2.06 -> 1.92 ms,
   // GDN 16/32 1x32768 1.218 -> 1.151); LINATTN_CUDA_WGP_VS=64 keeps V-slice 64.
-  if (env_or("LINATTN_CUDA_WGP_VS", "") == "64") return 64;
+  if (env_choice("LINATTN_CUDA_WGP_VS", {"32", "64"}, 0) == 1) return 64;
   // The V-slice 32 instance covers the output forward only: the tier-3 state pass and GDN with P formed in
   // WG1 (no P in the workspace) keep V-slice 64, as do plans of wider slices (enough CTAs already).
   return planned_vs == 32 && p.V % 32 == 0 && !p.seg_M && (p.kda || ws.P != nullptr) ? 32 : 64;

@@ -9,6 +9,7 @@
 
 #include "core/carver.h"
 #include "cuda/gdn/gdn_prep_cache.h"
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/check.h"
 #include "cuda/gdn/gdn_fused_wg.h"
@@ -49,13 +50,10 @@ Carved carve(const GdnFwdParams& p, const GdnFwdPlan& plan, bool tables_supplied
 
 }  // namespace
 
-// Where P is formed when LINATTN_CUDA_GDN_P is neither "fused" nor "prep" (gdn_p_fused.h).
+// Where P is formed when LINATTN_CUDA_GDN_P ("prep" / "fused") is unset (gdn_p_fused.h).
 constexpr bool kGdnPFusedDefault = false;
 
-bool gdn_p_fused_env() {
-  const std::string v = env_or("LINATTN_CUDA_GDN_P", "");
-  return v == "fused" || (v != "prep" && kGdnPFusedDefault);
-}
+bool gdn_p_fused_env() { return env_choice("LINATTN_CUDA_GDN_P", {"prep", "fused"}, kGdnPFusedDefault ? 1 : 0) == 1; }
 
 bool gdn_p_in_fused(const GdnFwdParams& p, int vs) {
   if (p.kda || p.BT != 64 || !gdn_p_fused_env() || !gdn_fused_wg_pipelined() || !gdn_fused_wgp_seg_enabled())
@@ -66,7 +64,7 @@ bool gdn_p_in_fused(const GdnFwdParams& p, int vs) {
   return gdn_fused_wg_chosen(q, vs);
 }
 
-bool seq_order_env() { return env_or("LINATTN_CUDA_SEQ_ORDER", "1")[0] != '0'; }
+bool seq_order_env() { return env_flag("LINATTN_CUDA_SEQ_ORDER", true); }
 
 bool seq_order_useful(bool tables, int64_t n, int64_t max_ctas, int sm_count) {
   return tables && n > 1 && max_ctas > sm_count;

@@ -11,8 +11,8 @@
 namespace linattn::cuda {
 
 // Environment LINATTN_CUDA_GDN_P (read per call): "fused" = P formed in the fused kernel wherever
-// gdn_p_in_fused allows it; "prep" = the prep writes P; unset / anything else = kGdnPFusedDefault
-// (gdn_fwd.cc; false: the prep).
+// gdn_p_in_fused allows it; "prep" = the prep writes P; unset / empty = kGdnPFusedDefault (gdn_fwd.cc; false:
+// the prep); any other value is an error.
 bool gdn_p_fused_env();
 // The forward's choice for these parameters and the planned V-slice (gdn_fwd.cc): the switch is on,
 // GDN (not KDA), BT 64, and the pipelined kernel is this call's fused kernel (for the tier-3 state

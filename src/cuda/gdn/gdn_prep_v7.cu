@@ -21,6 +21,7 @@
 #include <atomic>
 #include <functional>
 
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
@@ -342,8 +343,7 @@ void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci
 // (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph, 4096x8 1.401 -> 1.367, 1x2048 0.108 -> 0.105).
 std::string gdn_prep_switch() {
   std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
-  LINATTN_CHECK(v.empty() || v == "v7" || v == "v6" || v == "v5" || v == "v2", "LINATTN_CUDA_GDN_PREP=", v,
-                ": expected v7 (the default, also when unset), v6, v5 or v2");
+  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v7", "v6", "v5", "v2"}, 0);
   return v;
 }
 bool gdn_prep_v7_env() {
@@ -363,13 +363,8 @@ int gdn_prep_v7_split_ctas_per_sm(int Gs) {
 }
 
 GdnPrepSplit gdn_prep_split_env() {
-  const std::string v = env_or("LINATTN_CUDA_GDN_PREP_SPLIT", "");
-  if (v.empty() || v == "1") return {1};
-  if (v == "auto") return {0};
-  if (v == "2" || v == "4" || v == "8") return {v[0] - '0'};
-  LINATTN_CHECK(false, "LINATTN_CUDA_GDN_PREP_SPLIT=", v,
-                ": expected 1 (the default, also when unset), 2, 4, 8 or auto");
-  return {1};
+  constexpr int kSplit[] = {1, 2, 4, 8, 0};  // 0: auto
+  return {kSplit[env_choice("LINATTN_CUDA_GDN_PREP_SPLIT", {"1", "2", "4", "8", "auto"}, 0)]};
 }
 
 int gdn_prep_split_pick(GdnPrepSplit sw, int G, int64_t ctas, const std::function<int(int)>& ctas_per_sm_at,

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <string>
 
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_bwd_sweep_wg.cuh"
@@ -491,13 +492,15 @@ void launch_m(const GdnBwdParams& p, const GdnBwdWs& w, dim3 grid, cudaStream_t 
 
 }  // namespace
 
+namespace {
+enum KdaSweep { kSweepWg, kSweepWgm, kSweepMma };  // the order of kda_sweep's list
+int kda_sweep() { return env_choice("LINATTN_CUDA_KDA_SWEEP", {"wg", "wgm", "mma"}, kSweepWg); }
+}  // namespace
+
 // Default since the H200 A/B at 3d4b025 (tests pass with it; KDA backward 32/32 1x32768 11.20 -> 9.98 ms, fwd+bwd
 // graph 13.47 -> 12.24, 1x4096 backward 1.463 -> 1.341); LINATTN_CUDA_KDA_SWEEP=mma keeps the mma.sync sweeps,
-// =wgm takes the mbarrier hand-off.
-bool kda_bwd_sweep_wg_enabled() {
-  const std::string m = env_or("LINATTN_CUDA_KDA_SWEEP", "wg");
-  return m == "wg" || m == "wgm";
-}
+// =wgm takes the mbarrier hand-off; any other value is an error (it was a silent mma until session 13).
+bool kda_bwd_sweep_wg_enabled() { return kda_sweep() != kSweepMma; }
 
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 && (f.io == ElemType::kBF16 || f.io == ElemType::kF16);
@@ -510,7 +513,7 @@ void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   LINATTN_CHECK(kda_bwd_sweep_wg_supported(p.f), "kda bwd sweeps (wg): needs KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
   g_launches.fetch_add(1);
-  if (env_or("LINATTN_CUDA_KDA_SWEEP", "wg") == "wgm") {
+  if (kda_sweep() == kSweepWgm) {
     g_wgm_launches.fetch_add(1);
     launch_m<true>(p, w, grid, stream);
   } else {

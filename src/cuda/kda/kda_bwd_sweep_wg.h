@@ -13,7 +13,7 @@ namespace linattn::cuda {
 
 // LINATTN_CUDA_KDA_SWEEP (read per call): unset or "wg" (the default since 3d4b025) selects the wgmma sweeps
 // where supported (BT 64), "wgm" the same sweeps with the hand-off on mbarriers (bitwise equal; racecheck-clean
-// protocol); any other value, e.g. "mma", keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy).
+// protocol); "mma" keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy); any other value is an error.
 bool kda_bwd_sweep_wg_enabled();
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f);
 // Launches of the wgmma KDA sweeps so far in this process (tests check which kernel ran).

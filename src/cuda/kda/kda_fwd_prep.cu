@@ -20,6 +20,7 @@
 
 #include <string>
 
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/mma.cuh"
@@ -310,13 +311,14 @@ void launch_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, in
 // kda_fwd_prep_v9_parts.cuh, perf-notes "Prep v9"; opt-in until its H200 A/B) (read per
 // call, as the fused kernel's switch, so a test can change it in a process).
 int prep_version() {
-  const std::string v = env_or("LINATTN_KDA_PREP", "");
   // Default v8 since the H200 A/B at 3d4b025 (bitwise equal to v6 on every tested case; KDA forward 32/32
   // 1x32768 2.283 -> 2.073 ms, 4096x8 1.954 -> 1.745, 1x4096 0.322 -> 0.295); "v6" keeps the previous prep.
   // 9: v8p, 10: v9.
   // v9 (10) is the default since the H200 A/B at accc55a (forward 32/32 1x32768 2.047 -> 1.973 / 1.984 ms,
   // 4096x8 1.736 -> 1.653; o within rel RMS 1e-3 of v8, fp64 bars on every case); "v8" keeps v8.
-  return v == "v3" ? 3 : v == "v7" ? 7 : v == "v6" ? 6 : v == "v8p" ? 9 : v == "v8" ? 8 : 10;
+  // Any other value (the removed v4 / v5, a typo) is an error, no longer a silent v9.
+  constexpr int kVersion[] = {10, 8, 9, 7, 6, 3};
+  return kVersion[env_choice("LINATTN_KDA_PREP", {"v9", "v8", "v8p", "v7", "v6", "v3"}, 0)];
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <string>
 
+#include "core/env.h"
 #include "core/util.h"
 
 #include "cuda/common/device_info.h"
@@ -236,10 +237,9 @@ void build_seg_table(const GdnFwdParams& p, int64_t min_segment, const SegTable&
 // "ring2" = the FFMA combine, "tc" / "tc8" = the tensor-core one at 16 / 8 columns per CTA (seg_combine_tc.cu);
 // anything else (also the removed ring3 / blk / blk3) is an error.
 int seg_combine_mode() {
-  const std::string v = env_or("LINATTN_CUDA_SEG_COMBINE", "");
-  LINATTN_CHECK(v.empty() || v == "auto" || v == "ring2" || v == "tc" || v == "tc8", "LINATTN_CUDA_SEG_COMBINE=", v,
-                ": expected auto (the default, also when unset), ring2, tc or tc8 (ring3, blk and blk3 were removed)");
-  return v == "ring2" ? 0 : v == "tc" ? 1 : v == "tc8" ? 2 : 3;
+  constexpr int kMode[] = {3, 0, 1, 2};  // auto, ring2, tc, tc8
+  return kMode[env_choice("LINATTN_CUDA_SEG_COMBINE", {"auto", "ring2", "tc", "tc8"}, 0,
+                          "ring3, blk and blk3 were removed")];
 }
 
 int64_t seg_combine_tc_launches() { return g_tc_launches.load(); }

@@ -7,6 +7,7 @@
 
 #include "core/carver.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "core/util.h"
 #include "cuda/gdn/gdn_bwd.h"
 #include "cuda/gdn/gdn_fwd.h"
@@ -110,10 +111,7 @@ bool tier3_supported(const GdnFwdParams& p, bool aligned16, const char** why) {
   return r == nullptr;
 }
 
-bool tier3_first_enabled() {
-  const std::string v = env_or("LINATTN_CUDA_TIER3_FIRST", "");
-  return v == "1" || (v != "0" && kFirstDefault);
-}
+bool tier3_first_enabled() { return env_flag("LINATTN_CUDA_TIER3_FIRST", kFirstDefault); }
 
 int64_t tier3_first_runs() { return g_first_runs.load(); }
 
