@@ -106,20 +106,12 @@ __device__ __forceinline__ void post_blk(GateDeriv (&gd)[N], const GateEval<F, G
 // -> 308 / 276 B, 2 / 4 -> 228 / 216 B, chunked11 244 / 240 B).
 constexpr int kStageBlk = 2, kChainBlk = 4;
 
-// stage_decays_r with the form dispatched once and the evaluation unrolled by 4 (the same values).
+// The formula pass of the staging: a[i][c] holds the raw gate (0 past len), becomes e^g (0 past len). Thread (c =
+// tid % K, rows tid / K + (NT / K) m), the form dispatched once, rows in blocks of kStageBlk.
 template <int BT, int NT>
-__device__ __forceinline__ void stage_decays12(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len, int j,
-                                               int tid) {
-  constexpr int PER = BT * kK / NT, B = 8, RG = NT / kK;
-  static_assert(PER * NT == BT * kK && PER % B == 0 && RG * kK == NT, "whole tile per pass");
+__device__ __forceinline__ void stage_formula12(float (*a)[kLdF], const GdnBwdParams& p, int len, int j, int tid) {
+  constexpr int PER = BT * kK / NT, RG = NT / kK;
   const int c = tid % kK, i0 = tid / kK;
-#pragma unroll 1
-  for (int m0 = 0; m0 < PER; m0 += B) {
-    float v[B];
-    load_gate_raw_r<B, RG>(v, p.f, t0, i0 + RG * m0, len, j, c);
-#pragma unroll
-    for (int m = 0; m < B; ++m) a[i0 + RG * (m0 + m)][c] = v[m];
-  }
   const GateConst gc = gate_const(p.f, j, c);
   with_gate_form(p.f, [&](auto form) {
     constexpr int F = decltype(form)::value;
@@ -141,6 +133,31 @@ __device__ __forceinline__ void stage_decays12(float (*a)[kLdF], const GdnBwdPar
       }
     }
   });
+}
+
+// The raw gates into a[i][c] (0 past len), batches of 8 loads in flight, each thread its own elements of the
+// formula pass (so no barrier between the two).
+template <int BT, int NT>
+__device__ __forceinline__ void stage_gate_loads12(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len,
+                                                   int j, int tid) {
+  constexpr int PER = BT * kK / NT, B = 8, RG = NT / kK;
+  static_assert(PER * NT == BT * kK && PER % B == 0 && RG * kK == NT, "whole tile per pass");
+  const int c = tid % kK, i0 = tid / kK;
+#pragma unroll 1
+  for (int m0 = 0; m0 < PER; m0 += B) {
+    float v[B];
+    load_gate_raw_r<B, RG>(v, p.f, t0, i0 + RG * m0, len, j, c);
+#pragma unroll
+    for (int m = 0; m < B; ++m) a[i0 + RG * (m0 + m)][c] = v[m];
+  }
+}
+
+// stage_decays_r with the form dispatched once and the evaluation in blocks of rows (the same values).
+template <int BT, int NT>
+__device__ __forceinline__ void stage_decays12(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len, int j,
+                                               int tid) {
+  stage_gate_loads12<BT, NT>(a, p, t0, len, j, tid);
+  stage_formula12<BT, NT>(a, p, len, j, tid);
 }
 
 // dg[o .. o + 8) <- x[0 .. 8) in dg's dtype (the conversions of store_out); VEC: 16-byte stores.

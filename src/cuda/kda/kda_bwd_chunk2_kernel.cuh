@@ -15,6 +15,7 @@
 #include "cuda/common/launch.h"
 #include "cuda/kda/kda_bwd_chunk11_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk12_parts.cuh"
+#include "cuda/kda/kda_bwd_chunk13_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -34,7 +35,9 @@ constexpr bool tables_fit() {
 
 // SPLIT (chunked11, kda_bwd_chunk11_parts.cuh): the diagonal blocks as two walked triangles + one mma square.
 // GC12 (chunked12, kda_bwd_chunk12_parts.cuh): the gate staging and chain per gate form, dg in 8-channel pieces.
-template <class T, int BT, int V, bool SPLIT, bool GC12 = false>
+// C13 (chunked13, kda_bwd_chunk13_parts.cuh; with SPLIT and GC12): the gates as a cp.async tile ahead of the head's
+// tiles, the formula pass while they stream; the split-TF32 hi parts without cvt's non-finite test.
+template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
@@ -42,6 +45,9 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   constexpr int NTK = Tl::NTK;
   constexpr bool TAB = tables_fit<T, BT, V>();
   static_assert(TAB == (V == 128), "the decay tables fit at V = 128");
+  static_assert(!C13 || (SPLIT && GC12), "chunked13 is chunked12's kernel");
+  using S0 = KdaChunkSmem<T, BT, V>;
+  static_assert(offsetof(S0, a) % 16 == 0, "gate tile rows 16-byte aligned (pitch 528 B)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Sm& s = *reinterpret_cast<Sm*>(smem_raw);
   const GdnFwdParams& f = p.f;
@@ -68,19 +74,36 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   };
 
   float dqA[NTK][4] = {}, dkA[NTK][4] = {};
+  [[maybe_unused]] const bool gtile = C13 && gate_tile_ok(f);  // uniform
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
+    if (C13 && gtile) {  // the gates first (a is free: its last reader was the previous head's chain)
+      load_gate_tile13<BT, Tl::NT>(s.a, f, t0, len, j, tid);
+      cp_async_commit();
+    }
     // one copy of the tile loads; the first head's stream while the row scales run
     load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
     cp_async_commit();
     if (jj == 0) {
-      cp_async_wait<1>();
+      if (C13 && gtile) cp_async_wait<2>();  // q / k (the gate tile and the head's tiles still in flight)
+      else cp_async_wait<1>();
       __syncthreads();
       row_scales_r();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    if constexpr (GC12) stage_decays12<BT, Tl::NT>(s.a, p, t0, len, j, tid);
-    else stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    if constexpr (C13) {  // the formula pass (one copy) on the gate tile while the head's tiles stream
+      if (gtile) {
+        cp_async_wait<1>();
+        __syncthreads();
+      } else {
+        stage_gate_loads12<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // chunked12's loads (16-bit / unaligned gates)
+      }
+      stage_formula12<BT, Tl::NT>(s.a, p, len, j, tid);
+    } else if constexpr (GC12) {
+      stage_decays12<BT, Tl::NT>(s.a, p, t0, len, j, tid);
+    } else {
+      stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
+    }
     cp_async_wait<0>();
     __syncthreads();
 
@@ -207,8 +230,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
-      offdiag_rows<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB>(s, dq2, rp, wm, ck, g, tq, tab);
+      offdiag_rows<T, BT, V, NTK, TAB, C13>(s, dq2, rp, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB, C13>(s, dq2, rp, wm, ck, g, tq, tab);
       else intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
@@ -227,8 +250,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // column side: dk^ += dka; dgam -= k^ (.) dka
       float ca[NTK][4];
       // blocks below the diagonal
-      offdiag_cols<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB>(s, ca, wm, ck, g, tq, tab);
+      offdiag_cols<T, BT, V, NTK, TAB, C13>(s, ca, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB, C13>(s, ca, wm, ck, g, tq, tab);
       else intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
       if constexpr (SPLIT) frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // the same values, 16 registers free
 #pragma unroll
@@ -302,29 +325,31 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V, bool SPLIT, bool GC12>
+template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
 }
 
-template <class T, int BT, bool SPLIT, bool GC12>
+template <class T, int BT, bool SPLIT, bool GC12, bool C13>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool SPLIT, bool GC12 = false>
+template <bool SPLIT, bool GC12 = false, bool C13 = false>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12>(p, w, stream) : launch_bt<__half, 64, SPLIT, GC12>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13>(p, w, stream)
+       : launch_bt<__half, 64, SPLIT, GC12, C13>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12>(p, w, stream) : launch_bt<__half, 32, SPLIT, GC12>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13>(p, w, stream)
+       : launch_bt<__half, 32, SPLIT, GC12, C13>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }
