@@ -14,7 +14,9 @@
 // the accepted values, thrown by the workspace query and the plan (no kernel runs). The previous default
 // LINATTN_CUDA_KDA_BWD=chunked7 stays covered: every case against chunked11 and the fp64 reference (the
 // *Chunked11* test forces both), at the extreme gates and captured in a graph (the *Chunked7* tests). The opt-in
-// LINATTN_CUDA_KDA_BWD=chunked12 (kdagate) likewise (*Chunked12*: bitwise chunked11, the reference, -1000 / -5, graph).
+// LINATTN_CUDA_KDA_BWD=chunked12 (kdagate) likewise (*Chunked12*: bitwise chunked11, the reference, -1000 / -5, graph),
+// and the opt-in chunked13 (kdabwd13: fp32 gates as a cp.async tile, bf16 gates through chunked12's loads; *Chunked13*:
+// bitwise chunked12, the reference, -1000 / -5, graph).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -102,7 +104,7 @@ TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
 // One chunk kernel (`mode`) against another (`base`), both forced, on every case of (dt, bt): the fp64 reference,
 // close to `base` (bitwise too when `bitwise`, printing one "[kdagate] ... ==|!=" line per case), padding,
 // finiteness, dh0; two runs bitwise equal.
-void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwise) {
+void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwise, const char* tag = "kdagate") {
   auto all = cases(dt, bt);
   if (sanitized()) all.resize(2);
   for (const Case& c : all) {
@@ -120,7 +122,7 @@ void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwi
     EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << mode << " vs fp64 reference";
     if (bitwise) {
       const bool same = grads_bitwise(got, b);
-      std::printf("[kdagate] %s %s bt%d: %s %s %s bitwise\n", c.name.c_str(), dtype_name(dt), bt, mode,
+      std::printf("[%s] %s %s bt%d: %s %s %s bitwise\n", tag, c.name.c_str(), dtype_name(dt), bt, mode,
                   same ? "==" : "!=", base);
       EXPECT_TRUE(same) << mode << " vs " << base << " (the same expressions: bitwise)";
     }
@@ -144,6 +146,13 @@ TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
 TEST_P(CudaKdaBwdChunked, Chunked12MatchesReferenceAndChunked11) {
   const auto [dt, bt] = GetParam();
   variant_vs(dt, bt, "chunked12", "chunked11", true);
+}
+
+// chunked13 (kdabwd13, opt-in): chunked12 with the fp32 gates as a cp.async tile (16-bit gates: chunked12's loads)
+// and the split-TF32 hi parts without cvt's non-finite test, the same values: bitwise equal to chunked12.
+TEST_P(CudaKdaBwdChunked, Chunked13MatchesReferenceAndChunked12) {
+  const auto [dt, bt] = GetParam();
+  variant_vs(dt, bt, "chunked13", "chunked12", true, "kdabwd13");
 }
 
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
@@ -198,6 +207,11 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked12AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked12");
   all_gates_at_the_limits();
 }
+TEST(CudaKdaBwdChunkedExtreme, Chunked13AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked13");
+  all_gates_at_the_limits();
+}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -243,7 +257,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", "chunked12", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -270,6 +284,12 @@ TEST(CudaKdaBwdChunkedGraph, Chunked7ReplayEqualsEagerFixed) {
 TEST(CudaKdaBwdChunkedGraph, Chunked12ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked12");
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
+}
+TEST(CudaKdaBwdChunkedGraph, Chunked13ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked13");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }

@@ -94,12 +94,13 @@ constexpr bool kKdaChunkedDefault = true;
 
 // LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked12 (the chunked path with its default chunk kernel,
 // chunked11 with its gate work per form, since session 13) | chunked11 (split diagonal blocks, the session-12
-// default) | chunked7 (the kernel before it) | token, read on every call (plan and workspace query agree). Any other
-// value, the removed chunk kernels chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws at plan
-// time, before any launch.
-enum KdaBwd { kKdaBwdDefault = -1, kKdaChunked, kKdaChunked11, kKdaChunked7, kKdaChunked12, kKdaToken };
+// default) | chunked7 (the kernel before it) | chunked13 (opt-in: chunked12 with the gates as a cp.async tile, bitwise
+// chunked12) | token, read on every call (plan and workspace query agree). Any other value, the removed chunk kernels
+// chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch.
+enum KdaBwd { kKdaBwdDefault = -1, kKdaChunked, kKdaChunked11, kKdaChunked7, kKdaChunked12, kKdaChunked13, kKdaToken };
 int kda_bwd_mode() {  // the list in KdaBwd's order
-  return env_choice("LINATTN_CUDA_KDA_BWD", {"chunked", "chunked11", "chunked7", "chunked12", "token"}, kKdaBwdDefault,
+  return env_choice("LINATTN_CUDA_KDA_BWD", {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token"},
+                    kKdaBwdDefault,
                     "the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed (docs/perf-notes.md)");
 }
 
@@ -219,6 +220,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     const int kernel = kda_bwd_mode();  // checked by kda_chunked_refusal at plan time too
     if (kernel == kKdaChunked7) launch_kda_bwd_chunk5(p, w, st);
     else if (kernel == kKdaChunked11) launch_kda_bwd_chunk11(p, w, st);
+    else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);  // opt-in (kdabwd13, session 13)
     else launch_kda_bwd_chunk12(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

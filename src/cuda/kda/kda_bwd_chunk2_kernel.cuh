@@ -36,7 +36,8 @@ constexpr bool tables_fit() {
 // SPLIT (chunked11, kda_bwd_chunk11_parts.cuh): the diagonal blocks as two walked triangles + one mma square.
 // GC12 (chunked12, kda_bwd_chunk12_parts.cuh): the gate staging and chain per gate form, dg in 8-channel pieces.
 // C13 (chunked13, kda_bwd_chunk13_parts.cuh; with SPLIT and GC12): the gates as a cp.async tile ahead of the head's
-// tiles, the formula pass while they stream; the split-TF32 hi parts without cvt's non-finite test.
+// tiles, the formula pass while they stream; the split-TF32 hi parts without cvt's non-finite test; dq / dk stored in
+// 8-channel pieces.
 template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
@@ -321,7 +322,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       ok[1] = fk * dkA[nt][2 * hf + 1] - cpk * kv.y;
     }
   }
-  store_dqdk_r<T, BT, V, Tl::NT>(s, p, t0, len, h, tid);
+  if constexpr (C13) store_dqdk13<T, BT, V, Tl::NT>(s, p, t0, len, h, tid);
+  else store_dqdk_r<T, BT, V, Tl::NT>(s, p, t0, len, h, tid);
 }
 
 // Host side: the instantiation per (io type, BT, V).
