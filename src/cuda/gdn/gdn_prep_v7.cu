@@ -209,9 +209,36 @@ __device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* bet
       make_uint4(0u, 0u, 0u, 0u);
 }
 
+// X_aB = -X_aa acc from the finished sum acc = sum_m L_am X_mB (merge_block_packed's second half).
+template <class Smem>
+__device__ __forceinline__ void merge_finish(Smem& s, float (*tw)[20], const float (&acc)[2][4], int a, int b,
+                                             int lane) {
+  constexpr int LS = Smem::kLs;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    tw[g][8 * nt + 2 * t] = acc[nt][0];
+    tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+    tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+    tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+  }
+  __syncwarp();
+  float res[2][4] = {};
+  mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
+  float (*X)[LS] = s.Xb(a, b);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int c = 8 * nt + 2 * t;
+    X[g][c] = -res[nt][0];
+    X[g][c + 1] = -res[nt][1];
+    X[g + 8][c] = -res[nt][2];
+    X[g + 8][c + 1] = -res[nt][3];
+  }
+}
+
 // X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order (a
 // copy of its 25 lines: a generic merge_block over block views changed the address code of every KDA / GDN prep
-// kernel that inverts, so the shared one stays as it is).
+// kernel that inverts, so the shared one stays as it is; likewise merge_finish above, v8's, stays apart: v7's SASS).
 template <class Smem>
 __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int a, int b, int lane) {
   constexpr int LS = Smem::kLs;
@@ -237,6 +264,34 @@ __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int
     X[g][c + 1] = -res[nt][1];
     X[g + 8][c] = -res[nt][2];
     X[g + 8][c + 1] = -res[nt][3];
+  }
+}
+
+// V8: column chain B with the sums of all its blocks in registers. merge_block_packed finishes X_(B+1)B, then forms
+// X_(B+2)B's whole sum, ...: chain 0 is (NB - 1) NB / 2 + NB - 1 dependent 16x16 products (9 at BT 64), the other
+// chains and warps waiting at the CTA barrier (ncu 13: ~25% of v7's stall samples). Here the products L_aB X_BB of
+// every block first (independent), then per block a its finish and the term L_a'a X_aB of every later block a': each
+// sum gets merge_block_packed's terms in its order (m = B, B + 1, ..: the same bits), 2 (NB - 1 - B) deep (6 at BT 64).
+template <int NB, int B, class Smem>
+__device__ __forceinline__ void merge_column_packed(Smem& s, float (*tw)[20], int lane) {
+  constexpr int LS = Smem::kLs, NA = NB - 1 - B;
+  float acc[NA][2][4] = {};
+#pragma unroll
+  for (int k = 0; k < NA; ++k) mma16x16_tf32<LS, LS>(acc[k], s.Lb(B + 1 + k, B), 0, 0, s.Xb(B, B), 0, 0, lane);
+#pragma unroll
+  for (int k = 0; k < NA; ++k) {
+    merge_finish(s, tw, acc[k], B + 1 + k, B, lane);
+    __syncwarp();  // X_(B+1+k)B visible to the warp's lanes; tw free again
+#pragma unroll
+    for (int k2 = k + 1; k2 < NA; ++k2)
+      mma16x16_tf32<LS, LS>(acc[k2], s.Lb(B + 1 + k2, B + 1 + k), 0, 0, s.Xb(B + 1 + k, B), 0, 0, lane);
+  }
+}
+template <int NB, int B = 0, class Smem>
+__device__ __forceinline__ void merge_column_any(Smem& s, int chain, int lane) {
+  if constexpr (B < NB - 1) {
+    if (chain == B) merge_column_packed<NB, B>(s, s.tscr[B], lane);
+    else merge_column_any<NB, B + 1>(s, chain, lane);
   }
 }
 
@@ -305,11 +360,14 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
       break;
     }
     __syncthreads();
-    if (chain >= 0)  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
+    if constexpr (V8) {
+      if (chain >= 0) merge_column_any<NB>(s, chain, lane);
+    } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
       for (int aa = chain + 1; aa < NB; ++aa) {
         merge_block_packed(s, s.tscr[chain], aa, chain, lane);
         __syncwarp();
       }
+    }
     __syncthreads();
   }
 }
