@@ -59,6 +59,7 @@ struct PrepSmem {
 template <bool WP, int WM, int CW, int NTW, class Smem>
 __device__ __forceinline__ void gram_store_pairs(Smem& s, const float (&ak)[NTW][4], const float (&aq)[NTW][4], int wm,
                                                  int wn, int g, int t) {
+  static_assert(Smem::kPacked && Smem::kQkPacked, "pairs of the packed lower blocks only");
   float rkr[2], rqr[2], rkc[NTW][2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {

@@ -146,7 +146,7 @@ __device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs&
 #pragma unroll
     for (int e4 = 0; e4 < kSeg; e4 += 4)
       *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[e4 / 4][0], lv[e4 / 4][1], lv[e4 / 4][2], lv[e4 / 4][3]);
-  } else {  // v7's code as it was (its SASS unchanged)
+  } else {  // v7's code as it was (through lp_group its SASS changed: 8 fewer instructions, other scheduling)
 #pragma unroll
     for (int e4 = 0; e4 < kSeg; e4 += 4) {
       const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
