@@ -337,12 +337,17 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
 #pragma unroll
       for (int k = 0; k < 2; ++k) zero_chunk<NB>(u + k * kOff, zi[k], zc[k]);
   }
+  // V8 at BT 64: role 0 writes head j's diagonal Ab rows in head j's merge phase (its warps are no chain there: they
+  // waited at the barrier) instead of at the start of head j + 1's phase, on that phase's critical path (ncu 13: the
+  // barrier after the L / P phase holds ~17% of v7's samples). X_aa is final after the solve; the chains only read it.
+  constexpr bool kAbLate = V8 && BT == 64;
   for (int jj = 0; jj <= G; ++jj) {
     const int j = h * G + jj;
     const float* gam = gam_all + jj * BT;
     const float* beta = beta_all + jj * BT;
     if (role == 0) {
-      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
+      if constexpr (!kAbLate)
+        if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
       if (jj == G) break;
       lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
       __syncwarp();  // the diagonal block's 16 rows of L are this warp's
@@ -361,6 +366,7 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
     }
     __syncthreads();
     if constexpr (V8) {
+      if (kAbLate && role == 0) ab_item<T, BT>(ws, s, beta, j, t0, len, i, b);
       if (chain >= 0) merge_column_any<NB>(s, chain, lane);
     } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
       for (int aa = chain + 1; aa < NB; ++aa) {
