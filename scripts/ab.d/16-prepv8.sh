@@ -1,7 +1,8 @@
 # prepv8 (session 13, issue 5): GDN prep v8, opt-in LINATTN_CUDA_GDN_PREP=v8 (src/cuda/gdn/gdn_prep_v7.cu,
 # gdn_prep_parts.cuh; perf-notes "Prep v8"): v7's body on a swizzled kk / qk layout (conflict-free float4 loads in
 # the L / P pass), the Gram epilogue's scales loaded once and stored as pairs, each L / P item's loads before its L
-# stores, and column chains holding their blocks' sums in registers (chain 0 6 dependent 16x16 products deep, v7 9).
+# stores, column chains holding their blocks' sums in registers (chain 0 6 dependent 16x16 products deep, v7 9), and
+# role 0's diagonal Ab rows written in the merge phase (off the L / P phase's critical path).
 # Same expressions in the same order: bitwise v7. Compiled here, never run on a GPU.
 # Prediction (graph replay): 16/64 1x32768 prep ~0.57 -> ~0.50-0.53 ms, forward 1.239 -> ~1.17-1.20 ms;
 # 4096x8 ~-4-6%; 16/32 1x32768 ~-4%.
