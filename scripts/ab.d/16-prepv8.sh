@@ -47,8 +47,8 @@ p8_test() {  # p8_test CAP ENV|none BINARY FILTER
   if [ $rc -eq 0 ]; then say "PASS $3 ($4) with $2"
   else status=1; say "FAIL $3 ($4) with $2 (exit $rc; 124 = its cap)"; fi
 }
-p8_test 25 none test_cuda_gdn_prep \
+p8_test 30 none test_cuda_gdn_prep \
   'CudaGdnPrepV8Occupancy.*:Dtypes/CudaGdnPrepV6.V7SwitchIsRead/*:Dtypes/CudaGdnPrepV6.V8SameBitsAsV7/*:Dtypes/CudaGdnPrepTma3.V8*'
-p8_test 25 none test_cuda_gdn_prep 'Dtypes/CudaGdnPrepV6.V8*-*V8SameBitsAsV7*'
+p8_test 20 none test_cuda_gdn_prep 'Dtypes/CudaGdnPrepV6.V8*-*V8SameBitsAsV7*'
 p8_test 10 "$P8_SW" test_cuda_graph 'CudaGraphGdn*'
 true
