@@ -45,11 +45,46 @@ struct PrepSmem {
     else return &kk[i][c0];
   }
   static constexpr bool kQkPacked = false;  // Q K^T dense: u.qk (PE) or qk
+  static constexpr bool kPairs = false;     // gram_products' epilogue: scalar stores (v8: pairs, PrepSmemV7)
   __device__ __forceinline__ float* qk_at(int i, int c) {
     if constexpr (PE) return &u.qk[i][c];
     else return &qk[i][c];
   }
 };
+
+// Prep v8's Gram epilogue (Smem::kPairs, packed lower blocks): the row / column scales loaded first, then each
+// (row, column pair) stored as one 8-byte pair. The scalar epilogue below re-read rk / rq after every store (the
+// compiler cannot tell kk / qk from rk / rq): 32 dependent LDS -> FMUL -> STS round trips per warp. Same
+// expressions in the same order (products (a rk_row) rk_col): the same bits.
+template <bool WP, int WM, int CW, int NTW, class Smem>
+__device__ __forceinline__ void gram_store_pairs(Smem& s, const float (&ak)[NTW][4], const float (&aq)[NTW][4], int wm,
+                                                 int wn, int g, int t) {
+  static_assert(Smem::kPacked && Smem::kQkPacked, "pairs of the packed lower blocks only");
+  float rkr[2], rqr[2], rkc[NTW][2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    rkr[half] = s.rk[16 * wm + g + 8 * half];
+    rqr[half] = WP ? s.rq[16 * wm + g + 8 * half] : 0.f;
+  }
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) rkc[nt][e] = s.rk[wn * CW + nt * 8 + 2 * t + e];
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt) {
+    const int col = wn * CW + nt * 8 + 2 * t;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = 16 * wm + g + 8 * half;
+      if ((col >> 4) > (row >> 4)) continue;  // packed: lower blocks only
+      *reinterpret_cast<float2*>(s.kk_at(row, col)) = make_float2(ak[nt][2 * half] * rkr[half] * rkc[nt][0],
+                                                                  ak[nt][2 * half + 1] * rkr[half] * rkc[nt][1]);
+      if constexpr (WP)
+        *reinterpret_cast<float2*>(s.qk_at(row, col)) = make_float2(aq[nt][2 * half] * rqr[half] * rkc[nt][0],
+                                                                    aq[nt][2 * half + 1] * rqr[half] * rkc[nt][1]);
+    }
+  }
+}
 
 template <class T, int BT, bool WP, bool PE, class Smem>
 __device__ __forceinline__ void gram_products(Smem& s, int warp, int lane) {
@@ -81,18 +116,22 @@ __device__ __forceinline__ void gram_products(Smem& s, int warp, int lane) {
   }
   const int g = lane >> 2, t = lane & 3;
   if constexpr (PE) __syncthreads();  // qk overwrites the q / k tiles every warp reads above
+  if constexpr (Smem::kPairs) {
+    gram_store_pairs<WP, WM, CW, NTW>(s, ak, aq, wm, wn, g, t);
+  } else {
 #pragma unroll
-  for (int nt = 0; nt < NTW; ++nt) {
-    const int col = wn * CW + nt * 8 + 2 * t;
+    for (int nt = 0; nt < NTW; ++nt) {
+      const int col = wn * CW + nt * 8 + 2 * t;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = 16 * wm + g + 8 * half;
-      const bool lower = (col >> 4) <= (row >> 4);
+      for (int half = 0; half < 2; ++half) {
+        const int row = 16 * wm + g + 8 * half;
+        const bool lower = (col >> 4) <= (row >> 4);
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        if (!Smem::kPacked || lower) *s.kk_at(row, col + e) = ak[nt][2 * half + e] * s.rk[row] * s.rk[col + e];
-        if constexpr (WP)
-          if (!Smem::kQkPacked || lower) *s.qk_at(row, col + e) = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
+        for (int e = 0; e < 2; ++e) {
+          if (!Smem::kPacked || lower) *s.kk_at(row, col + e) = ak[nt][2 * half + e] * s.rk[row] * s.rk[col + e];
+          if constexpr (WP)
+            if (!Smem::kQkPacked || lower) *s.qk_at(row, col + e) = aq[nt][2 * half + e] * s.rq[row] * s.rk[col + e];
+        }
       }
     }
   }

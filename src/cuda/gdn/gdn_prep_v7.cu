@@ -35,11 +35,15 @@ namespace {
 // the merges hit 32 distinct banks, as v6's 68-float rows did), blocks 324 floats apart; kk and qk: v6's packed kk
 // layout (rows of 16 floats, blocks 260 apart: a quarter warp's float4 loads of two rows x four blocks on distinct
 // bank groups).
-template <class T, int BT, bool WP>
+// V8 (prep v8): kk / qk rows keep their 16 floats, the 4-float groups of row r XOR-swizzled by (r / 2) % 4, so
+// lp_item's float4 loads (a quarter warp: 8 rows of one block, or rows x segments) hit distinct bank groups (v7: 4-way
+// conflicts on the diagonal items, 16 wavefronts per load instead of 4); gram_products stores pairs (kPairs).
+template <class T, int BT, bool WP, bool V8 = false>
 struct PrepSmemV7 {
   static constexpr int kNB = BT / 16, kNBlk = kNB * (kNB + 1) / 2, kKkBlk = 16 * 16 + 4, kLs = 20;
   static constexpr int kBlk = 16 * kLs + 4;  // L / X block stride: a row's segments (b, b + 1) 4 banks apart
   static constexpr bool kPacked = true, kQkPacked = true;  // gram_products writes the lower blocks only
+  static constexpr bool kV8 = V8, kPairs = V8;
   static_assert(kPacked && kQkPacked, "the v7 loop reads kk / qk as packed lower blocks");
   union {
     struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;  // until the Gram products
@@ -64,10 +68,16 @@ struct PrepSmemV7 {
   __device__ __forceinline__ const float (*Xb(int a, int b) const)[kLs] {
     return reinterpret_cast<const float (*)[kLs]>(&u.sv.X[blk(a, b) * kBlk]);
   }
+  // V8: kk / qk element (i, c) at the swizzled column (its 4-float group XOR (i / 2) % 4)
+  static __device__ __forceinline__ int pk8(int i, int c) {
+    return blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + ((((c & 15) >> 2) ^ ((i >> 1) & 3)) << 2) + (c & 3);
+  }
   __device__ __forceinline__ float* kk_at(int i, int c) {
+    if constexpr (V8) return &kkb[pk8(i, c)];
     return &kkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
   }
   __device__ __forceinline__ float* qk_at(int i, int c) {
+    if constexpr (V8) return &u.sv.qkb[pk8(i, c)];
     return &u.sv.qkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
   }
 };
@@ -96,9 +106,32 @@ __device__ __forceinline__ void zero_chunk(int q, int& i, int& c) {
   c = 16 * (a + 1) + 8 * (q % nc);
 }
 
+// Columns c0 + e4 .. + 3 of row i (segment b = c0 / 16 <= i / 16) of value head j: lv[0..4) (L) and pv[e4..e4+4)
+// (P). One decay per element, v6's expressions: P = scale d qk, L = beta_i d kk (d = 0 past len), masks only in the
+// diagonal segment.
+template <bool WP, bool Diag, class Smem>
+__device__ __forceinline__ void lp_group(const GdnFwdParams& p, Smem& s, const float* gam, float gi, float bi,
+                                         bool live, int i, int c0, int e4, float (&lv)[4], float (&pv)[kSeg]) {
+  const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
+  const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
+  float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(s.qk_at(i, c0 + e4));
+  const float gv[4] = {g4.x, g4.y, g4.z, g4.w}, kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w},
+              qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int jc = c0 + e4 + e;
+    const float d = exp2f(gi - gv[e]);
+    const float dp = (!Diag || jc <= i) ? d : 0.f;
+    const float dl = live ? dp : 0.f;
+    lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
+    if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
+  }
+}
+
 // Row i, segment b (b <= i / 16) of value head j: L into shared memory (rows >= len: v6's zeros), P stored (rows
-// < len). One decay per element, v6's expressions: P = scale d qk, L = beta_i d kk (d = 0 past len), masks only in
-// the diagonal segment.
+// < len), by lp_group. v7: each group's L stored before the next group's loads (the compiler cannot tell L from kk /
+// qk / gam, so those loads wait behind the store); V8: every load of the item first, then the four L stores.
 template <class T, int BT, bool WP, bool Diag, class Smem>
 __device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, const float* gam,
                                         const float* beta, int j, int64_t t0, int len, int i, int b) {
@@ -107,25 +140,34 @@ __device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs&
   const int c0 = 16 * b;
   float* Lr = s.Lb(i >> 4, b)[i & 15];
   float pv[kSeg];
+  if constexpr (Smem::kV8) {
+    float lv[kSeg / 4][4];
 #pragma unroll
-  for (int e4 = 0; e4 < kSeg; e4 += 4) {
-    const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
-    const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
-    float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(s.qk_at(i, c0 + e4));
-    const float gv[4] = {g4.x, g4.y, g4.z, g4.w}, kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w},
-                qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
-    float lv[4];
+    for (int e4 = 0; e4 < kSeg; e4 += 4) lp_group<WP, Diag>(p, s, gam, gi, bi, live, i, c0, e4, lv[e4 / 4], pv);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int jc = c0 + e4 + e;
-      const float d = exp2f(gi - gv[e]);
-      const float dp = (!Diag || jc <= i) ? d : 0.f;
-      const float dl = live ? dp : 0.f;
-      lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
-      if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
+    for (int e4 = 0; e4 < kSeg; e4 += 4)
+      *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[e4 / 4][0], lv[e4 / 4][1], lv[e4 / 4][2], lv[e4 / 4][3]);
+  } else {  // v7's code as it was (through lp_group its SASS changed: 8 fewer instructions, other scheduling)
+#pragma unroll
+    for (int e4 = 0; e4 < kSeg; e4 += 4) {
+      const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
+      const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
+      float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
+      if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(s.qk_at(i, c0 + e4));
+      const float gv[4] = {g4.x, g4.y, g4.z, g4.w}, kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w},
+                  qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+      float lv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int jc = c0 + e4 + e;
+        const float d = exp2f(gi - gv[e]);
+        const float dp = (!Diag || jc <= i) ? d : 0.f;
+        const float dl = live ? dp : 0.f;
+        lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
+        if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
+      }
+      *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[0], lv[1], lv[2], lv[3]);
     }
-    *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[0], lv[1], lv[2], lv[3]);
   }
   if constexpr (WP)
     if (live) store16<T>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + c0, pv);
@@ -168,9 +210,36 @@ __device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* bet
       make_uint4(0u, 0u, 0u, 0u);
 }
 
+// X_aB = -X_aa acc from the finished sum acc = sum_m L_am X_mB (merge_block_packed's second half).
+template <class Smem>
+__device__ __forceinline__ void merge_finish(Smem& s, float (*tw)[20], const float (&acc)[2][4], int a, int b,
+                                             int lane) {
+  constexpr int LS = Smem::kLs;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    tw[g][8 * nt + 2 * t] = acc[nt][0];
+    tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+    tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+    tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+  }
+  __syncwarp();
+  float res[2][4] = {};
+  mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
+  float (*X)[LS] = s.Xb(a, b);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int c = 8 * nt + 2 * t;
+    X[g][c] = -res[nt][0];
+    X[g][c + 1] = -res[nt][1];
+    X[g + 8][c] = -res[nt][2];
+    X[g + 8][c + 1] = -res[nt][3];
+  }
+}
+
 // X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order (a
 // copy of its 25 lines: a generic merge_block over block views changed the address code of every KDA / GDN prep
-// kernel that inverts, so the shared one stays as it is).
+// kernel that inverts, so the shared one stays as it is; likewise merge_finish above, v8's, stays apart: v7's SASS).
 template <class Smem>
 __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int a, int b, int lane) {
   constexpr int LS = Smem::kLs;
@@ -199,17 +268,45 @@ __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int
   }
 }
 
+// V8: column chain B with the sums of all its blocks in registers. merge_block_packed finishes X_(B+1)B, then forms
+// X_(B+2)B's whole sum, ...: chain 0 is (NB - 1) NB / 2 + NB - 1 dependent 16x16 products (9 at BT 64), the other
+// chains and warps waiting at the CTA barrier (ncu 13: ~25% of v7's stall samples). Here the products L_aB X_BB of
+// every block first (independent), then per block a its finish and the term L_a'a X_aB of every later block a': each
+// sum gets merge_block_packed's terms in its order (m = B, B + 1, ..: the same bits), 2 (NB - 1 - B) deep (6 at BT 64).
+template <int NB, int B, class Smem>
+__device__ __forceinline__ void merge_column_packed(Smem& s, float (*tw)[20], int lane) {
+  constexpr int LS = Smem::kLs, NA = NB - 1 - B;
+  float acc[NA][2][4] = {};
+#pragma unroll
+  for (int k = 0; k < NA; ++k) mma16x16_tf32<LS, LS>(acc[k], s.Lb(B + 1 + k, B), 0, 0, s.Xb(B, B), 0, 0, lane);
+#pragma unroll
+  for (int k = 0; k < NA; ++k) {
+    merge_finish(s, tw, acc[k], B + 1 + k, B, lane);
+    __syncwarp();  // X_(B+1+k)B visible to the warp's lanes; tw free again
+#pragma unroll
+    for (int k2 = k + 1; k2 < NA; ++k2)
+      mma16x16_tf32<LS, LS>(acc[k2], s.Lb(B + 1 + k2, B + 1 + k), 0, 0, s.Xb(B + 1 + k, B), 0, 0, lane);
+  }
+}
+template <int NB, int B = 0, class Smem>
+__device__ __forceinline__ void merge_column_any(Smem& s, int chain, int lane) {
+  if constexpr (B < NB - 1) {
+    if (chain == B) merge_column_packed<NB, B>(s, s.tscr[B], lane);
+    else merge_column_any<NB, B + 1>(s, chain, lane);
+  }
+}
+
 // SPLIT (LINATTN_CUDA_GDN_PREP_SPLIT, opt-in): grid (chunk rows, H, S); the CTA does the front half as unsplit
 // and the loop below for its G / S value heads hv G' .. (prep_front), same expressions: the unsplit bits.
 // kPdl (LINATTN_CUDA_PDL=1, the unsplit tma3 instances): launched with PDL; waits for the chunk / segment tables
 // (and, for ws, the previous kernels' reads) before anything else.
-template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
-__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel(GdnFwdParams p, GdnChunkWs ws,
-                                                                                const int32_t* chunk_indices, int nts) {
+// V8 (gdn_prep_v8_kernel): PrepSmemV7's V8 layout and stores, the same values.
+template <class T, int BT, bool WP, bool SC, bool SPLIT, bool kPdl, bool V8>
+__device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, const int32_t* chunk_indices, int nts) {
   pdl_wait<kPdl>();
   pdl_launch_dependents<kPdl>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  using Smem = PrepSmemV7<T, BT, WP>;
+  using Smem = PrepSmemV7<T, BT, WP, V8>;
   constexpr int NB = Smem::kNB, kOff = 8 * NB * (NB - 1);  // diagonal items: BT; off-diagonal and upper: kOff each
   static_assert(BT + 2 * kOff <= kThreads, "one item per thread and role");
   auto& s = *reinterpret_cast<Smem*>(smem_raw);
@@ -241,12 +338,17 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
 #pragma unroll
       for (int k = 0; k < 2; ++k) zero_chunk<NB>(u + k * kOff, zi[k], zc[k]);
   }
+  // V8 at BT 64: role 0 writes head j's diagonal Ab rows in head j's merge phase (its warps are no chain there: they
+  // waited at the barrier) instead of at the start of head j + 1's phase, on that phase's critical path (ncu 13: the
+  // barrier after the L / P phase holds ~17% of v7's samples). X_aa is final after the solve; the chains only read it.
+  constexpr bool kAbLate = V8 && BT == 64;
   for (int jj = 0; jj <= G; ++jj) {
     const int j = h * G + jj;
     const float* gam = gam_all + jj * BT;
     const float* beta = beta_all + jj * BT;
     if (role == 0) {
-      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
+      if constexpr (!kAbLate)
+        if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
       if (jj == G) break;
       lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
       __syncwarp();  // the diagonal block's 16 rows of L are this warp's
@@ -264,16 +366,32 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel
       break;
     }
     __syncthreads();
-    if (chain >= 0)  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
+    if constexpr (V8) {
+      if (kAbLate && role == 0) ab_item<T, BT>(ws, s, beta, j, t0, len, i, b);
+      if (chain >= 0) merge_column_any<NB>(s, chain, lane);
+    } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
       for (int aa = chain + 1; aa < NB; ++aa) {
         merge_block_packed(s, s.tscr[chain], aa, chain, lane);
         __syncwarp();
       }
+    }
     __syncthreads();
   }
 }
 
-std::atomic<int64_t> g_v7_launches{0}, g_split_launches{0};
+template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                                                const int32_t* chunk_indices, int nts) {
+  prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, false>(p, ws, chunk_indices, nts);
+}
+// Prep v8 (opt-in LINATTN_CUDA_GDN_PREP=v8; perf-notes "Prep v8"): v7's body on the V8 layout.
+template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v8_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                                                const int32_t* chunk_indices, int nts) {
+  prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, true>(p, ws, chunk_indices, nts);
+}
+
+std::atomic<int64_t> g_v7_launches{0}, g_v8_launches{0}, g_split_launches{0};
 
 // Resident CTAs per SM of a kernel at `bytes` of dynamic shared memory (after the carveout / opt-in launch() sets).
 int ctas_per_sm(const void* kernel, size_t bytes) {
@@ -284,14 +402,21 @@ int ctas_per_sm(const void* kernel, size_t bytes) {
   return n;
 }
 
-template <class T, int BT, bool WP, bool SC>
+// The kernel instance of prep v7 (V8 false) or v8.
+template <bool V8, class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+constexpr auto prep_kernel() {
+  if constexpr (V8) return gdn_prep_v8_kernel<T, BT, WP, SC, SPLIT, kPdl>;
+  else return gdn_prep_v7_kernel<T, BT, WP, SC, SPLIT, kPdl>;
+}
+
+template <class T, int BT, bool WP, bool SC, bool V8>
 void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                  cudaStream_t stream) {
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
   const int G = p.HV / p.H;
   const GdnPrepSplit sw = gdn_prep_split_env();
   if (sw.value != 1) {  // opt-in: the value heads of a (chunk, q/k head) over S CTAs
-    auto ks = gdn_prep_v7_kernel<T, BT, WP, SC, true>;
+    auto ks = prep_kernel<V8, T, BT, WP, SC, true>();
     const int S = gdn_prep_split_pick(sw, G, nt_cap * p.H, [&](int s) {
       static std::atomic<int> occ[9] = {};  // per instance and G / s <= 8: queried once
       const int gs = G / s;
@@ -308,10 +433,10 @@ void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci,
       return;
     }
   }
-  auto kernel = gdn_prep_v7_kernel<T, BT, WP, SC>;
+  auto kernel = prep_kernel<V8, T, BT, WP, SC>();
   if constexpr (SC) {
     if (pdl_enabled()) {
-      auto kp = gdn_prep_v7_kernel<T, BT, WP, SC, false, true>;
+      auto kp = prep_kernel<V8, T, BT, WP, SC, false, true>();
       prefer_max_shared_carveout(reinterpret_cast<const void*>(kp));
       launch_pdl(true, kp, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
                  stream, p, ws, ci, nts);
@@ -323,39 +448,45 @@ void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci,
          stream, p, ws, ci, nts);
 }
 
-template <class T, int BT>
+template <class T, int BT, bool V8>
 void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                   cudaStream_t stream) {
   if constexpr (BT == chain_sc::kTok) {
     if (ws.sc) {
-      ws.P ? launch_v7_t<T, BT, true, true>(p, ws, ci, nt_cap, stream)
-           : launch_v7_t<T, BT, false, true>(p, ws, ci, nt_cap, stream);
+      ws.P ? launch_v7_t<T, BT, true, true, V8>(p, ws, ci, nt_cap, stream)
+           : launch_v7_t<T, BT, false, true, V8>(p, ws, ci, nt_cap, stream);
       return;
     }
   }
-  ws.P ? launch_v7_t<T, BT, true, false>(p, ws, ci, nt_cap, stream)
-       : launch_v7_t<T, BT, false, false>(p, ws, ci, nt_cap, stream);
+  ws.P ? launch_v7_t<T, BT, true, false, V8>(p, ws, ci, nt_cap, stream)
+       : launch_v7_t<T, BT, false, false, V8>(p, ws, ci, nt_cap, stream);
 }
 
 }  // namespace
 
-// v7 unless LINATTN_CUDA_GDN_PREP names another prep ("v6", "v5"): the default since the H200 A/B at 1ec4943
+// v7 unless LINATTN_CUDA_GDN_PREP names another prep ("v8", "v6", "v5"): the default since the H200 A/B at 1ec4943
 // (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph, 4096x8 1.401 -> 1.367, 1x2048 0.108 -> 0.105).
 std::string gdn_prep_switch() {
   std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
-  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v7", "v6", "v5", "v2"}, 0);
+  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v7", "v8", "v6", "v5", "v2"}, 0);
   return v;
 }
-bool gdn_prep_v7_env() {
+bool gdn_prep_v7_env() {  // v8 runs through launch_gdn_prep_v7 too
   const std::string v = gdn_prep_switch();
-  return v.empty() || v == "v7";
+  return v.empty() || v == "v7" || v == "v8";
 }
+bool gdn_prep_v8_env() { return gdn_prep_switch() == "v8"; }
 int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
+int64_t gdn_prep_v8_launches() { return g_v8_launches.load(); }
 int64_t gdn_prep_split_launches() { return g_split_launches.load(); }
 
 int gdn_prep_v7_ctas_per_sm(int G) {  // as launch_v7_t and launch() set the carveout and the opt-in
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>),
                      PrepSmemV7<__nv_bfloat16, 64, true>::bytes(G));
+}
+int gdn_prep_v8_ctas_per_sm(int G) {
+  return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v8_kernel<__nv_bfloat16, 64, true, false>),
+                     PrepSmemV7<__nv_bfloat16, 64, true, true>::bytes(G));
 }
 int gdn_prep_v7_split_ctas_per_sm(int Gs) {
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false, true>),
@@ -384,8 +515,13 @@ int gdn_prep_split_pick(GdnPrepSplit sw, int G, int64_t ctas, const std::functio
 template <class T, int BT>
 void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
                         cudaStream_t stream) {
+  if (gdn_prep_v8_env()) {
+    g_v8_launches.fetch_add(1);
+    launch_v7_bt<T, BT, true>(p, ws, chunk_indices, nt_cap, stream);
+    return;
+  }
   g_v7_launches.fetch_add(1);
-  launch_v7_bt<T, BT>(p, ws, chunk_indices, nt_cap, stream);
+  launch_v7_bt<T, BT, false>(p, ws, chunk_indices, nt_cap, stream);
 }
 template void launch_gdn_prep_v7<__nv_bfloat16, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
                                                     cudaStream_t);

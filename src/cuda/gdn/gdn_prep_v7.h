@@ -14,14 +14,19 @@
 
 namespace linattn::cuda {
 
-// LINATTN_CUDA_GDN_PREP, checked: "" (v7), "v7", "v6", "v5" or "v2"; any other value is an error naming the
-// variable, the value and the accepted ones (no silent fallback to an older prep).
+// LINATTN_CUDA_GDN_PREP, checked: "" (v7), "v7", "v8", "v6", "v5" or "v2"; any other value is an error naming the
+// variable, the value and the accepted ones (no silent fallback to an older prep). gdn_prep_v7_env(): v7 or v8
+// (both launch through launch_gdn_prep_v7); gdn_prep_v8_env(): v8 (opt-in; perf-notes "Prep v8": v7's values with
+// fewer shared-memory wavefronts and round trips; split as v7).
 std::string gdn_prep_switch();
 bool gdn_prep_v7_env();
-// Launches of a v7 instance so far in this process (tests check it ran).
+bool gdn_prep_v8_env();
+// Launches of a v7 / v8 instance so far in this process (tests check it ran).
 int64_t gdn_prep_v7_launches();
-// Resident CTAs per SM of the bf16 BT-64 v7 kernel (P written) for G value heads per q/k head.
+int64_t gdn_prep_v8_launches();
+// Resident CTAs per SM of the bf16 BT-64 v7 / v8 kernel (P written) for G value heads per q/k head.
 int gdn_prep_v7_ctas_per_sm(int G);
+int gdn_prep_v8_ctas_per_sm(int G);
 // Prep split (opt-in, LINATTN_CUDA_GDN_PREP_SPLIT, read per call; v7 only, perf-notes "Prep split"): grid (chunk
 // rows, H, S), each CTA the front half (q / k, Gram products) as unsplit and G / S of the q/k head's G value heads:
 // bitwise the unsplit outputs. "1" or unset: unsplit (the default); "2" / "4" / "8": S forced (the largest divisor of
