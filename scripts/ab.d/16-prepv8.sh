@@ -13,7 +13,7 @@
 # 3. test_cuda_graph GDN with LINATTN_CUDA_GDN_PREP=v8 forced (replay with changed lengths = eager bitwise).
 # Own clock: ~90 s.
 p8_t0=$(date +%s)
-p8_left() { local a=$(( 90 - ($(date +%s) - p8_t0) )) b=$(left); [ "$a" -lt "$b" ] && echo "$a" || echo "$b"; }
+p8_left() { local a=$(( ${P8_SHARE:-90} - ($(date +%s) - p8_t0) )) b=$(left); [ "$a" -lt "$b" ] && echo "$a" || echo "$b"; }
 p8_cap() { local t=$(( $(p8_left) - 3 )); [ "$t" -gt "$1" ] && t=$1; echo $(( t > 1 ? t : 1 )); }
 P8_SW="LINATTN_CUDA_GDN_PREP=v8"
 p8_rows0=$( { wc -l <"$OUT/bench.jsonl"; } 2>/dev/null || echo 0)
