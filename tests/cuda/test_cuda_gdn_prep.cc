@@ -308,8 +308,10 @@ TEST_P(CudaGdnPrepV6, V7SwitchIsRead) {
   set_prep("v5");
   EXPECT_FALSE(cuda::gdn_prep_v7_env());
   unsetenv("LINATTN_CUDA_GDN_PREP");
-  EXPECT_TRUE(cuda::gdn_prep_v7_env()) << "v7 is the default";
-  EXPECT_FALSE(cuda::gdn_prep_v8_env()) << "v8 is opt-in";
+  EXPECT_TRUE(cuda::gdn_prep_v7_env()) << "v8 (launched through v7's launcher) is the default";
+  EXPECT_TRUE(cuda::gdn_prep_v8_env()) << "v8 is the default since session 13";
+  set_prep("v7");
+  EXPECT_FALSE(cuda::gdn_prep_v8_env()) << "v7 names the previous prep";
   set_prep("v8");  // v8 launches through v7's launcher
   EXPECT_TRUE(cuda::gdn_prep_v7_env());
   EXPECT_TRUE(cuda::gdn_prep_v8_env());
@@ -320,7 +322,7 @@ TEST_P(CudaGdnPrepV6, V7SwitchIsRead) {
     ADD_FAILURE() << "LINATTN_CUDA_GDN_PREP=v9 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("LINATTN_CUDA_GDN_PREP=v9"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("expected v7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected v8"), std::string::npos) << e.what();
   }
   EXPECT_ANY_THROW(cuda::gdn_prep_v6_env());
   unsetenv("LINATTN_CUDA_GDN_PREP");

@@ -92,10 +92,10 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 // token, graph and tier-3 backward test with it, memcheck / racecheck clean).
 constexpr bool kKdaChunkedDefault = true;
 
-// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked12 (the chunked path with its default chunk kernel,
-// chunked11 with its gate work per form, since session 13) | chunked11 (split diagonal blocks, the session-12
-// default) | chunked7 (the kernel before it) | chunked13 (opt-in: chunked12 with the gates as a cp.async tile, bitwise
-// chunked12) | token, read on every call (plan and workspace query agree). Any other value, the removed chunk kernels
+// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked13 (the chunked path with its default chunk kernel,
+// since session 13: chunked12 with the gates as a cp.async tile, bitwise chunked12) | chunked12 (chunked11 with its
+// gate work per form) | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) |
+// token, read on every call (plan and workspace query agree). Any other value, the removed chunk kernels
 // chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch.
 enum KdaBwd { kKdaBwdDefault = -1, kKdaChunked, kKdaChunked11, kKdaChunked7, kKdaChunked12, kKdaChunked13, kKdaToken };
 int kda_bwd_mode() {  // the list in KdaBwd's order
@@ -212,16 +212,17 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
-    // chunked12 the default since session 13 (H200 A/B at 678f770, bitwise chunked11: backward 8.27 / 8.26 ->
-    // 8.02 / 8.02 ms, fwd+bwd graph 10.10 / 10.12 -> 9.86 / 9.86 at 32/32 1x32768 with the training cache);
+    // chunked13 the default since session 13 (H200 A/B at ebf1299, bitwise chunked12: backward 8.06 / 8.08 ->
+    // 7.79 / 7.81 ms, fwd+bwd graph 9.93 / 9.94 -> 9.66 / 9.66 at 32/32 1x32768 with the training cache); chunked12
+    // (A/B at 678f770, bitwise chunked11: backward 8.27 / 8.26 -> 8.02 / 8.02 ms);
     // "chunked11" keeps the session-12 kernel (A/B at ee5c88b: 8.41 / 8.38 -> 8.28 / 8.26 over chunked7), "chunked7"
     // the one before (A/B at 95f8975: 11.86 -> 11.12 ms against chunked5); the other chunk kernels were removed in
     // session 10 (last in 154ad2a).
     const int kernel = kda_bwd_mode();  // checked by kda_chunked_refusal at plan time too
     if (kernel == kKdaChunked7) launch_kda_bwd_chunk5(p, w, st);
     else if (kernel == kKdaChunked11) launch_kda_bwd_chunk11(p, w, st);
-    else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);  // opt-in (kdabwd13, session 13)
-    else launch_kda_bwd_chunk12(p, w, st);
+    else if (kernel == kKdaChunked12) launch_kda_bwd_chunk12(p, w, st);
+    else launch_kda_bwd_chunk13(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -43,9 +43,9 @@ void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_
 // chunked11 (the session-12 default, LINATTN_CUDA_KDA_BWD=chunked11; kda/kda_bwd_chunk11.cu): the same outputs, the
 // diagonal blocks split into walked triangles + an mma square (=chunked7 keeps chunk5).
 void launch_kda_bwd_chunk11(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked12 (the default since session 13; kda/kda_bwd_chunk12.cu): chunked11 with the gate work per form, bitwise.
+// chunked12 (LINATTN_CUDA_KDA_BWD=chunked12; kda/kda_bwd_chunk12.cu): chunked11 with the gate work per form, bitwise.
 void launch_kda_bwd_chunk12(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked13 (opt-in LINATTN_CUDA_KDA_BWD=chunked13; kda/kda_bwd_chunk13.cu): chunked12 with the gates as a cp.async
+// chunked13 (the default since session 13; kda/kda_bwd_chunk13.cu): chunked12 with the gates as a cp.async
 // tile ahead of the head's tiles and a cheaper split-TF32 hi part, bitwise chunked12.
 void launch_kda_bwd_chunk13(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,

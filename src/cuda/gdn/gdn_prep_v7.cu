@@ -1,4 +1,5 @@
-// GDN prep v7 (opt-in, LINATTN_CUDA_GDN_PREP=v7; gdn_prep_v7.h, perf-notes "Prep v7"). Grid, front half (q / k
+// GDN prep v7 / v8 (v8 the default since session 13, LINATTN_CUDA_GDN_PREP=v7 the previous; gdn_prep_v7.h).
+// Grid, front half (q / k
 // copies, gate scans, row scales, tma3 records, K K^T and Q K^T: prep_front, gdn_prep_parts.cuh) as v6; then per
 // value head j one phase of three warp-uniform roles (BT 64: warps 0-1; 2, 3, 6; 4, 5, 7):
 //   diagonal items (row i, its diagonal 16-column segment): head j-1's Ab, then head j's L and P with one decay
@@ -464,18 +465,22 @@ void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci
 
 }  // namespace
 
-// v7 unless LINATTN_CUDA_GDN_PREP names another prep ("v8", "v6", "v5"): the default since the H200 A/B at 1ec4943
-// (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph, 4096x8 1.401 -> 1.367, 1x2048 0.108 -> 0.105).
+// v8 unless LINATTN_CUDA_GDN_PREP names another prep ("v7", "v6", "v5", "v2"): the default since the H200 A/B at
+// ebf1299 (bitwise v7; 16/64 1x32768 1.248 / 1.258 -> 1.214 / 1.209 ms graph, 4096x8 1.306 -> 1.253 / 1.265, 16/32
+// 1x32768 1.047 -> 1.014); v7 the default since 1ec4943 (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph).
 std::string gdn_prep_switch() {
   std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
-  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v7", "v8", "v6", "v5", "v2"}, 0);
+  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v8", "v7", "v6", "v5", "v2"}, 0);
   return v;
 }
 bool gdn_prep_v7_env() {  // v8 runs through launch_gdn_prep_v7 too
   const std::string v = gdn_prep_switch();
   return v.empty() || v == "v7" || v == "v8";
 }
-bool gdn_prep_v8_env() { return gdn_prep_switch() == "v8"; }
+bool gdn_prep_v8_env() {  // the default since session 13 (bitwise v7; H200 A/B at ebf1299: 16/64 1x32768 -3.4%)
+  const std::string v = gdn_prep_switch();
+  return v.empty() || v == "v8";
+}
 int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
 int64_t gdn_prep_v8_launches() { return g_v8_launches.load(); }
 int64_t gdn_prep_split_launches() { return g_split_launches.load(); }

@@ -1,4 +1,4 @@
-// GDN prep v7 (the default since 9be645b; LINATTN_CUDA_GDN_PREP=v6 / v5 / v2 pick the older preps, read per call; gdn_prep_v7.cu, perf-notes "Prep v7"): v6's front
+// GDN prep v7 (the default 9be645b .. session 12, now v8 = v7 bitwise; LINATTN_CUDA_GDN_PREP=v7 / v6 / v5 / v2 pick older preps, read per call; gdn_prep_v7.cu, perf-notes "Prep v7"): v6's front
 // half, then per value head one pass forming the decay once for L and P (v6 formed it twice, P of every head first)
 // over the lower 16-column segments only, L / X / Q K^T as packed lower blocks, the diagonal solve in the same phase
 // as the L build (2 CTA barriers per value head instead of 3). Same expressions in the same order: bitwise v6's Ab,
@@ -14,10 +14,10 @@
 
 namespace linattn::cuda {
 
-// LINATTN_CUDA_GDN_PREP, checked: "" (v7), "v7", "v8", "v6", "v5" or "v2"; any other value is an error naming the
+// LINATTN_CUDA_GDN_PREP, checked: "" (v8), "v8", "v7", "v6", "v5" or "v2"; any other value is an error naming the
 // variable, the value and the accepted ones (no silent fallback to an older prep). gdn_prep_v7_env(): v7 or v8
-// (both launch through launch_gdn_prep_v7); gdn_prep_v8_env(): v8 (opt-in; perf-notes "Prep v8": v7's values with
-// fewer shared-memory wavefronts and round trips; split as v7).
+// (both launch through launch_gdn_prep_v7); gdn_prep_v8_env(): v8 (the default since session 13; perf-notes "Prep
+// v8": v7's values, bitwise, with fewer shared-memory wavefronts and round trips; split as v7).
 std::string gdn_prep_switch();
 bool gdn_prep_v7_env();
 bool gdn_prep_v8_env();
