@@ -238,35 +238,17 @@ __device__ __forceinline__ void merge_finish(Smem& s, float (*tw)[20], const flo
   }
 }
 
-// X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order (a
-// copy of its 25 lines: a generic merge_block over block views changed the address code of every KDA / GDN prep
-// kernel that inverts, so the shared one stays as it is; likewise merge_finish above, v8's, stays apart: v7's SASS).
+// X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order (the
+// shared merge_block over block views changed the address code of every KDA / GDN prep kernel that inverts, so it
+// stays as it is); the finish is v8's merge_finish (session 13: v7 is no longer the default, so its SASS may move;
+// the same products in the same order, bitwise v8 as the prep tests assert).
 template <class Smem>
 __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int a, int b, int lane) {
   constexpr int LS = Smem::kLs;
-  const int g = lane >> 2, t = lane & 3;
   float acc[2][4] = {};
   for (int m = b; m < a; ++m)
     mma16x16_tf32<LS, LS>(acc, s.Lb(a, m), 0, 0, s.Xb(m, b), 0, 0, lane);
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    tw[g][8 * nt + 2 * t] = acc[nt][0];
-    tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
-    tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
-    tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
-  }
-  __syncwarp();
-  float res[2][4] = {};
-  mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
-  float (*X)[LS] = s.Xb(a, b);
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    const int c = 8 * nt + 2 * t;
-    X[g][c] = -res[nt][0];
-    X[g][c + 1] = -res[nt][1];
-    X[g + 8][c] = -res[nt][2];
-    X[g + 8][c + 1] = -res[nt][3];
-  }
+  merge_finish(s, tw, acc, a, b, lane);
 }
 
 // V8: column chain B with the sums of all its blocks in registers. merge_block_packed finishes X_(B+1)B, then forms
