@@ -148,25 +148,12 @@ __device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs&
 #pragma unroll
     for (int e4 = 0; e4 < kSeg; e4 += 4)
       *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[e4 / 4][0], lv[e4 / 4][1], lv[e4 / 4][2], lv[e4 / 4][3]);
-  } else {  // v7's code as it was (through lp_group its SASS changed: 8 fewer instructions, other scheduling)
+  } else {  // v7: each group's L stored before the next group's loads (opt-in since session 13; through lp_group
+            // its SASS moved: 8 fewer instructions, other scheduling; the same values)
 #pragma unroll
     for (int e4 = 0; e4 < kSeg; e4 += 4) {
-      const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
-      const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
-      float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
-      if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(s.qk_at(i, c0 + e4));
-      const float gv[4] = {g4.x, g4.y, g4.z, g4.w}, kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w},
-                  qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
       float lv[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int jc = c0 + e4 + e;
-        const float d = exp2f(gi - gv[e]);
-        const float dp = (!Diag || jc <= i) ? d : 0.f;
-        const float dl = live ? dp : 0.f;
-        lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
-        if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
-      }
+      lp_group<WP, Diag>(p, s, gam, gi, bi, live, i, c0, e4, lv, pv);
       *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[0], lv[1], lv[2], lv[3]);
     }
   }
