@@ -32,7 +32,9 @@
 
 #include "common/compare.h"
 #include "cuda/gdn/gdn_fused_wg.h"
+#include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/pdl_policy.h"
 #include "cuda/gdn/gdn_fwd.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
@@ -340,6 +342,41 @@ TEST_P(CudaGdnFwdPdl, SameBitsAsPlainLaunches) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwdPdl, ::testing::Values(DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// LINATTN_CUDA_PDL=auto (opt-in): the short forward keeps PDL, a forward whose prep runs more than two waves launches
+// plainly; both the same bits as the plain launches.
+TEST(CudaGdnFwdPdlSwitch, AutoSkipsLongChainsOnly) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  EXPECT_FALSE(cuda::pdl_long_chain(1056, 4, 132));
+  EXPECT_TRUE(cuda::pdl_long_chain(1057, 4, 132));
+  const int sms = cuda::current_device_info().sm_count;
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.H = 16;
+  s.HV = 16;
+  s.seqlens = {128, 96, 200, 88};
+  ChunkAttnSpec l = s;
+  l.seqlens = {static_cast<int>(64 * (8 * sms / 16 + 2))};  // prep chunk rows x 16 heads > two waves at 4 per SM
+  for (const auto& [spec, long_chain] : {std::pair{s, false}, std::pair{l, true}}) {
+    SCOPED_TRACE(long_chain ? "long chain" : "short chain");
+    const ChunkAttnData d = make_chunk_attn(spec);
+    ChunkAttnOutTensors plain, autod;
+    {
+      ScopedEnv e("LINATTN_CUDA_PDL", "0");
+      plain = run_cuda_fwd(d, api::CudaGdnPath::kChunked);
+    }
+    {
+      ScopedEnv e("LINATTN_CUDA_PDL", "auto");
+      EXPECT_TRUE(cuda::pdl_auto());
+      const int64_t n0 = cuda::pdl_launches();
+      autod = run_cuda_fwd(d, api::CudaGdnPath::kChunked);
+      if (long_chain) EXPECT_EQ(cuda::pdl_launches(), n0) << "auto launched a long chain with PDL";
+      else EXPECT_GE(cuda::pdl_launches() - n0, 1) << "auto launched the short chain without PDL";
+      EXPECT_TRUE(cuda::pdl_enabled()) << "the scope ended with the call";
+    }
+    EXPECT_TRUE(same_bits(plain.o, autod.o));
+    EXPECT_TRUE(same_bits(plain.final_state, autod.final_state));
+  }
+}
 
 // PDL is on by default (session 13): unset launches with PDL, the same bits as "1"; an unknown value is an error
 // naming the variable, the value and the accepted values, raised before any launch of the forward.

@@ -3,6 +3,7 @@
 // opt-in limit with a clear error); prefer_max_shared_carveout sets the carveout hint once per
 // (kernel, device) the same way.
 #include "cuda/common/launch.h"
+#include "cuda/common/pdl_policy.h"
 
 #include <atomic>
 #include <map>
@@ -41,9 +42,27 @@ void prefer_max_shared_carveout(const void* kernel) {
   set = true;
 }
 
+namespace {
+thread_local bool t_long_chain = false;  // PdlLongChain (pdl_policy.h)
+// LINATTN_CUDA_PDL: 0 off, 1 on (the default), 2 auto.
+int pdl_mode() { return env_choice("LINATTN_CUDA_PDL", {"0", "1", "auto"}, 1); }
+}  // namespace
+
 // On by default since session 13 (H200 at 678f770: every GPU test binary passes with it; A/B at e4f1cb2: tier 3
-// 2/8 1x32768 0.310 -> 0.308 ms, short 16/32 512 tokens 50.8 -> 49.5 us graph replay). "0" = the plain launches.
-bool pdl_enabled() { return env_flag("LINATTN_CUDA_PDL", true); }
+// 2/8 1x32768 0.310 -> 0.308 ms, short 16/32 512 tokens 50.8 -> 49.5 us graph replay). "0" = the plain launches;
+// "auto" = PDL except inside a PdlLongChain scope (pdl_policy.h).
+bool pdl_enabled() {
+  const int m = pdl_mode();
+  return m == 1 || (m == 2 && !t_long_chain);
+}
+bool pdl_auto() { return pdl_mode() == 2; }
+bool pdl_long_chain(int64_t ctas, int ctas_per_sm, int sm_count) {
+  return ctas > 2 * int64_t(ctas_per_sm) * sm_count;
+}
+PdlLongChain::PdlLongChain(bool long_chain) : prev_(t_long_chain) {
+  if (long_chain) t_long_chain = true;
+}
+PdlLongChain::~PdlLongChain() { t_long_chain = prev_; }
 
 namespace {
 std::atomic<int64_t> g_pdl_launches{0};

@@ -12,6 +12,8 @@
 #include "core/env.h"
 #include "core/util.h"
 #include "cuda/common/check.h"
+#include "cuda/common/device_info.h"
+#include "cuda/common/pdl_policy.h"
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_p_fused.h"
@@ -153,6 +155,10 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
                      ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
                      "workspace: expected at least ", need, " bytes, got ", workspace_bytes,
                      workspace ? "" : " (null)");
+  // LINATTN_CUDA_PDL=auto: the whole GDN forward whose prep (nt_cap x H CTAs, 4 per SM: v7 / v8 at BT 64) runs more
+  // than two waves launches plainly (tier 3 runs its stages apart and keeps PDL).
+  const PdlLongChain long_chain(stage == GdnFwdStage::kAll && !p.kda && pdl_auto() &&
+                                pdl_long_chain(plan.nt_cap * p.H, 4, current_device_info().sm_count));
   if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
     build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
                      chunk_indices, chunk_offsets, stream, w.seq_order);
