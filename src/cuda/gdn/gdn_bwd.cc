@@ -3,9 +3,9 @@
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
-// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk12.cu,
-// chunked12, since session 13 (bitwise chunked11, its gate work per form); =chunked11 keeps kda/kda_bwd_chunk11.cu
-// and =chunked7 kda/kda_bwd_chunk5.cu, the earlier ones).
+// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk13.cu,
+// chunked13, since session 13 (bitwise chunked12 and chunked11); =chunked12 / =chunked11 / =chunked7 keep the
+// earlier ones: kda_bwd_chunk12.cu, kda_bwd_chunk11.cu, kda_bwd_chunk5.cu).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)

@@ -17,6 +17,7 @@
 #include "cuda/gdn/gdn_fused_wg.h"
 #include "cuda/gdn/gdn_kernels.h"
 #include "cuda/gdn/gdn_p_fused.h"
+#include "cuda/gdn/gdn_prep_v7.h"
 #include "cuda/meta/chunk_meta.h"
 
 namespace linattn::cuda {
@@ -155,10 +156,11 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
                      ErrorCode::kInvalidArgument, FailureCategory::kAddressOrLifetime,
                      "workspace: expected at least ", need, " bytes, got ", workspace_bytes,
                      workspace ? "" : " (null)");
-  // LINATTN_CUDA_PDL=auto: the whole GDN forward whose prep (nt_cap x H CTAs, 4 per SM: v7 / v8 at BT 64) runs more
+  // LINATTN_CUDA_PDL=auto: the whole GDN forward whose prep (nt_cap x H CTAs at the prep's occupancy) runs more
   // than two waves launches plainly (tier 3 runs its stages apart and keeps PDL).
   const PdlLongChain long_chain(stage == GdnFwdStage::kAll && !p.kda && pdl_auto() &&
-                                pdl_long_chain(plan.nt_cap * p.H, 4, current_device_info().sm_count));
+                                pdl_long_chain(plan.nt_cap * p.H, gdn_prep_v8_ctas_per_sm(p.HV / p.H),
+                                               current_device_info().sm_count));
   if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
     build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),
                      chunk_indices, chunk_offsets, stream, w.seq_order);
