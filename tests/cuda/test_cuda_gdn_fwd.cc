@@ -36,6 +36,7 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/pdl_policy.h"
 #include "cuda/gdn/gdn_fwd.h"
+#include "cuda/gdn/gdn_prep_v7.h"
 #include "cuda_fwd_util.h"
 #include "linattn/error.h"
 
@@ -355,7 +356,10 @@ TEST(CudaGdnFwdPdlSwitch, AutoSkipsLongChainsOnly) {
   s.HV = 16;
   s.seqlens = {128, 96, 200, 88};
   ChunkAttnSpec l = s;
-  l.seqlens = {static_cast<int>(64 * (8 * sms / 16 + 2))};  // prep chunk rows x 16 heads > two waves at 4 per SM
+  l.opt.segments = 1;  // tiers 1 / 2: one sequence of 16 heads would take tier 3, whose stages keep PDL
+  const int per_sm = cuda::gdn_prep_v8_ctas_per_sm(1);
+  l.seqlens = {static_cast<int>(64 * (2 * per_sm * sms / 16 + 2))};  // chunk rows x 16 heads > two prep waves
+  ASSERT_TRUE(cuda::pdl_long_chain((2 * per_sm * sms / 16 + 2) * 16, per_sm, sms));
   for (const auto& [spec, long_chain] : {std::pair{s, false}, std::pair{l, true}}) {
     SCOPED_TRACE(long_chain ? "long chain" : "short chain");
     const ChunkAttnData d = make_chunk_attn(spec);
