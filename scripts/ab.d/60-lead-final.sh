@@ -1,4 +1,4 @@
-# Lead, sessions 11-13: the headline configs with this session's defaults (graph replay rows of the default only):
+# Lead, sessions 11-14: the headline configs with this session's defaults (graph replay rows of the default only):
 # GDN forward 16/64 (1x32768, 4096x8, 1x2048), 16/32, tier 3 2/8 and 4/16, KDA 32/32, the short varlen prefill
 # (GDN 16/32 and KDA 32/32 over 128+96+200+88 tokens, GDN 64x16: the graph-update-replay rows), backward and
 # forward + backward of GDN 16/32 and KDA 32/32 with the training cache. Own share LF_SHARE (default 300 s).
@@ -11,19 +11,18 @@ lf_bench() {  # lf_bench SWITCH linattn-args...
   [ "$l" -gt 8 ] || { say "lead-final bench $sw $* skipped (no time)"; return; }
   bench $(( l < 25 ? l : 25 )) "$sw" "$@" --commit "$COMMIT"
 }
-# Session 13: the rows that confirm this session's flips against the previous defaults, interleaved (LF_FLIPS=0
-# skips them): PDL on (the default) vs LINATTN_CUDA_PDL=0 at GDN 16/64 1x32768 (two rounds: an earlier run showed
-# graph replay slower than eager there with PDL), tier 3 2/8 and the short forward; prep v8 vs v7 comes from the same
-# 16/64 rows' history; the KDA backward chunked13 vs chunked12. Then the headline rows.
+# Session 14: the rows that confirm this session's flips against the previous defaults, interleaved (LF_FLIPS=0
+# skips them): PDL auto (the default) vs LINATTN_CUDA_PDL=1 (session 13's default) at GDN 16/64 1x32768 (two rounds)
+# and 4096x8, tier 3 2/8 and the short forward (both keep PDL under auto: equal rows expected). Then the headline rows.
 if [ "${LF_FLIPS:-1}" = 1 ]; then
-  for sw in none LINATTN_CUDA_PDL=0 LINATTN_CUDA_PDL=0 none; do
+  for sw in none LINATTN_CUDA_PDL=1 LINATTN_CUDA_PDL=1 none; do
     lf_bench "$sw" bench-cuda --hqk 16 --hv 64 --lengths 1x32768 --segments 1 --iters 20 --check 0
   done
-  for sw in none LINATTN_CUDA_PDL=0; do
+  for sw in none LINATTN_CUDA_PDL=1; do
+    lf_bench "$sw" bench-cuda --hqk 16 --hv 64 --lengths 4096x8 --segments 1 --iters 20 --check 0
     lf_bench "$sw" bench-cuda --hqk 2 --hv 8 --lengths 1x32768 --segments 0 --iters 30 --check 0
     lf_bench "$sw" bench-cuda --hqk 16 --hv 32 --lengths 128,96,200,88 --iters 50 --check 1
   done
-  lf_bench LINATTN_CUDA_KDA_BWD=chunked12 bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1
 fi
 lf_bench none bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1
 for len in 4096x8 1x2048; do lf_bench none bench-cuda --hqk 16 --hv 64 --lengths $len --segments 1 --iters 20 --check 1; done

@@ -344,7 +344,7 @@ TEST_P(CudaGdnFwdPdl, SameBitsAsPlainLaunches) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnFwdPdl, ::testing::Values(DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// LINATTN_CUDA_PDL=auto (opt-in): the short forward keeps PDL, a forward whose prep runs more than two waves launches
+// LINATTN_CUDA_PDL=auto (the default since session 14): the short forward keeps PDL, a forward whose prep runs more than two waves launches
 // plainly; both the same bits as the plain launches.
 TEST(CudaGdnFwdPdlSwitch, AutoSkipsLongChainsOnly) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
@@ -382,7 +382,8 @@ TEST(CudaGdnFwdPdlSwitch, AutoSkipsLongChainsOnly) {
   }
 }
 
-// PDL is on by default (session 13): unset launches with PDL, the same bits as "1"; an unknown value is an error
+// PDL is on by default (session 13; "auto" since session 14): unset launches the short forward with PDL, the same
+// bits as "1"; an unknown value is an error
 // naming the variable, the value and the accepted values, raised before any launch of the forward.
 TEST(CudaGdnFwdPdlSwitch, DefaultOnAndUnknownValueIsAnError) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";

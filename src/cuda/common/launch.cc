@@ -44,13 +44,14 @@ void prefer_max_shared_carveout(const void* kernel) {
 
 namespace {
 thread_local bool t_long_chain = false;  // PdlLongChain (pdl_policy.h)
-// LINATTN_CUDA_PDL: 0 off, 1 on (the default), 2 auto.
-int pdl_mode() { return env_choice("LINATTN_CUDA_PDL", {"0", "1", "auto"}, 1); }
+// LINATTN_CUDA_PDL: 0 off, 1 on, 2 auto (the default since session 14).
+int pdl_mode() { return env_choice("LINATTN_CUDA_PDL", {"0", "1", "auto"}, 2); }
 }  // namespace
 
-// On by default since session 13 (H200 at 678f770: every GPU test binary passes with it; A/B at e4f1cb2: tier 3
-// 2/8 1x32768 0.310 -> 0.308 ms, short 16/32 512 tokens 50.8 -> 49.5 us graph replay). "0" = the plain launches;
-// "auto" = PDL except inside a PdlLongChain scope (pdl_policy.h).
+// On since session 13 (H200 at 678f770: every GPU test binary passes with it; A/B at e4f1cb2: tier 3 2/8 1x32768
+// 0.310 -> 0.308 ms, short 16/32 512 tokens 50.8 -> 49.5 us graph replay); "auto" the default since session 14 (A/B
+// at c2ab35c: 16/64 1x32768 eager 1.182 -> 1.175 ms, the other shapes equal): PDL except inside a PdlLongChain scope
+// (pdl_policy.h). "0" = the plain launches, "1" = PDL everywhere.
 bool pdl_enabled() {
   const int m = pdl_mode();
   return m == 1 || (m == 2 && !t_long_chain);

@@ -21,8 +21,8 @@ void ensure_dynamic_smem(const void* kernel, size_t smem_bytes);
 // shared-memory footprints share an SM); set once per kernel and device, thread-safe.
 void prefer_max_shared_carveout(const void* kernel);
 
-// LINATTN_CUDA_PDL (default on since session 13; "0" = off, "1" = on, "auto" = on except for long chains
-// (pdl_policy.h), anything else an error): the GDN forward chains launch their dependent kernels with Programmatic
+// LINATTN_CUDA_PDL (default "auto" since session 14: on except for long chains (pdl_policy.h); "0" = off, "1" = on
+// everywhere, anything else an error): the GDN forward chains launch their dependent kernels with Programmatic
 // Dependent Launch (launch_pdl, the kPdl kernel instances); off = the plain launches. Read per call.
 // pdl_launches: how many launches went through launch_pdl with pdl set (tests check it ran).
 bool pdl_enabled();
