@@ -54,7 +54,7 @@ int64_t gdn_fused_wgp_seg_tma_launches();
 // same workspace): "split" = the state update issued as two key halves at the top of the next chunk, overlapping the
 // next K S^T; "ost" = WG1's full output chunks stored by one TMA box store; "tma4" = tma3+split+ost; "fan" = both rings'
 // refills fanned over their warpgroup's four warps, WG1 freeing a hand-off buffer once loaded, no top proxy fences
-// (64; drops split); "tma5" = tma3+fan.
+// (64; drops split); "tma5" = tma3+fan+ost.
 int gdn_chain_mode_env();
 // Floats of the tma3 scale records for this forward (0 unless the switch asks for tma3 and the pipelined
 // GDN kernel can take it; independent of the V-slice and the tier-3 fields). gdn_fwd.cc carves them.

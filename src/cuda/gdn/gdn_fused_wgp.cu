@@ -371,7 +371,7 @@ constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc5
 
 // "v3" alone -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
 // scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
-// output by TMA box stores) / tma5 (tma3 + fan) / fan (both rings' refills fanned over the warps, WG1's early
+// output by TMA box stores) / tma5 (tma3 + fan + ost) / fan (both rings' refills fanned over the warps, WG1's early
 // hand-off release; split, ost and fan apply with tma3 only; fan drops split). A value naming no mode is an error (session 12),
 // never a silent default; so is the removed "pers" (the persistent chain CTAs of session 12, +7% on the H200 at
 // ee5c88b).
@@ -386,7 +386,7 @@ int gdn_chain_mode_env() {
                            kChainTma | kChainTma1 | kChainSc | kChainSplit | kChainOst,
                            kChainSplit,
                            kChainOst,
-                           kChainTma | kChainTma1 | kChainSc | kChainFan,
+                           kChainTma | kChainTma1 | kChainSc | kChainFan | kChainOst,
                            kChainFan};
   const uint64_t named =
       choice_tokens("LINATTN_CUDA_GDN_CHAIN", v, {"il", "tma", "tma2", "tma3", "tma4", "split", "ost", "tma5", "fan"},

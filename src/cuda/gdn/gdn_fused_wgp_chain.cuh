@@ -65,7 +65,7 @@ __device__ __forceinline__ void issue_split_update(float (&s_lo)[32], float (&s_
 //   stage once every warp has waited for chunk c - 1's update (warps 1-3 arrive at kBarRefill, warp 0 waits).
 //   Chunk 0 adds a zero V^T diag(w) times the zeroed k tile of stage kSt - 1; the last chunk's update runs after
 //   the loop. Per element the same products in the same order (an N split does not change a column's sum).
-// kChainFan (with tma3's bits, not split / il; "tma5"): chunk c + 2's refill fanned out over the four warps
+// kChainFan (with tma3's bits, not split / il; "tma5" = tma3 + fan + ost): chunk c + 2's refill fanned out over the four warps
 //   (tma_state_fan: a copy or two per warp's lane 0 instead of five on thread 0) and issued in the Ab X product's
 //   wait, after the decay, instead of on warp 0 right after K S^T's issue; no proxy fence at the top of full chunks
 //   (as split). WG1 (output_warpgroup's FAN) frees the hand-off buffers once it has loaded them.
