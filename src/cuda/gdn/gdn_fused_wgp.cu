@@ -223,7 +223,6 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
                      (!p.cu_seqlens || ws.chunk_offsets != nullptr) && (mode & kChainTma) && (mode & kChainTma1);
   if (!sc_ok) mode &= ~kChainSc;
   if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst | kChainFan);  // instances of tma3 only
-  if (mode & kChainFan) mode &= ~kChainSplit;  // split keeps its own refill: tma5 wins
   if (reinterpret_cast<uintptr_t>(p.o) % 16 != 0) mode &= ~kChainOst;  // the output map's base
   return mode;
 }
@@ -264,13 +263,16 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
     if (mode & kSp) g_split_launches.fetch_add(1);
     if (mode & kO) g_ost_launches.fetch_add(1);
     constexpr int k3 = kT | kT1 | kSc;
-    if (mode & kF) {  // tma5 (the kPdl instances: PDL as the default tma3 launch has it)
+    if (mode & kF) {  // tma5 / tma6 (the kPdl instances: PDL as the default tma3 launch has it)
       g_fan_launches.fetch_add(1);
-      if (mode & kO)
-        launch_pdl(pdl_enabled(), gdn_fused_wgp_tma_kernel<T, k3 | kF | kO, true>, grid, dim3(kThreads), bytes, stream, p,
-                   ws, m);
-      else
-        launch_pdl(pdl_enabled(), gdn_fused_wgp_tma_kernel<T, k3 | kF, true>, grid, dim3(kThreads), bytes, stream, p, ws, m);
+      constexpr int kF3 = k3 | kF;
+      const bool pdl = pdl_enabled();
+      const dim3 blk(kThreads);
+      if ((mode & (kSp | kO)) == (kSp | kO))
+        launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3 | kSp | kO, true>, grid, blk, bytes, stream, p, ws, m);
+      else if (mode & kSp) launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3 | kSp, true>, grid, blk, bytes, stream, p, ws, m);
+      else if (mode & kO) launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3 | kO, true>, grid, blk, bytes, stream, p, ws, m);
+      else launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3, true>, grid, blk, bytes, stream, p, ws, m);
     } else if ((mode & (kSp | kO)) == (kSp | kO))
       launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kSp) launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -372,7 +374,7 @@ constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc5
 // "v3" alone -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
 // scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
 // output by TMA box stores) / tma5 (tma3 + fan + ost) / fan (both rings' refills fanned over the warps, WG1's early
-// hand-off release; split, ost and fan apply with tma3 only; fan drops split). A value naming no mode is an error (session 12),
+// hand-off release) / tma6 (tma5 + split); split, ost and fan apply with tma3 only. A value naming no mode is an error (session 12),
 // never a silent default; so is the removed "pers" (the persistent chain CTAs of session 12, +7% on the H200 at
 // ee5c88b).
 int gdn_chain_mode_env() {
@@ -387,13 +389,14 @@ int gdn_chain_mode_env() {
                            kChainSplit,
                            kChainOst,
                            kChainTma | kChainTma1 | kChainSc | kChainFan | kChainOst,
-                           kChainFan};
+                           kChainFan,
+                           kChainTma | kChainTma1 | kChainSc | kChainFan | kChainOst | kChainSplit};
   const uint64_t named =
-      choice_tokens("LINATTN_CUDA_GDN_CHAIN", v, {"il", "tma", "tma2", "tma3", "tma4", "split", "ost", "tma5", "fan"},
+      choice_tokens("LINATTN_CUDA_GDN_CHAIN", v, {"il", "tma", "tma2", "tma3", "tma4", "split", "ost", "tma5", "fan", "tma6"},
                     "or v3 alone (the cp.async rings); unset or empty: tma3 (the default); pers (the persistent chain "
                     "CTAs) was removed");
   int mode = 0;
-  for (int i = 0; i < 9; ++i)
+  for (int i = 0; i < 10; ++i)
     if (named >> i & 1) mode |= kBits[i];
   return mode;
 }

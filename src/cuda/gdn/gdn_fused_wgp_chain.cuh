@@ -65,10 +65,13 @@ __device__ __forceinline__ void issue_split_update(float (&s_lo)[32], float (&s_
 //   stage once every warp has waited for chunk c - 1's update (warps 1-3 arrive at kBarRefill, warp 0 waits).
 //   Chunk 0 adds a zero V^T diag(w) times the zeroed k tile of stage kSt - 1; the last chunk's update runs after
 //   the loop. Per element the same products in the same order (an N split does not change a column's sum).
-// kChainFan (with tma3's bits, not split / il; "tma5" = tma3 + fan + ost): chunk c + 2's refill fanned out over the four warps
-//   (tma_state_fan: a copy or two per warp's lane 0 instead of five on thread 0) and issued in the Ab X product's
-//   wait, after the decay, instead of on warp 0 right after K S^T's issue; no proxy fence at the top of full chunks
-//   (as split). WG1 (output_warpgroup's FAN) frees the hand-off buffers once it has loaded them.
+// kChainFan (with tma3's bits, not il; "tma5" = tma3 + fan + ost, "tma6" = tma5 + split): chunk c + 2's refill fanned out
+//   over the four warps (tma_state_fan: a copy or two per warp's lane 0 instead of five on thread 0) and issued in the
+//   Ab X product's wait, after the decay, instead of on warp 0 right after K S^T's issue; no proxy fence at the top of
+//   full chunks (as split). With split, every warp must be past its wait for chunk c - 1's update before any refills
+//   that stage: from chunk 2 on the hand-off's empty barrier (all of WG0 syncs there, after K S^T's issue) orders it,
+//   chunks 0 and 1 sync the four warps at kBarRefill. WG1 (output_warpgroup's FAN) frees the hand-off buffers once it
+//   has loaded them.
 // Same products, same operands, same order: bitwise the MODE 0 chain's values.
 template <class T, bool KDA, bool SEG = false, int MODE = 0, class Smem>
 __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
@@ -80,7 +83,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
                 "the chain modes are GDN's forward (the state pass: tma3's ring and records only)");
   static_assert(!SC || TM, "the scale records ride on the TMA ring");
   static_assert(!SP || (SC && !IL), "the split chain is an instance of tma3");
-  static_assert(!FN || (SC && !IL && !SP && !SEG), "the fanned refill is an instance of tma3 (not split)");
+  static_assert(!FN || (SC && !IL && !SEG), "the fanned refill is an instance of tma3");
   using Stage0 = typename Smem::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
   Stage0* const ring = s.st0 + wg * kSt;
@@ -198,8 +201,12 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
         wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), 1);
       wgmma_commit();
       // Chunk c - 1's stage is refilled below: every warp has waited for its update.
-      if (t < 32) named_barrier(kBarRefill, 128);
-      else named_barrier_arrive(kBarRefill, 128);
+      if constexpr (FN) {
+        if (c < 2) named_barrier(kBarRefill, 128);  // from chunk 2 on: the empty barrier below (all of WG0 syncs)
+      } else {
+        if (t < 32) named_barrier(kBarRefill, 128);
+        else named_barrier_arrive(kBarRefill, 128);
+      }
     } else if constexpr (IL) {  // step kk's 4 packs, then its wgmma (the packs of step kk + 1 run beside it)
 #pragma unroll
       for (int kk = 0; kk < kK / 16; ++kk) {
@@ -317,7 +324,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
 #pragma unroll
       for (int i = 0; i < 64; ++i) S[i] *= decay;
     }
-    if constexpr (FN) {  // chunk c + 2 into chunk c - 1's stage (every warp is past this chunk's top barrier)
+    if constexpr (FN) {  // chunk c + 2 into chunk c - 1's stage (every warp is past its reads: see kChainFan above)
       if (c + kAhead < nchunks)
         tma_state_fan<T>(ring[ld_stage], *maps, mbar + ld_stage, ws, bos + int64_t(c + kAhead) * kBT, h, j,
                          j * p.V + v0, p.HV, r0, rlast, c + kAhead, t);

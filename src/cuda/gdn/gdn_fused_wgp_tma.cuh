@@ -28,7 +28,7 @@ namespace wgp {
 // so K S^T's first half starts while the update's second half runs (gdn_fused_wgp.cu's state_warpgroup);
 // kChainOst (with tma3's bits; "tma4" has it too) = WG1's full output chunks leave a swizzled staging box by one
 // TMA tensor store (output_warpgroup's BS, gdn_fused_wgp_common.cuh);
-// kChainFan (with tma3's bits, not with split; "tma5" = tma3 + fan + ost): both rings' refills fanned out over the four warps of their
+// kChainFan (with tma3's bits; "tma5" = tma3 + fan + ost, "tma6" = tma5 + split): both rings' refills fanned out over the four warps of their
 // warpgroup (one copy or two per warp's lane 0; WG0's in the Ab X wait), WG1 frees a hand-off buffer as soon as its
 // fragments are in registers, and neither warpgroup fences the async proxy at the top of a full chunk.
 constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8, kChainSplit = 16, kChainOst = 32,
