@@ -1,4 +1,4 @@
-# GDN forward, chain mode tma5 (LINATTN_CUDA_GDN_CHAIN=tma5 = tma3+fan+ost; src/cuda/gdn/gdn_fused_wgp_chain.cuh,
+# GDN forward, chain modes tma5 (LINATTN_CUDA_GDN_CHAIN=tma5 = tma3+fan+ost) and tma6 (tma5+split); src/cuda/gdn/gdn_fused_wgp_chain.cuh,
 # gdn_fused_wgp_common.cuh, gdn_fused_wgp_tma.cuh; perf-notes "State chain: the refill fan-out (chain10)").
 # fan: both TMA rings' refills fanned out over their warpgroup's four warps (one copy or two per warp's lane 0; WG0's
 # in the Ab X wait) instead of five / four copies on thread 0, WG1 frees a hand-off buffer once its fragments are in
@@ -7,11 +7,13 @@
 # (WG1: ~320) and the other three warps wait for it at the next barrier: WG0's "empty" wait and WG1's "full" wait
 # are mostly those. Same products: bitwise == tma3 (the tests assert it). Compiled here, never run on a GPU.
 # Prediction (eager p50, --segments 1): 16/64 1x32768 -6 to -10% (chain ~661 -> ~560-600 us), 4096x8 -5 to -9%,
-# 1x2048 -3 to -6%; tma3+fan alone about half of that (WG1 then bounds the step at ~2.3 k cycles).
-# 1. bench default vs tma5 interleaved, two rounds (16/64 1x32768, 4096x8), 1x2048 once, then tma3+fan at 1x32768;
+# 1x2048 -3 to -6%; tma3+fan alone about half of that (WG1 then bounds the step at ~2.3 k cycles); tma6 a further
+# 0 to -5% (the update's wait at the step's end overlapped with the next K S^T, tma4's split, now that the refill is off).
+# 1. bench default vs tma5 interleaved, two rounds (16/64 1x32768, 4096x8), 1x2048 once, then tma6 at 1x32768 and
+#    4096x8 and tma3+fan at 1x32768 (each while >= 30 s of the piece are left, kept for the tests);
 # 2. test_cuda_gdn_fwd's tma5 chain cases (fp64 reference, bitwise == v3 and the default, the instance ran; the
 #    switch / workspace tests), test_cuda_graph's GDN tests with tma5 forced (replay == eager fixed), then the
-#    tma3+fan chain cases.
+#    tma6 and tma3+fan chain cases.
 # Own clock: C10_SHARE (default 90 s).
 c10_t0=$(date +%s)
 c10_left() { local a=$(( ${C10_SHARE:-90} - ($(date +%s) - c10_t0) )) b; b=$(left); [ "$a" -lt "$b" ] && echo "$a" || echo "$b"; }
@@ -38,9 +40,13 @@ for c10_round in 1 2; do
   done
 done
 for e in none "$C10"; do c10_bench "$e" --hqk 16 --hv 64 --lengths 1x2048 --segments 1 --iters 20 --check 0; done
+for c10_len in 1x32768 4096x8; do
+  c10_bench LINATTN_CUDA_GDN_CHAIN=tma6 --hqk 16 --hv 64 --lengths "$c10_len" --segments 1 --iters 20 --check 0
+done
 c10_bench LINATTN_CUDA_GDN_CHAIN=tma3+fan --hqk 16 --hv 64 --lengths 1x32768 --segments 1 --iters 20 --check 0
 c10_test 15 none test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma5:CudaGdnFwdChainTma3.*:CudaGdnFwdChainSwitch.*'
 # the pipelined kernel at V-slice 64 everywhere, so the graph tests' small shapes take tma5 too
 c10_test 8 "$C10 LINATTN_CUDA_WGMMA=1 LINATTN_CUDA_WGP_VS=64" test_cuda_graph 'CudaGraphGdn*'
+c10_test 12 none test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma6'
 c10_test 12 none test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma3_fan'
 true
