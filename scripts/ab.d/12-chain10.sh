@@ -49,4 +49,14 @@ c10_test 15 none test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma5:CudaGdn
 c10_test 8 "$C10 LINATTN_CUDA_WGMMA=1 LINATTN_CUDA_WGP_VS=64" test_cuda_graph 'CudaGraphGdn*'
 c10_test 12 none test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma6'
 c10_test 12 none test_cuda_gdn_fwd 'DtypesAndModes/CudaGdnFwdChain.*tma3_fan'
+# racecheck of the tma5 chain cases (WG1's early hand-off release), only if the piece has time left; 124 = cut by its cap
+if [ "$(c10_left)" -gt 20 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+  c10_rc='DtypesAndModes/CudaGdnFwdChain.MatchesReference/bf16_tma5'
+  echo "### racecheck $c10_rc" >>"$OUT/ab-tests.txt"
+  LINATTN_SANITIZED=1 timeout "$(cap $(( $(c10_left) - 3 )))" compute-sanitizer --tool racecheck --error-exitcode 99 \
+    "$BIN/test_cuda_gdn_fwd" --gtest_filter="$c10_rc" >>"$OUT/ab-tests.txt" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=1
+  say "chain10 racecheck: exit $rc (124 = cut by its cap) ($(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/ab-tests.txt" | tail -n 1))"
+fi
 true
