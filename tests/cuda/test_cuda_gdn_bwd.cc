@@ -16,6 +16,8 @@
 // wg7 (wg4 with split head loads) the same, bitwise vs wg4, plus the long GVA varlen case.
 // wg8d (wg7 with each M decay computed once per head for both halves) the same, bitwise vs wg7, also on the
 // long GVA varlen case (wg8, wg8d plus head 0's S / dS' loaded before the index loads, was removed in session 12).
+// wg9 / wg9d (wg7 / wg8d with the row scalars split over 8 warps, head 1's loaded at head 0's start) the same,
+// bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start).
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -310,6 +312,24 @@ TEST_P(CudaGdnBwd, Wg8dIsDeterministic) {
   variant_deterministic(dt, bt, "wg8d");
 }
 
+// wg9 / wg9d (wg7 / wg8d with each head's row scalars one global round trip deep, over 8 warps, and head 1's
+// loaded at head 0's start; V = 128, V = 64 cases take V2), bitwise vs wg7, also on the long GVA varlen case;
+// at BT 64 the wg9 kernels must have run.
+TEST_P(CudaGdnBwd, Wg9MatchesReferenceAndWg7) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg9_launches();
+  for (const char* v : {"wg9", "wg9d"}) {
+    variant_matches(dt, bt, v, "wg7");
+    if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), v, "wg7");
+  }
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg9_launches() > before, bt == 64) << "wg9 runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg9IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  for (const char* v : {"wg9", "wg9d"}) variant_deterministic(dt, bt, v);
+}
+
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
@@ -458,10 +478,16 @@ TEST(CudaGdnBwdWg8d, GraphSequence) {
   variant_graph_sequence("wg8d");
 }
 
+TEST(CudaGdnBwdWg9, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg9");
+  if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg9d");
+}
+
 // A value that names no chunk kernel (the removed wg8, a typo) is an error naming the variable, the value
 // and the accepted values, never a silent V4 (checked before any device query).
 TEST(CudaGdnBwdChunkSwitch, RemovedOrUnknownSwitchValueIsAnError) {
-  for (const char* v : {"wg8", "wg9", "wg6:x", "wg7d"}) {
+  for (const char* v : {"wg8", "wg10", "wg6:x", "wg7d"}) {
     ScopedEnv set(kChunkEnv, v);  // restores an exported value afterwards
     cuda::GdnFwdParams f{};
     try {

@@ -35,6 +35,10 @@
 // in the thread's own R / beta R staging slots (half 1 recomputed them in V7). Same values as V7 bit for
 // bit. ("wg8", V4 = 4: wg8d plus head 0's S / dS' issued before the index loads, was removed in session 12:
 // +1.7% on the H200 at ee5c88b.)
+// V9 / V9d ("wg9" / "wg9d", opt-in; template V4 = 6 / 7): V7 / V8d with each head's row scalars (gam, beta, the
+// finish's gate / beta draws) split over 8 warps by kind (one global round trip per thread where V2's warps
+// 2-3 made four in a row before the head's first barrier), and head 1's computed with head 0's at head 0's
+// start, so head 1's first barrier waits for no global load. Same values as V7 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -67,8 +71,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   // wg7 (V4 == 3): wg4 with each head's tiles in two cp.async groups (split load, see the header)
   // wg8d (V4 == 5): wg7 with each M element's decay computed once per head (under the first M product)
   // for both halves (V4 == 4, wg8, was removed)
+  // wg9 / wg9d (V4 == 6 / 7): wg7 / wg8d with the row scalars split over 8 warps per head (one global round
+  // trip each), heads 0 and 1 both at head 0's start (head 1's start loads nothing)
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
-  constexpr bool kW8 = V4 == 5, kSplit = V4 == 3 || kW8;
+  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || kD9;
   static_assert(!kSplit || !kPer, "wg7 / wg8d are not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
@@ -163,7 +169,15 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         s.gam[tid] = valid ? w.c.gam[j * w.c.T_cap + t0 + tid] : 0.f;
         s.beta[tid] = valid ? gdn_beta(f, t0 + tid, j) : 0.f;
       }
-      if (V2 && tid >= kBT && tid < 2 * kBT) {
+      if constexpr (kD9) {
+        // wg9: head 0's start fills both buffers (threads 0-255 head 0, 256-511 head 1, roles of 64 threads:
+        // row_scalar_part); buffer 1 is read first at head 1's start, so that start loads nothing. A head
+        // jj >= 2 (G > 2) loads its own at its start (threads 0-255), into the buffer whose last reader, the
+        // finish of head jj - 2, ran before head jj - 1's second barrier (as in V2).
+        const int jh = jj + (tid >> 8);
+        if (jj != 1 && jh < G && (jj == 0 || tid < kNT / 2))
+          row_scalar_part(rs, p, w, t0, len, h * G + jh, jh & 1, (tid >> 6) & 3, tid & 63);
+      } else if (V2 && tid >= kBT && tid < 2 * kBT) {
         const int i = tid - kBT, b = jj & 1;
         const bool valid = i < len;
         gam[i] = valid ? w.c.gam[j * w.c.T_cap + t0 + i] : 0.f;
@@ -670,7 +684,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
 }
 
-std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0};
+std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0};
 
 // The switch's value, checked: a value that names no chunk kernel (the removed wg8, a typo) is an error, not a
 // silent V4.
@@ -679,7 +693,7 @@ std::string chunk_switch() {
   const bool wg6n =
       v.size() > 4 && v.rfind("wg6:", 0) == 0 && v.find_first_not_of("0123456789", 4) == std::string::npos;
   if (!wg6n)
-    choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v, {"wg7", "wg8d", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+    choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v, {"wg7", "wg8d", "wg9", "wg9d", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
                  "or wg6:N (wg6 with at most N CTAs); wg8 was removed");
   return v;
 }
@@ -711,6 +725,12 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
       } else if (mode == "wg8d") {  // opt-in (gdnbwd10: the decays once per head)
         g_wg8d_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+      } else if (mode == "wg9" || mode == "wg9d") {  // opt-in (gdnbwd11: the row scalars one round trip deep)
+        g_wg9_launches.fetch_add(1);
+        if (mode == "wg9")
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        else
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7" || mode.empty()) {  // wg7 the default since 1ec4943 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -736,7 +756,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128; now the
-// default); "wg4" = V4; "wg8d" = V8d (opt-in). Since session 12 a value that names none of these (the
+// default); "wg4" = V4; "wg8d" = V8d (opt-in); "wg9" / "wg9d" = V9 / V9d (opt-in). Since session 12 a value that names none of these (the
 // removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
@@ -747,6 +767,7 @@ bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
 int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
 int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
 int64_t gdn_bwd_chunk_wg8d_launches() { return g_wg8d_launches.load(); }
+int64_t gdn_bwd_chunk_wg9_launches() { return g_wg9_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

@@ -172,6 +172,26 @@ __device__ __forceinline__ void decay_frag(float (&dd)[2][NTB][2], const float* 
   }
 }
 
+// wg9: one part of row i of value head j's row scalars in WgRows buffer b, by role: 0 gam, 1 beta, 2 the gate
+// draws (gate, dA), 3 the beta draw; the expressions of the V2 head start (gdn_beta, row_draws), so the values
+// are the same. One dependent global round trip per thread (the V2 start makes four in a row on warps 2-3).
+__device__ __forceinline__ void row_scalar_part(WgRows& rs, const GdnBwdParams& p, const GdnBwdWs& w, int64_t t0,
+                                                int len, int j, int b, int role, int i) {
+  const GdnFwdParams& f = p.f;
+  const bool valid = i < len;
+  if (role == 0) {
+    rs.gam[b][i] = valid ? w.c.gam[j * w.c.T_cap + t0 + i] : 0.f;
+  } else if (role == 1) {
+    rs.beta[b][i] = valid ? gdn_beta(f, t0 + i, j) : 0.f;
+  } else if (role == 2) {
+    const GateDeriv gd = valid ? gdn_gate_deriv(f, t0 + i, j) : GateDeriv{0.f, 0.f, 0.f};
+    rs.gate[b][i] = gd.draw;
+    rs.dA[b][i] = gd.dA;
+  } else {
+    rs.bdraw[b][i] = valid && p.dbeta.p ? gdn_beta_draw(f, t0 + i, j) : 0.f;
+  }
+}
+
 // An item's q / k rows and row norms (cp.async, not committed).
 template <class T, int V, bool V2>
 __device__ __forceinline__ void load_item_qk(WgSmem<V>& s, const GdnFwdParams& f, const GdnBwdWs& w, int64_t t0,
