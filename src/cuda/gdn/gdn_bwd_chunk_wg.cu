@@ -146,11 +146,19 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     };
 
     if constexpr (kSplit) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
+      // wg9: the row scalars of heads 0 (threads 0-255) and 1 (256-511, G > 1) in roles of 64 threads
+      // (row_scalar_load), their loads issued ahead of the 152 KB of tiles, stored after them
+      [[maybe_unused]] RowRaw raw{};
+      [[maybe_unused]] const int jh0 = tid >> 8, role0 = (tid >> 6) & 3;
+      if constexpr (kD9)
+        if (jh0 < G) raw = row_scalar_load(p, w, t0, len, h * G + jh0, role0, tid & 63);
       load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
       load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
+      if constexpr (kD9)
+        if (jh0 < G) row_scalar_store(rs, p, len, jh0 & 1, role0, tid & 63, raw);
     } else if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
       load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, h * G, tid);
@@ -170,13 +178,13 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         s.beta[tid] = valid ? gdn_beta(f, t0 + tid, j) : 0.f;
       }
       if constexpr (kD9) {
-        // wg9: head 0's start fills both buffers (threads 0-255 head 0, 256-511 head 1, roles of 64 threads:
-        // row_scalar_part); buffer 1 is read first at head 1's start, so that start loads nothing. A head
-        // jj >= 2 (G > 2) loads its own at its start (threads 0-255), into the buffer whose last reader, the
-        // finish of head jj - 2, ran before head jj - 1's second barrier (as in V2).
-        const int jh = jj + (tid >> 8);
-        if (jj != 1 && jh < G && (jj == 0 || tid < kNT / 2))
-          row_scalar_part(rs, p, w, t0, len, h * G + jh, jh & 1, (tid >> 6) & 3, tid & 63);
+        // wg9: heads 0 and 1 were done before the loop (buffer 1 is read first at head 1's start, so that start
+        // loads nothing). A head jj >= 2 (G > 2) loads its own at its start (threads 0-255), into the buffer
+        // whose last reader, the finish of head jj - 2, ran before head jj - 1's second barrier (as in V2).
+        if (jj >= 2 && tid < kNT / 2) {
+          const int role = tid >> 6, i = tid & 63;
+          row_scalar_store(rs, p, len, jj & 1, role, i, row_scalar_load(p, w, t0, len, j, role, i));
+        }
       } else if (V2 && tid >= kBT && tid < 2 * kBT) {
         const int i = tid - kBT, b = jj & 1;
         const bool valid = i < len;
