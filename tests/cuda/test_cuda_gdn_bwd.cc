@@ -17,7 +17,8 @@
 // wg8d (wg7 with each M decay computed once per head for both halves) the same, bitwise vs wg7, also on the
 // long GVA varlen case (wg8, wg8d plus head 0's S / dS' loaded before the index loads, was removed in session 12).
 // wg9 / wg9d (wg7 / wg8d with the row scalars split over 8 warps, head 1's loaded at head 0's start) the same,
-// bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start).
+// bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start). wg9p (wg6 with the
+// same row scalars) as wg6's tests, bitwise vs wg4, also capped at 3 / 1 CTAs.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -337,6 +338,22 @@ TEST_P(CudaGdnBwd, Wg9IsDeterministic) {
   for (const char* v : {"wg9", "wg9d"}) variant_deterministic(dt, bt, v);
 }
 
+// wg9p (wg6 with wg9's row scalars; persistent CTAs walking items with G = 1 / 2 / 3, sentinel rows and short chunks
+// in between when capped), bitwise vs wg4 (as wg6); at BT 64 the kernel must have run.
+TEST_P(CudaGdnBwd, Wg9pMatchesReferenceAndWg4) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg9_launches();
+  for (const char* v : {"wg9p", "wg9p:3"}) variant_matches(dt, bt, v, "wg4");
+  if (!std::getenv("LINATTN_SANITIZED"))
+    for (const char* v : {"wg9p:3", "wg9p:1"}) run_case_chunk_variant(long_case(dt, bt), v, "wg4");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg9_launches() > before, bt == 64) << "wg9p runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg9pIsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg9p:3");
+}
+
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
@@ -495,10 +512,16 @@ TEST(CudaGdnBwdWg9d, GraphSequence) {
   variant_graph_sequence("wg9d");
 }
 
+TEST(CudaGdnBwdWg9p, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg9p");
+  if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg9p:5");
+}
+
 // A value that names no chunk kernel (the removed wg8, a typo) is an error naming the variable, the value
 // and the accepted values, never a silent V4 (checked before any device query).
 TEST(CudaGdnBwdChunkSwitch, RemovedOrUnknownSwitchValueIsAnError) {
-  for (const char* v : {"wg8", "wg10", "wg6:x", "wg7d"}) {
+  for (const char* v : {"wg8", "wg10", "wg6:x", "wg9p:", "wg7d"}) {
     ScopedEnv set(kChunkEnv, v);  // restores an exported value afterwards
     cuda::GdnFwdParams f{};
     try {

@@ -38,7 +38,9 @@
 // V9 / V9d ("wg9" / "wg9d", opt-in; template V4 = 6 / 7): V7 / V8d with each head's row scalars (gam, beta, the
 // finish's gate / beta draws) split over 8 warps by kind (one global round trip per thread where V2's warps
 // 2-3 made four in a row before the head's first barrier), and head 1's computed with head 0's at head 0's
-// start, so head 1's first barrier waits for no global load. Same values as V7 bit for bit.
+// start, so head 1's first barrier waits for no global load; head 0's loads go out ahead of its tiles. Same
+// values as V7 bit for bit. V9p ("wg9p", "wg9p:N"; V4 = 8, kPer): V6 (persistent) with the same row scalars,
+// an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -67,14 +69,16 @@ template <class T, int V, bool V2, bool V3, int V4 = 0, bool kPer = false>
 __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   static_assert(!V3 || V2, "wg3 extends wg2");
   static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
-  static_assert(!kPer || V4 == 1, "wg6 is wg4 in persistent CTAs");
+  static_assert(!kPer || V4 == 1 || V4 == 8, "wg6 / wg9p are wg4 in persistent CTAs");
   // wg7 (V4 == 3): wg4 with each head's tiles in two cp.async groups (split load, see the header)
   // wg8d (V4 == 5): wg7 with each M element's decay computed once per head (under the first M product)
   // for both halves (V4 == 4, wg8, was removed)
   // wg9 / wg9d (V4 == 6 / 7): wg7 / wg8d with the row scalars split over 8 warps per head (one global round
-  // trip each), heads 0 and 1 both at head 0's start (head 1's start loads nothing)
+  // trip each), heads 0 and 1 both at head 0's start (head 1's start loads nothing); wg9p (V4 == 8, kPer):
+  // wg6 with the same row scalars, an item's heads 0 and 1 at the item's start
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
-  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || kD9;
+  static_assert(V4 != 8 || kPer, "wg9p is persistent");
+  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6;
   static_assert(!kSplit || !kPer, "wg7 / wg8d are not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
@@ -181,6 +185,12 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         // wg9: heads 0 and 1 were done before the loop (buffer 1 is read first at head 1's start, so that start
         // loads nothing). A head jj >= 2 (G > 2) loads its own at its start (threads 0-255), into the buffer
         // whose last reader, the finish of head jj - 2, ran before head jj - 1's second barrier (as in V2).
+        // wg9p: an item's heads 0 and 1 at its start (no raw-register split: its tiles went out under the previous
+        // item); the previous item's last finish (warp 0) read its buffer before the epilogue's barriers.
+        if (kPer && jj == 0) {
+          const int jh = tid >> 8, role = (tid >> 6) & 3, i = tid & 63;
+          if (jh < G) row_scalar_store(rs, p, len, jh, role, i, row_scalar_load(p, w, t0, len, h * G + jh, role, i));
+        }
         if (jj >= 2 && tid < kNT / 2) {
           const int role = tid >> 6, i = tid & 63;
           row_scalar_store(rs, p, len, jj & 1, role, i, row_scalar_load(p, w, t0, len, j, role, i));
@@ -698,11 +708,12 @@ std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g
 // silent V4.
 std::string chunk_switch() {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
-  const bool wg6n =
-      v.size() > 4 && v.rfind("wg6:", 0) == 0 && v.find_first_not_of("0123456789", 4) == std::string::npos;
-  if (!wg6n)
-    choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v, {"wg7", "wg8d", "wg9", "wg9d", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
-                 "or wg6:N (wg6 with at most N CTAs); wg8 was removed");
+  const size_t pn = v.rfind("wg6:", 0) == 0 ? 4 : v.rfind("wg9p:", 0) == 0 ? 5 : 0;  // "wg6:N" / "wg9p:N"
+  const bool capped = pn > 0 && v.size() > pn && v.find_first_not_of("0123456789", pn) == std::string::npos;
+  if (!capped)
+    choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v,
+                 {"wg7", "wg8d", "wg9", "wg9d", "wg9p", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+                 "or wg6:N / wg9p:N (persistent with at most N CTAs); wg8 was removed");
   return v;
 }
 
@@ -717,14 +728,23 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   // wg4 (the default unless "wg2" / "wg3" / "wg5" is asked for) and wg3 / wg5: V = 128 only (at V = 64
   // ptxas spills more with them: 184 B of reloads vs V2's 96) and T_total < 2^31 (t0 in 32 bits)
   if constexpr (V == 128) {
-    if (mode.rfind("wg6", 0) == 0 && p.f.T_total < (int64_t(1) << 31) - kBT) {
-      // wg6: one persistent CTA per SM (1 fits), at most one per item; "wg6:N" caps the count at N
+    const bool w9p = mode.rfind("wg9p", 0) == 0;
+    if ((w9p || mode.rfind("wg6", 0) == 0) && p.f.T_total < (int64_t(1) << 31) - kBT) {
+      // wg6 / wg9p: one persistent CTA per SM (1 fits), at most one per item; "wg6:N" / "wg9p:N" cap the count at N
       int64_t ctas = std::min<int64_t>(current_device_info().sm_count, w.nt_cap * p.f.H);
-      if (mode.size() > 4 && mode[3] == ':')
-        ctas = std::min<int64_t>(ctas, std::max(1L, std::strtol(mode.c_str() + 4, nullptr, 10)));
-      g_wg6_launches.fetch_add(1);
-      launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, dim3(static_cast<unsigned>(std::max<int64_t>(ctas, 0))),
-             dim3(kNT), wg_smem_bytes<V, true, true>(), stream, p, w);
+      const size_t colon = mode.find(':');
+      if (colon != std::string::npos)
+        ctas = std::min<int64_t>(ctas, std::max(1L, std::strtol(mode.c_str() + colon + 1, nullptr, 10)));
+      const dim3 pgrid(static_cast<unsigned>(std::max<int64_t>(ctas, 0)));
+      if (w9p) {
+        g_wg9_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 8, true>, pgrid, dim3(kNT), wg_smem_bytes<V, true, true>(), stream,
+               p, w);
+      } else {
+        g_wg6_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, pgrid, dim3(kNT), wg_smem_bytes<V, true, true>(), stream,
+               p, w);
+      }
       return;
     }
     if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
