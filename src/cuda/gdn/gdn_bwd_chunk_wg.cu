@@ -79,6 +79,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
   static_assert(V4 != 8 || kPer, "wg9p is persistent");
   constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6;
+  // wg9 / wg9d: the last head's finish (warp 0) after the epilogue's stores instead of before its first barrier
+  constexpr bool kLateFin = kSplit && kD9;
   static_assert(!kSplit || !kPer, "wg7 / wg8d are not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
@@ -599,10 +601,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       }
       // (wg7: only after the last head, for its finish: a next head's first barrier orders this
       // head's partials before that finish, and nothing else this head reads is written before it)
-      if (!kSplit || jj + 1 == G) __syncthreads();
+      // (wg9: not even then: its finish runs after the epilogue's first barrier, and the epilogue's row dots
+      // write the other partial set and read only q / k)
+      if (!kSplit || (jj + 1 == G && !kLateFin)) __syncthreads();
       if constexpr (kSplit) {
-        // the last head's finish; the epilogue below writes the other partial set (no barrier)
-        if (jj + 1 == G && warp == 0) finish_wg7(jj);
+        // the last head's finish; the epilogue below writes the other partial set (no barrier). wg9: at the
+        // kernel's end instead (the epilogue writes none of what it reads: partial set G - 1 & 1, redc / wred of
+        // that set, rq / rk, the row-scalar buffers), so the other warps' epilogue no longer waits for it
+        if (!kLateFin && jj + 1 == G && warp == 0) finish_wg7(jj);
       } else if constexpr (V2) {
         // no barrier after it: the next head's start writes the other row-scalar buffer, and its
         // first barrier (which warp 0 reaches after this) precedes every write of s.red / redc / wred
@@ -681,7 +687,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       if (nx->len > 0) load_item_qk<T, V, V2>(s, f, w, nx->t0, nx->len, nx->h, tid);
       cp_async_commit();
     } else if constexpr (V3) {
-      if (!dq_staged && !dk_staged) return;
+      if (!dq_staged && !dk_staged) {
+        if (kLateFin && warp == 0) finish_wg7(G - 1);  // wg9: the last head's finish (see above)
+        return;
+      }
       __syncthreads();
     }
     if constexpr (V3) {
@@ -696,6 +705,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         T* dst = static_cast<T*>(which == 0 ? p.dq.p : p.dk.p) + ((t0 + row) * f.H + h) * int64_t(kK) + ch * 8;
         *reinterpret_cast<uint4*>(dst) = val;
       }
+    }
+    if constexpr (kLateFin) {
+      if (warp == 0) finish_wg7(G - 1);  // wg9: the last head's finish (see above)
     }
     if constexpr (!kPer) break;
     if (nx->len <= 0) break;  // wg6: no item left for this CTA
