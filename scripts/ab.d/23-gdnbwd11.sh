@@ -33,7 +33,8 @@ g11_test() {  # g11_test MIN_S VARIANT FILTER: skipped (not failed) when the pie
     status=1; say "FAIL test_cuda_gdn_bwd with $G11=$1 (exit $rc; 124 = the cap): $1 bench rows void"
   fi
 }
-g11_test 15 wg9 'Dtypes/CudaGdnBwd.Wg9MatchesReferenceAndWg7/*_bt64:Dtypes/CudaGdnBwd.Wg9IsDeterministic/*_bt64:CudaGdnBwdWg9.*:CudaGdnBwdChunkSwitch.*'
-g11_test 60 wg9p 'Dtypes/CudaGdnBwd.Wg9pMatchesReferenceAndWg4/*_bt64:Dtypes/CudaGdnBwd.Wg9pIsDeterministic/*_bt64:CudaGdnBwdWg9p.*'
-g11_test 45 wg9d 'Dtypes/CudaGdnBwd.Wg9dMatchesReferenceAndWg7/*_bt64:CudaGdnBwdWg9d.*'
+g11_d=Dtypes/CudaGdnBwd
+g11_test 15 wg9 "$g11_d.Wg9MatchesReferenceAndWg7/*_bt64:$g11_d.Wg9IsDeterministic/*_bt64:CudaGdnBwdWg9.*:CudaGdnBwdChunkSwitch.*"
+g11_test 60 wg9p "$g11_d.Wg9pMatchesReferenceAndWg4/*_bt64:$g11_d.Wg9pIsDeterministic/*_bt64:CudaGdnBwdWg9p.*"
+g11_test 45 wg9d "$g11_d.Wg9dMatchesReferenceAndWg7/*_bt64:CudaGdnBwdWg9d.*"
 true

@@ -748,14 +748,13 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
       if (colon != std::string::npos)
         ctas = std::min<int64_t>(ctas, std::max(1L, std::strtol(mode.c_str() + colon + 1, nullptr, 10)));
       const dim3 pgrid(static_cast<unsigned>(std::max<int64_t>(ctas, 0)));
+      constexpr size_t kPerSmem = wg_smem_bytes<V, true, true>();
       if (w9p) {
         g_wg9_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 8, true>, pgrid, dim3(kNT), wg_smem_bytes<V, true, true>(), stream,
-               p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 8, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w);
       } else {
         g_wg6_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, pgrid, dim3(kNT), wg_smem_bytes<V, true, true>(), stream,
-               p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w);
       }
       return;
     }
@@ -796,8 +795,8 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128; now the
-// default); "wg4" = V4; "wg8d" = V8d (opt-in); "wg9" / "wg9d" = V9 / V9d (opt-in). Since session 12 a value that names none of these (the
-// removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
+// default); "wg4" = V4; "wg8d" = V8d (opt-in); "wg9" / "wg9d" / "wg9p" = V9 / V9d / V9p (opt-in). Since session
+// 12 a value that names none of these (the removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
