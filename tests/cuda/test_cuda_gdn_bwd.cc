@@ -18,7 +18,8 @@
 // long GVA varlen case (wg8, wg8d plus head 0's S / dS' loaded before the index loads, was removed in session 12).
 // wg9 / wg9d (wg7 / wg8d with the row scalars split over 8 warps, head 1's loaded at head 0's start) the same,
 // bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start). wg9p (wg6 with the
-// same row scalars) as wg6's tests, bitwise vs wg4, also capped at 3 / 1 CTAs.
+// same row scalars) as wg6's tests, bitwise vs wg4, also capped at 3 / 1 CTAs; wg9ps (wg9 in persistent CTAs) the
+// same, bitwise vs wg7.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -354,6 +355,21 @@ TEST_P(CudaGdnBwd, Wg9pIsDeterministic) {
   variant_deterministic(dt, bt, "wg9p:3");
 }
 
+// wg9ps (wg9 in persistent CTAs: split loads for the next item too), bitwise vs wg7, also capped at 3 / 1 CTAs.
+TEST_P(CudaGdnBwd, Wg9psMatchesReferenceAndWg7) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg9_launches();
+  for (const char* v : {"wg9ps", "wg9ps:3"}) variant_matches(dt, bt, v, "wg7");
+  if (!std::getenv("LINATTN_SANITIZED"))
+    for (const char* v : {"wg9ps:3", "wg9ps:1"}) run_case_chunk_variant(long_case(dt, bt), v, "wg7");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg9_launches() > before, bt == 64) << "wg9ps runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg9psIsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg9ps:3");
+}
+
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
@@ -518,10 +534,16 @@ TEST(CudaGdnBwdWg9p, GraphSequence) {
   if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg9p:5");
 }
 
+TEST(CudaGdnBwdWg9ps, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg9ps");
+  if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg9ps:5");
+}
+
 // A value that names no chunk kernel (the removed wg8, a typo) is an error naming the variable, the value
 // and the accepted values, never a silent V4 (checked before any device query).
 TEST(CudaGdnBwdChunkSwitch, RemovedOrUnknownSwitchValueIsAnError) {
-  for (const char* v : {"wg8", "wg10", "wg6:x", "wg9p:", "wg7d"}) {
+  for (const char* v : {"wg8", "wg10", "wg6:x", "wg9p:", "wg9ps:0x", "wg7d"}) {
     ScopedEnv set(kChunkEnv, v);  // restores an exported value afterwards
     cuda::GdnFwdParams f{};
     try {

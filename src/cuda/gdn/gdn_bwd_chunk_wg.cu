@@ -40,7 +40,9 @@
 // 2-3 made four in a row before the head's first barrier), and head 1's computed with head 0's at head 0's
 // start, so head 1's first barrier waits for no global load; head 0's loads go out ahead of its tiles. Same
 // values as V7 bit for bit. V9p ("wg9p", "wg9p:N"; V4 = 8, kPer): V6 (persistent) with the same row scalars,
-// an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit.
+// an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit. V9ps ("wg9ps", "wg9ps:N"; V4 = 9,
+// kPer): V9 in persistent CTAs (split loads for the next item too: its Ai / dV^ at the last head's second barrier,
+// the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -69,19 +71,21 @@ template <class T, int V, bool V2, bool V3, int V4 = 0, bool kPer = false>
 __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   static_assert(!V3 || V2, "wg3 extends wg2");
   static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
-  static_assert(!kPer || V4 == 1 || V4 == 8, "wg6 / wg9p are wg4 in persistent CTAs");
+  static_assert(!kPer || V4 == 1 || V4 == 8 || V4 == 9, "wg6 / wg9p are wg4, wg9ps wg9, in persistent CTAs");
   // wg7 (V4 == 3): wg4 with each head's tiles in two cp.async groups (split load, see the header)
   // wg8d (V4 == 5): wg7 with each M element's decay computed once per head (under the first M product)
   // for both halves (V4 == 4, wg8, was removed)
   // wg9 / wg9d (V4 == 6 / 7): wg7 / wg8d with the row scalars split over 8 warps per head (one global round
   // trip each), heads 0 and 1 both at head 0's start (head 1's start loads nothing); wg9p (V4 == 8, kPer):
-  // wg6 with the same row scalars, an item's heads 0 and 1 at the item's start
+  // wg6 with the same row scalars, an item's heads 0 and 1 at the item's start; wg9ps (V4 == 9, kPer): wg9's split
+  // loads in persistent CTAs (the next item's Ai / dV^ at the last head's second barrier, the rest at its third,
+  // q / k after the epilogue), the row scalars as wg9p's, the last finish where wg7 has it
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
-  static_assert(V4 != 8 || kPer, "wg9p is persistent");
-  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6;
+  static_assert((V4 != 8 && V4 != 9) || kPer, "wg9p / wg9ps are persistent");
+  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
   // wg9 / wg9d: the last head's finish (warp 0) after the epilogue's stores instead of before its first barrier
-  constexpr bool kLateFin = kSplit && kD9;
-  static_assert(!kSplit || !kPer, "wg7 / wg8d are not persistent");
+  constexpr bool kLateFin = kSplit && kD9 && !kPer;
+  static_assert(!kSplit || !kPer || V4 == 9, "wg7 / wg8d / wg9 / wg9d are not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -99,8 +103,16 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     __syncthreads();
     const WgItem first = pr.nx[0];
     if (first.len <= 0) return;
-    load_head_wg<T, V, V2, V3>(s, p, w, first.r, first.t0, first.len, first.h * (f.HV / f.H), tid);
-    cp_async_commit();
+    if constexpr (kSplit) {  // wg9ps: the three groups a later item finds in flight (Ai / dV^, the rest, q / k)
+      const int j0 = first.h * (f.HV / f.H);
+      load_head_part<T, V, 0>(s, p, w, first.r, first.t0, first.len, j0, tid);
+      cp_async_commit();
+      load_head_part<T, V, 1>(s, p, w, first.r, first.t0, first.len, j0, tid);
+      cp_async_commit();
+    } else {
+      load_head_wg<T, V, V2, V3>(s, p, w, first.r, first.t0, first.len, first.h * (f.HV / f.H), tid);
+      cp_async_commit();
+    }
     load_item_qk<T, V, V2>(s, f, w, first.t0, first.len, first.h, tid);
     cp_async_commit();
   }
@@ -151,7 +163,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           p, w, r, t0, len, h * G + jf, lane);
     };
 
-    if constexpr (kSplit) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
+    if constexpr (kSplit && !kPer) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
       // wg9: the row scalars of heads 0 (threads 0-255) and 1 (256-511, G > 1) in roles of 64 threads
       // (row_scalar_load), their loads issued ahead of the 152 KB of tiles, stored after them
       [[maybe_unused]] RowRaw raw{};
@@ -207,7 +219,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         rs.dA[b][i] = rd.dA;
         rs.bdraw[b][i] = rd.beta;
       }
-      if constexpr (kPer) {  // wg6: head 0 leaves the item's q / k (its last group) in flight, under Y
+      if constexpr (kPer && kSplit) {  // wg9ps: head 0 needs Ai / dV^ of three groups, a later head of two
+        if (jj == 0) cp_async_wait<2>();
+        else cp_async_wait<1>();
+      } else if constexpr (kPer) {  // wg6: head 0 leaves the item's q / k (its last group) in flight, under Y
         if (jj == 0) cp_async_wait<1>();
         else cp_async_wait<0>();
       } else if constexpr (kSplit) {  // wg7: the head's Ai / dV^ only; the rest lands under Y
@@ -293,10 +308,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         cp_async_wait<0>();
         fence_view_async_shared();
         __syncthreads();
-        if (jj + 1 < G) load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
+        if (jj + 1 < G) {
+          load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
+        } else if constexpr (kPer) {  // wg9ps: the next item's head 0 (nx was set before the first barrier)
+          if (nx->len > 0) load_head_part<T, V, 0>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
+        }
         cp_async_commit();
       }
-      if constexpr (kPer) {  // wg6: the item's q / k, read from the row dots of the pair below on
+      if constexpr (kPer && !kSplit) {  // wg6: the item's q / k, read from the row dots of the pair below on
         if (jj == 0) {
           cp_async_wait<0>();
           fence_view_async_shared();
@@ -563,6 +582,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
       } else if (jj + 1 < G) {
         load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
+      } else if constexpr (kPer && kSplit) {  // wg9ps: the rest of the next item's head 0
+        if (nx->len > 0) load_head_part<T, V, 1>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
       } else if constexpr (kPer) {  // wg6: the next item's first head, like a next head
         if (nx->len > 0) load_head_wg<T, V, V2, V3>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
       }
@@ -720,12 +741,15 @@ std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g
 // silent V4.
 std::string chunk_switch() {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
-  const size_t pn = v.rfind("wg6:", 0) == 0 ? 4 : v.rfind("wg9p:", 0) == 0 ? 5 : 0;  // "wg6:N" / "wg9p:N"
+  const size_t pn = v.rfind("wg6:", 0) == 0    ? 4  // "wg6:N" / "wg9p:N" / "wg9ps:N"
+                    : v.rfind("wg9p:", 0) == 0  ? 5
+                    : v.rfind("wg9ps:", 0) == 0 ? 6
+                                                : 0;
   const bool capped = pn > 0 && v.size() > pn && v.find_first_not_of("0123456789", pn) == std::string::npos;
   if (!capped)
     choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v,
-                 {"wg7", "wg8d", "wg9", "wg9d", "wg9p", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
-                 "or wg6:N / wg9p:N (persistent with at most N CTAs); wg8 was removed");
+                 {"wg7", "wg8d", "wg9", "wg9d", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+                 "or wg6:N / wg9p:N / wg9ps:N (persistent with at most N CTAs); wg8 was removed");
   return v;
 }
 
@@ -740,16 +764,19 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   // wg4 (the default unless "wg2" / "wg3" / "wg5" is asked for) and wg3 / wg5: V = 128 only (at V = 64
   // ptxas spills more with them: 184 B of reloads vs V2's 96) and T_total < 2^31 (t0 in 32 bits)
   if constexpr (V == 128) {
-    const bool w9p = mode.rfind("wg9p", 0) == 0;
-    if ((w9p || mode.rfind("wg6", 0) == 0) && p.f.T_total < (int64_t(1) << 31) - kBT) {
-      // wg6 / wg9p: one persistent CTA per SM (1 fits), at most one per item; "wg6:N" / "wg9p:N" cap the count at N
+    const bool w9ps = mode.rfind("wg9ps", 0) == 0, w9p = !w9ps && mode.rfind("wg9p", 0) == 0;
+    if ((w9p || w9ps || mode.rfind("wg6", 0) == 0) && p.f.T_total < (int64_t(1) << 31) - kBT) {
+      // wg6 / wg9p / wg9ps: one persistent CTA per SM (1 fits), at most one per item; ":N" caps the count at N
       int64_t ctas = std::min<int64_t>(current_device_info().sm_count, w.nt_cap * p.f.H);
       const size_t colon = mode.find(':');
       if (colon != std::string::npos)
         ctas = std::min<int64_t>(ctas, std::max(1L, std::strtol(mode.c_str() + colon + 1, nullptr, 10)));
       const dim3 pgrid(static_cast<unsigned>(std::max<int64_t>(ctas, 0)));
       constexpr size_t kPerSmem = wg_smem_bytes<V, true, true>();
-      if (w9p) {
+      if (w9ps) {
+        g_wg9_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 9, true>, pgrid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+      } else if (w9p) {
         g_wg9_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 8, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w);
       } else {
@@ -795,7 +822,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128; now the
-// default); "wg4" = V4; "wg8d" = V8d (opt-in); "wg9" / "wg9d" / "wg9p" = V9 / V9d / V9p (opt-in). Since session
+// default); "wg4" = V4; "wg8d" = V8d (opt-in); "wg9" / "wg9d" / "wg9p" / "wg9ps" = V9 .. V9ps (opt-in). Since session
 // 12 a value that names none of these (the removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
