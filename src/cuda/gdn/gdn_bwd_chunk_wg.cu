@@ -124,7 +124,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     WgItem* const nx = &pr.nx[(item + 1) & 1];
     if constexpr (kPer) {
       it = pr.nx[item & 1];
-      if (tid == 32) *nx = find_item(p, w, it.i + gridDim.x, gridDim.x);
+      // (wg9ps: under head 0's Y instead, so head 0's first barrier does not wait for its index loads; read
+      // first after head 0's second barrier)
+      if (!kSplit && tid == 32) *nx = find_item(p, w, it.i + gridDim.x, gridDim.x);
     }
     const int64_t r = kPer ? it.r : int64_t(blockIdx.x);
     const int h = kPer ? it.h : int(blockIdx.y), G = f.HV / f.H;
@@ -269,6 +271,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           // the previous head's finish (warp 0), under Y and the other warps' Y.v: its partial set is
           // not the one this head writes, its row scalars not the buffer this head's start wrote
           if (jj > 0 && warp == 0) finish_wg7(jj - 1);
+          if constexpr (kPer) {  // wg9ps: the next item (see the item's start)
+            if (jj == 0 && tid == 32) *nx = find_item(p, w, it.i + gridDim.x, gridDim.x);
+          }
           wgmma_wait<0>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
         } else {
