@@ -203,7 +203,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         // whose last reader, the finish of head jj - 2, ran before head jj - 1's second barrier (as in V2).
         // wg9p: an item's heads 0 and 1 at its start (no raw-register split: its tiles went out under the previous
         // item); the previous item's last finish (warp 0) read its buffer before the epilogue's barriers.
-        if (kPer && jj == 0) {
+        // wg9ps: only the first item here; a later item's come from the previous item's end (below)
+        if (kPer && jj == 0 && (!kSplit || item == 0)) {
           const int jh = tid >> 8, role = (tid >> 6) & 3, i = tid & 63;
           if (jh < G) row_scalar_store(rs, p, len, jh, role, i, row_scalar_load(p, w, t0, len, h * G + jh, role, i));
         }
@@ -708,8 +709,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         }
       }
     }
+    // wg9ps: the next item's row scalars (heads 0 and 1), loaded ahead of its q / k, stored after the staged
+    // stores below (the buffers' last reader, this item's last finish, ran before the epilogue's first barrier)
+    [[maybe_unused]] RowRaw nraw{};
+    [[maybe_unused]] const bool nrow = kPer && kSplit && nx->len > 0 && (tid >> 8) < G;
     if constexpr (kPer) {  // wg6: no return (the loop below skips unstaged gradients)
       __syncthreads();  // q / k / rq / rk / red read, the staged tiles written: the next item's q / k
+      if constexpr (kSplit)
+        if (nrow) nraw = row_scalar_load(p, w, nx->t0, nx->len, nx->h * G + (tid >> 8), (tid >> 6) & 3, tid & 63);
       if (nx->len > 0) load_item_qk<T, V, V2>(s, f, w, nx->t0, nx->len, nx->h, tid);
       cp_async_commit();
     } else if constexpr (V3) {
@@ -734,6 +741,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     }
     if constexpr (kLateFin) {
       if (warp == 0) finish_wg7(G - 1);  // wg9: the last head's finish (see above)
+    }
+    if constexpr (kPer && kSplit) {  // wg9ps: read after the next item's first barrier
+      if (nrow) row_scalar_store(rs, p, nx->len, tid >> 8, (tid >> 6) & 3, tid & 63, nraw);
     }
     if constexpr (!kPer) break;
     if (nx->len <= 0) break;  // wg6: no item left for this CTA
