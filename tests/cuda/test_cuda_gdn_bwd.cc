@@ -16,6 +16,10 @@
 // wg7 (wg4 with split head loads) the same, bitwise vs wg4, plus the long GVA varlen case.
 // wg8d (wg7 with each M decay computed once per head for both halves) the same, bitwise vs wg7, also on the
 // long GVA varlen case (wg8, wg8d plus head 0's S / dS' loaded before the index loads, was removed in session 12).
+// wg9 / wg9d (wg7 / wg8d with the row scalars split over 8 warps, head 1's loaded at head 0's start) the same,
+// bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start). wg9p (wg6 with the
+// same row scalars) as wg6's tests, bitwise vs wg4, also capped at 3 / 1 CTAs; wg9ps (wg9 in persistent CTAs) the
+// same, bitwise vs wg7.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -310,6 +314,62 @@ TEST_P(CudaGdnBwd, Wg8dIsDeterministic) {
   variant_deterministic(dt, bt, "wg8d");
 }
 
+// wg9 / wg9d (wg7 / wg8d with each head's row scalars one global round trip deep, over 8 warps, and head 1's
+// loaded at head 0's start; V = 128, V = 64 cases take V2), bitwise vs wg7, also on the long GVA varlen case;
+// at BT 64 the wg9 kernels must have run.
+void wg9_matches(DType dt, int bt, const char* v) {
+  const int64_t before = cuda::gdn_bwd_chunk_wg9_launches();
+  variant_matches(dt, bt, v, "wg7");
+  if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), v, "wg7");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg9_launches() > before, bt == 64) << v << " runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg9MatchesReferenceAndWg7) {
+  const auto [dt, bt] = GetParam();
+  wg9_matches(dt, bt, "wg9");
+}
+
+TEST_P(CudaGdnBwd, Wg9dMatchesReferenceAndWg7) {
+  const auto [dt, bt] = GetParam();
+  wg9_matches(dt, bt, "wg9d");
+}
+
+TEST_P(CudaGdnBwd, Wg9IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  for (const char* v : {"wg9", "wg9d"}) variant_deterministic(dt, bt, v);
+}
+
+// wg9p (wg6 with wg9's row scalars; persistent CTAs walking items with G = 1 / 2 / 3, sentinel rows and short chunks
+// in between when capped), bitwise vs wg4 (as wg6); at BT 64 the kernel must have run.
+TEST_P(CudaGdnBwd, Wg9pMatchesReferenceAndWg4) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg9_launches();
+  for (const char* v : {"wg9p", "wg9p:3"}) variant_matches(dt, bt, v, "wg4");
+  if (!std::getenv("LINATTN_SANITIZED"))
+    for (const char* v : {"wg9p:3", "wg9p:1"}) run_case_chunk_variant(long_case(dt, bt), v, "wg4");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg9_launches() > before, bt == 64) << "wg9p runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg9pIsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg9p:3");
+}
+
+// wg9ps (wg9 in persistent CTAs: split loads for the next item too), bitwise vs wg7, also capped at 3 / 1 CTAs.
+TEST_P(CudaGdnBwd, Wg9psMatchesReferenceAndWg7) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg9_launches();
+  for (const char* v : {"wg9ps", "wg9ps:3"}) variant_matches(dt, bt, v, "wg7");
+  if (!std::getenv("LINATTN_SANITIZED"))
+    for (const char* v : {"wg9ps:3", "wg9ps:1"}) run_case_chunk_variant(long_case(dt, bt), v, "wg7");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg9_launches() > before, bt == 64) << "wg9ps runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg9psIsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg9ps:3");
+}
+
 TEST_P(CudaGdnBwd, SweepWgMatchesReferenceAndMmaSweeps) {
   const auto [dt, bt] = GetParam();
   const auto all = cases(dt, bt);
@@ -458,10 +518,32 @@ TEST(CudaGdnBwdWg8d, GraphSequence) {
   variant_graph_sequence("wg8d");
 }
 
+TEST(CudaGdnBwdWg9, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg9");
+}
+
+TEST(CudaGdnBwdWg9d, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg9d");
+}
+
+TEST(CudaGdnBwdWg9p, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg9p");
+  if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg9p:5");
+}
+
+TEST(CudaGdnBwdWg9ps, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg9ps");
+  if (!std::getenv("LINATTN_SANITIZED")) variant_graph_sequence("wg9ps:5");
+}
+
 // A value that names no chunk kernel (the removed wg8, a typo) is an error naming the variable, the value
 // and the accepted values, never a silent V4 (checked before any device query).
 TEST(CudaGdnBwdChunkSwitch, RemovedOrUnknownSwitchValueIsAnError) {
-  for (const char* v : {"wg8", "wg9", "wg6:x", "wg7d"}) {
+  for (const char* v : {"wg8", "wg10", "wg6:x", "wg9p:", "wg9ps:0x", "wg7d"}) {
     ScopedEnv set(kChunkEnv, v);  // restores an exported value afterwards
     cuda::GdnFwdParams f{};
     try {

@@ -35,6 +35,14 @@
 // in the thread's own R / beta R staging slots (half 1 recomputed them in V7). Same values as V7 bit for
 // bit. ("wg8", V4 = 4: wg8d plus head 0's S / dS' issued before the index loads, was removed in session 12:
 // +1.7% on the H200 at ee5c88b.)
+// V9 / V9d ("wg9" / "wg9d", opt-in; template V4 = 6 / 7): V7 / V8d with each head's row scalars (gam, beta, the
+// finish's gate / beta draws) split over 8 warps by kind (one global round trip per thread where V2's warps
+// 2-3 made four in a row before the head's first barrier), and head 1's computed with head 0's at head 0's
+// start, so head 1's first barrier waits for no global load; head 0's loads go out ahead of its tiles. Same
+// values as V7 bit for bit. V9p ("wg9p", "wg9p:N"; V4 = 8, kPer): V6 (persistent) with the same row scalars,
+// an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit. V9ps ("wg9ps", "wg9ps:N"; V4 = 9,
+// kPer): V9 in persistent CTAs (split loads for the next item too: its Ai / dV^ at the last head's second barrier,
+// the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -63,13 +71,21 @@ template <class T, int V, bool V2, bool V3, int V4 = 0, bool kPer = false>
 __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   static_assert(!V3 || V2, "wg3 extends wg2");
   static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
-  static_assert(!kPer || V4 == 1, "wg6 is wg4 in persistent CTAs");
+  static_assert(!kPer || V4 == 1 || V4 == 8 || V4 == 9, "wg6 / wg9p are wg4, wg9ps wg9, in persistent CTAs");
   // wg7 (V4 == 3): wg4 with each head's tiles in two cp.async groups (split load, see the header)
   // wg8d (V4 == 5): wg7 with each M element's decay computed once per head (under the first M product)
   // for both halves (V4 == 4, wg8, was removed)
+  // wg9 / wg9d (V4 == 6 / 7): wg7 / wg8d with the row scalars split over 8 warps per head (one global round
+  // trip each), heads 0 and 1 both at head 0's start (head 1's start loads nothing); wg9p (V4 == 8, kPer):
+  // wg6 with the same row scalars, an item's heads 0 and 1 at the item's start; wg9ps (V4 == 9, kPer): wg9's split
+  // loads in persistent CTAs (the next item's Ai / dV^ at the last head's second barrier, the rest at its third,
+  // q / k after the epilogue), the row scalars as wg9p's, the last finish where wg7 has it
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
-  constexpr bool kW8 = V4 == 5, kSplit = V4 == 3 || kW8;
-  static_assert(!kSplit || !kPer, "wg7 / wg8d are not persistent");
+  static_assert((V4 != 8 && V4 != 9) || kPer, "wg9p / wg9ps are persistent");
+  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
+  // wg9 / wg9d: the last head's finish (warp 0) after the epilogue's stores instead of before its first barrier
+  constexpr bool kLateFin = kSplit && kD9 && !kPer;
+  static_assert(!kSplit || !kPer || V4 == 9, "wg7 / wg8d / wg9 / wg9d are not persistent");
   using Sm = WgSmem<V>;
   constexpr int CV = V / kWN, NTV = CV / 8, NTK = 4, NTB = 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -87,8 +103,16 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     __syncthreads();
     const WgItem first = pr.nx[0];
     if (first.len <= 0) return;
-    load_head_wg<T, V, V2, V3>(s, p, w, first.r, first.t0, first.len, first.h * (f.HV / f.H), tid);
-    cp_async_commit();
+    if constexpr (kSplit) {  // wg9ps: the three groups a later item finds in flight (Ai / dV^, the rest, q / k)
+      const int j0 = first.h * (f.HV / f.H);
+      load_head_part<T, V, 0>(s, p, w, first.r, first.t0, first.len, j0, tid);
+      cp_async_commit();
+      load_head_part<T, V, 1>(s, p, w, first.r, first.t0, first.len, j0, tid);
+      cp_async_commit();
+    } else {
+      load_head_wg<T, V, V2, V3>(s, p, w, first.r, first.t0, first.len, first.h * (f.HV / f.H), tid);
+      cp_async_commit();
+    }
     load_item_qk<T, V, V2>(s, f, w, first.t0, first.len, first.h, tid);
     cp_async_commit();
   }
@@ -100,7 +124,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     WgItem* const nx = &pr.nx[(item + 1) & 1];
     if constexpr (kPer) {
       it = pr.nx[item & 1];
-      if (tid == 32) *nx = find_item(p, w, it.i + gridDim.x, gridDim.x);
+      // (wg9ps: under head 0's Y instead, so head 0's first barrier does not wait for its index loads; read
+      // first after head 0's second barrier)
+      if (!kSplit && tid == 32) *nx = find_item(p, w, it.i + gridDim.x, gridDim.x);
     }
     const int64_t r = kPer ? it.r : int64_t(blockIdx.x);
     const int h = kPer ? it.h : int(blockIdx.y), G = f.HV / f.H;
@@ -139,12 +165,20 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           p, w, r, t0, len, h * G + jf, lane);
     };
 
-    if constexpr (kSplit) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
+    if constexpr (kSplit && !kPer) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
+      // wg9: the row scalars of heads 0 (threads 0-255) and 1 (256-511, G > 1) in roles of 64 threads
+      // (row_scalar_load), their loads issued ahead of the 152 KB of tiles, stored after them
+      [[maybe_unused]] RowRaw raw{};
+      [[maybe_unused]] const int jh0 = tid >> 8, role0 = (tid >> 6) & 3;
+      if constexpr (kD9)
+        if (jh0 < G) raw = row_scalar_load(p, w, t0, len, h * G + jh0, role0, tid & 63);
       load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
       load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
+      if constexpr (kD9)
+        if (jh0 < G) row_scalar_store(rs, p, len, jh0 & 1, role0, tid & 63, raw);
     } else if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
       load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, h * G, tid);
@@ -163,7 +197,22 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         s.gam[tid] = valid ? w.c.gam[j * w.c.T_cap + t0 + tid] : 0.f;
         s.beta[tid] = valid ? gdn_beta(f, t0 + tid, j) : 0.f;
       }
-      if (V2 && tid >= kBT && tid < 2 * kBT) {
+      if constexpr (kD9) {
+        // wg9: heads 0 and 1 were done before the loop (buffer 1 is read first at head 1's start, so that start
+        // loads nothing). A head jj >= 2 (G > 2) loads its own at its start (threads 0-255), into the buffer
+        // whose last reader, the finish of head jj - 2, ran before head jj - 1's second barrier (as in V2).
+        // wg9p: an item's heads 0 and 1 at its start (no raw-register split: its tiles went out under the previous
+        // item); the previous item's last finish (warp 0) read its buffer before the epilogue's barriers.
+        // wg9ps: only the first item here; a later item's come from the previous item's end (below)
+        if (kPer && jj == 0 && (!kSplit || item == 0)) {
+          const int jh = tid >> 8, role = (tid >> 6) & 3, i = tid & 63;
+          if (jh < G) row_scalar_store(rs, p, len, jh, role, i, row_scalar_load(p, w, t0, len, h * G + jh, role, i));
+        }
+        if (jj >= 2 && tid < kNT / 2) {
+          const int role = tid >> 6, i = tid & 63;
+          row_scalar_store(rs, p, len, jj & 1, role, i, row_scalar_load(p, w, t0, len, j, role, i));
+        }
+      } else if (V2 && tid >= kBT && tid < 2 * kBT) {
         const int i = tid - kBT, b = jj & 1;
         const bool valid = i < len;
         gam[i] = valid ? w.c.gam[j * w.c.T_cap + t0 + i] : 0.f;
@@ -173,7 +222,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         rs.dA[b][i] = rd.dA;
         rs.bdraw[b][i] = rd.beta;
       }
-      if constexpr (kPer) {  // wg6: head 0 leaves the item's q / k (its last group) in flight, under Y
+      if constexpr (kPer && kSplit) {  // wg9ps: head 0 needs Ai / dV^ of three groups, a later head of two
+        if (jj == 0) cp_async_wait<2>();
+        else cp_async_wait<1>();
+      } else if constexpr (kPer) {  // wg6: head 0 leaves the item's q / k (its last group) in flight, under Y
         if (jj == 0) cp_async_wait<1>();
         else cp_async_wait<0>();
       } else if constexpr (kSplit) {  // wg7: the head's Ai / dV^ only; the rest lands under Y
@@ -220,6 +272,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           // the previous head's finish (warp 0), under Y and the other warps' Y.v: its partial set is
           // not the one this head writes, its row scalars not the buffer this head's start wrote
           if (jj > 0 && warp == 0) finish_wg7(jj - 1);
+          if constexpr (kPer) {  // wg9ps: the next item (see the item's start)
+            if (jj == 0 && tid == 32) *nx = find_item(p, w, it.i + gridDim.x, gridDim.x);
+          }
           wgmma_wait<0>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
         } else {
@@ -259,10 +314,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         cp_async_wait<0>();
         fence_view_async_shared();
         __syncthreads();
-        if (jj + 1 < G) load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
+        if (jj + 1 < G) {
+          load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
+        } else if constexpr (kPer) {  // wg9ps: the next item's head 0 (nx was set before the first barrier)
+          if (nx->len > 0) load_head_part<T, V, 0>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
+        }
         cp_async_commit();
       }
-      if constexpr (kPer) {  // wg6: the item's q / k, read from the row dots of the pair below on
+      if constexpr (kPer && !kSplit) {  // wg6: the item's q / k, read from the row dots of the pair below on
         if (jj == 0) {
           cp_async_wait<0>();
           fence_view_async_shared();
@@ -529,6 +588,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
       } else if (jj + 1 < G) {
         load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
+      } else if constexpr (kPer && kSplit) {  // wg9ps: the rest of the next item's head 0
+        if (nx->len > 0) load_head_part<T, V, 1>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
       } else if constexpr (kPer) {  // wg6: the next item's first head, like a next head
         if (nx->len > 0) load_head_wg<T, V, V2, V3>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
       }
@@ -567,10 +628,14 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       }
       // (wg7: only after the last head, for its finish: a next head's first barrier orders this
       // head's partials before that finish, and nothing else this head reads is written before it)
-      if (!kSplit || jj + 1 == G) __syncthreads();
+      // (wg9: not even then: its finish runs after the epilogue's first barrier, and the epilogue's row dots
+      // write the other partial set and read only q / k)
+      if (!kSplit || (jj + 1 == G && !kLateFin)) __syncthreads();
       if constexpr (kSplit) {
-        // the last head's finish; the epilogue below writes the other partial set (no barrier)
-        if (jj + 1 == G && warp == 0) finish_wg7(jj);
+        // the last head's finish; the epilogue below writes the other partial set (no barrier). wg9: at the
+        // kernel's end instead (the epilogue writes none of what it reads: partial set G - 1 & 1, redc / wred of
+        // that set, rq / rk, the row-scalar buffers), so the other warps' epilogue no longer waits for it
+        if (!kLateFin && jj + 1 == G && warp == 0) finish_wg7(jj);
       } else if constexpr (V2) {
         // no barrier after it: the next head's start writes the other row-scalar buffer, and its
         // first barrier (which warp 0 reaches after this) precedes every write of s.red / redc / wred
@@ -644,12 +709,21 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         }
       }
     }
+    // wg9ps: the next item's row scalars (heads 0 and 1), loaded ahead of its q / k, stored after the staged
+    // stores below (the buffers' last reader, this item's last finish, ran before the epilogue's first barrier)
+    [[maybe_unused]] RowRaw nraw{};
+    [[maybe_unused]] const bool nrow = kPer && kSplit && nx->len > 0 && (tid >> 8) < G;
     if constexpr (kPer) {  // wg6: no return (the loop below skips unstaged gradients)
       __syncthreads();  // q / k / rq / rk / red read, the staged tiles written: the next item's q / k
+      if constexpr (kSplit)
+        if (nrow) nraw = row_scalar_load(p, w, nx->t0, nx->len, nx->h * G + (tid >> 8), (tid >> 6) & 3, tid & 63);
       if (nx->len > 0) load_item_qk<T, V, V2>(s, f, w, nx->t0, nx->len, nx->h, tid);
       cp_async_commit();
     } else if constexpr (V3) {
-      if (!dq_staged && !dk_staged) return;
+      if (!dq_staged && !dk_staged) {
+        if (kLateFin && warp == 0) finish_wg7(G - 1);  // wg9: the last head's finish (see above)
+        return;
+      }
       __syncthreads();
     }
     if constexpr (V3) {
@@ -665,22 +739,32 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         *reinterpret_cast<uint4*>(dst) = val;
       }
     }
+    if constexpr (kLateFin) {
+      if (warp == 0) finish_wg7(G - 1);  // wg9: the last head's finish (see above)
+    }
+    if constexpr (kPer && kSplit) {  // wg9ps: read after the next item's first barrier
+      if (nrow) row_scalar_store(rs, p, nx->len, tid >> 8, (tid >> 6) & 3, tid & 63, nraw);
+    }
     if constexpr (!kPer) break;
     if (nx->len <= 0) break;  // wg6: no item left for this CTA
   }
 }
 
-std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0};
+std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0};
 
 // The switch's value, checked: a value that names no chunk kernel (the removed wg8, a typo) is an error, not a
 // silent V4.
 std::string chunk_switch() {
   const std::string v = env_or("LINATTN_CUDA_GDN_BWD_CHUNK", "");
-  const bool wg6n =
-      v.size() > 4 && v.rfind("wg6:", 0) == 0 && v.find_first_not_of("0123456789", 4) == std::string::npos;
-  if (!wg6n)
-    choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v, {"wg7", "wg8d", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
-                 "or wg6:N (wg6 with at most N CTAs); wg8 was removed");
+  const size_t pn = v.rfind("wg6:", 0) == 0    ? 4  // "wg6:N" / "wg9p:N" / "wg9ps:N"
+                    : v.rfind("wg9p:", 0) == 0  ? 5
+                    : v.rfind("wg9ps:", 0) == 0 ? 6
+                                                : 0;
+  const bool capped = pn > 0 && v.size() > pn && v.find_first_not_of("0123456789", pn) == std::string::npos;
+  if (!capped)
+    choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v,
+                 {"wg7", "wg8d", "wg9", "wg9d", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+                 "or wg6:N / wg9p:N / wg9ps:N (persistent with at most N CTAs); wg8 was removed");
   return v;
 }
 
@@ -695,14 +779,25 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   // wg4 (the default unless "wg2" / "wg3" / "wg5" is asked for) and wg3 / wg5: V = 128 only (at V = 64
   // ptxas spills more with them: 184 B of reloads vs V2's 96) and T_total < 2^31 (t0 in 32 bits)
   if constexpr (V == 128) {
-    if (mode.rfind("wg6", 0) == 0 && p.f.T_total < (int64_t(1) << 31) - kBT) {
-      // wg6: one persistent CTA per SM (1 fits), at most one per item; "wg6:N" caps the count at N
+    const bool w9ps = mode.rfind("wg9ps", 0) == 0, w9p = !w9ps && mode.rfind("wg9p", 0) == 0;
+    if ((w9p || w9ps || mode.rfind("wg6", 0) == 0) && p.f.T_total < (int64_t(1) << 31) - kBT) {
+      // wg6 / wg9p / wg9ps: one persistent CTA per SM (1 fits), at most one per item; ":N" caps the count at N
       int64_t ctas = std::min<int64_t>(current_device_info().sm_count, w.nt_cap * p.f.H);
-      if (mode.size() > 4 && mode[3] == ':')
-        ctas = std::min<int64_t>(ctas, std::max(1L, std::strtol(mode.c_str() + 4, nullptr, 10)));
-      g_wg6_launches.fetch_add(1);
-      launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, dim3(static_cast<unsigned>(std::max<int64_t>(ctas, 0))),
-             dim3(kNT), wg_smem_bytes<V, true, true>(), stream, p, w);
+      const size_t colon = mode.find(':');
+      if (colon != std::string::npos)
+        ctas = std::min<int64_t>(ctas, std::max(1L, std::strtol(mode.c_str() + colon + 1, nullptr, 10)));
+      const dim3 pgrid(static_cast<unsigned>(std::max<int64_t>(ctas, 0)));
+      constexpr size_t kPerSmem = wg_smem_bytes<V, true, true>();
+      if (w9ps) {
+        g_wg9_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 9, true>, pgrid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+      } else if (w9p) {
+        g_wg9_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 8, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w);
+      } else {
+        g_wg6_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w);
+      }
       return;
     }
     if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
@@ -711,6 +806,12 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
       } else if (mode == "wg8d") {  // opt-in (gdnbwd10: the decays once per head)
         g_wg8d_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+      } else if (mode == "wg9" || mode == "wg9d") {  // opt-in (gdnbwd11: the row scalars one round trip deep)
+        g_wg9_launches.fetch_add(1);
+        if (mode == "wg9")
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        else
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7" || mode.empty()) {  // wg7 the default since 1ec4943 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -736,8 +837,8 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128; now the
-// default); "wg4" = V4; "wg8d" = V8d (opt-in). Since session 12 a value that names none of these (the
-// removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
+// default); "wg4" = V4; "wg8d" = V8d (opt-in); "wg9" / "wg9d" / "wg9p" / "wg9ps" = V9 .. V9ps (opt-in). Since session
+// 12 a value that names none of these (the removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
@@ -747,6 +848,7 @@ bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
 int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
 int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
 int64_t gdn_bwd_chunk_wg8d_launches() { return g_wg8d_launches.load(); }
+int64_t gdn_bwd_chunk_wg9_launches() { return g_wg9_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

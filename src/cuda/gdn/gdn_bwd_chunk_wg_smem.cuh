@@ -172,6 +172,86 @@ __device__ __forceinline__ void decay_frag(float (&dd)[2][NTB][2], const float* 
   }
 }
 
+// wg9: one part of row i of value head j's row scalars in WgRows buffer b, by role (64 threads each, warp-uniform):
+// 0 gam, 1 beta, 2 the gate draws (gate, dA), 3 the beta draw; one dependent global round trip per thread (the V2
+// head start makes four in a row on warps 2-3). Split in two so the loads can fly while the thread issues its
+// cp.async share: row_scalar_load returns the raw inputs (16-bit inputs as their bits: nothing waits on the loads),
+// row_scalar_store converts them as load_elem and forms the values with the expressions of gdn_beta, gdn_gate_deriv
+// and gdn_beta_draw (gdn_common.cuh / gdn_bwd_common.cuh), so the values are the V2 head start's bit for bit.
+struct RowRaw {
+  uint32_t a;  // role 0: gam's bits; 1 / 3: the beta input's; 2: the gate input's
+  float dtb, alog;  // role 2 with the in-kernel gate: dt_bias[j] (0 without), A_log[j]
+};
+__device__ __forceinline__ uint32_t load_bits(const void* p, ElemType t, int64_t i) {
+  if (t == ElemType::kF16 || t == ElemType::kBF16) return static_cast<const uint16_t*>(p)[i];
+  return static_cast<const uint32_t*>(p)[i];
+}
+__device__ __forceinline__ float bits_elem(uint32_t v, ElemType t) {  // load_elem's conversions
+  switch (t) {
+    case ElemType::kF16: return __half2float(__ushort_as_half(static_cast<unsigned short>(v)));
+    case ElemType::kBF16: return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(v)));
+    default: return __uint_as_float(v);
+  }
+}
+__device__ __forceinline__ RowRaw row_scalar_load(const GdnBwdParams& p, const GdnBwdWs& w, int64_t t0, int len, int j,
+                                                  int role, int i) {
+  const GdnFwdParams& f = p.f;
+  RowRaw r{0u, 0.f, 0.f};
+  if (i >= len) return r;
+  const int64_t e = (t0 + i) * f.HV + j;
+  if (role == 0) {
+    r.a = reinterpret_cast<const uint32_t*>(w.c.gam)[j * w.c.T_cap + t0 + i];
+  } else if (role == 1 || (role == 3 && p.dbeta.p && f.beta_sigmoid)) {
+    r.a = load_bits(f.beta, f.beta_type, e);
+  } else if (role == 2) {
+    r.a = load_bits(f.g, f.g_type, e);
+    if (f.gate_in_kernel) {
+      r.dtb = f.dt_bias ? f.dt_bias[j] : 0.f;
+      r.alog = f.A_log[j];
+    }
+  }
+  return r;
+}
+__device__ __forceinline__ void row_scalar_store(WgRows& rs, const GdnBwdParams& p, int len, int b, int role, int i,
+                                                 const RowRaw& r) {
+  const GdnFwdParams& f = p.f;
+  const bool valid = i < len;
+  if (role == 0) {
+    rs.gam[b][i] = valid ? __uint_as_float(r.a) : 0.f;
+  } else if (role == 1) {
+    float v = bits_elem(r.a, f.beta_type);
+    if (f.beta_sigmoid) {
+      v = 1.f / (1.f + expf(-v));
+      if (f.neg_eigval) v *= 2.f;
+    }
+    rs.beta[b][i] = valid ? v : 0.f;
+  } else if (role == 2) {
+    float draw = 0.f, dA = 0.f;
+    if (valid && !f.gate_in_kernel) {
+      draw = 1.f;
+    } else if (valid) {
+      const float x = bits_elem(r.a, f.g_type) + r.dtb;
+      const float ea = expf(r.alog);
+      const float sp = x > 20.f ? x : log1pf(expf(x));
+      const float sg = x > 20.f ? 1.f : 1.f / (1.f + expf(-x));
+      draw = -ea * sg;
+      dA = -ea * sp;
+    }
+    rs.gate[b][i] = draw;
+    rs.dA[b][i] = dA;
+  } else {
+    float v = 0.f;
+    if (valid && p.dbeta.p) {
+      v = 1.f;
+      if (f.beta_sigmoid) {
+        const float sb = 1.f / (1.f + expf(-bits_elem(r.a, f.beta_type)));
+        v = (f.neg_eigval ? 2.f : 1.f) * sb * (1.f - sb);
+      }
+    }
+    rs.bdraw[b][i] = v;
+  }
+}
+
 // An item's q / k rows and row norms (cp.async, not committed).
 template <class T, int V, bool V2>
 __device__ __forceinline__ void load_item_qk(WgSmem<V>& s, const GdnFwdParams& f, const GdnBwdWs& w, int64_t t0,
