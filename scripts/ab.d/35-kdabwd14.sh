@@ -1,10 +1,12 @@
 # KDA backward chunk kernel chunked14 (LINATTN_CUDA_KDA_BWD=chunked14; opt-in, kda/kda_bwd_chunk14.cu = SPLIT + GC12 +
-# C13 + C14 of kda_bwd_chunk2_kernel.cuh; perf-notes "chunked14"): chunked13 with the split-TF32 lo parts of the
-# off-diagonal / square blocks truncated by the mask ((x - hi) & 0xffffe000, one LOP) instead of cvt.rna (emulated on
-# sm_90: the non-finite test, the add, the select + the mask), ~150 splits per warp and head. Not bitwise chunked13
-# (~2^-21 instead of ~2^-22 per operand): the tests hold it to the fp64 reference's bars and chunked13's, and print
-# both kernels' rel RMS per case. Compiled here, never run on a GPU before this piece.
-# Prediction: chunk kernel -1.5 to -3%, backward 32/32 1x32768 --saved 1 7.76 -> ~7.6-7.68 ms.
+# C13 + C14 of kda_bwd_chunk2_kernel.cuh, pieces in kda_bwd_chunk14_parts.cuh; perf-notes "chunked14"): chunked13 with
+# (1) eg / egl in 8 row steps each through a shared 8-row window (chunked13: 16 + 15 dependent steps per warp);
+# (2) the split-TF32 lo parts of the off-diagonal / square blocks truncated by the mask ((x - hi) & 0xffffe000) instead
+# of cvt.rna (emulated on sm_90), ~150 splits per warp and head; (3) S / dS loaded last as their own cp.async group, Y,
+# Y.v and blk computed while they stream. Not bitwise chunked13 ((1) and (2)): the tests hold it to the fp64
+# reference's bars and chunked13's, and print both kernels' rel RMS per case. Compiled here, never run on a GPU.
+# Prediction: chunk kernel -3 to -6%, backward 32/32 1x32768 --saved 1 7.76 -> ~7.45-7.6 ms, fwd+bwd graph 9.59 ->
+# ~9.3-9.45 ms.
 # This piece (its own clock, 90 s; every step guarded):
 # 1. bench default vs chunked14, bench-cuda-bwd KDA 32/32 1x32768 --iters 5 --saved 1, two rounds interleaved;
 # 2. test_cuda_kda_bwd_chunked's *Chunked14* tests (every case of bf16 BT 64 and fp16 BT 32 against the reference and

@@ -40,8 +40,9 @@ constexpr bool tables_fit() {
 // tiles, the formula pass while they stream; the split-TF32 hi parts without cvt's non-finite test; dq / dk stored in
 // 8-channel pieces.
 // C14 (chunked14, kda_bwd_chunk14_parts.cuh; with C13): eg / egl in 8 row steps each (the rows r0 / r0 + 8 through a
-// shared 8-row window), and the split-TF32 lo parts truncated by the mask instead of cvt.rna (split_tf32_t's LT):
-// not bitwise chunked13.
+// shared 8-row window), the split-TF32 lo parts truncated by the mask instead of cvt.rna (split_tf32_t's LT): not
+// bitwise chunked13; and S / dS loaded last as a cp.async group of their own, Y = Ai^T dV^, Y.v and blk computed while
+// they stream (the same values).
 template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
@@ -87,19 +88,19 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       load_gate_tile13<BT, Tl::NT>(s.a, f, t0, len, j, tid);
       cp_async_commit();
     }
-    // one copy of the tile loads; the first head's stream while the row scales run
-    load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
+    // one copy of the tile loads; the first head's stream while the row scales run (C14: S / dS a group of their own)
+    load_head<T, BT, V, C14>(s, p, w, r, t0, len, j, tid);
     cp_async_commit();
     if (jj == 0) {
-      if (C13 && gtile) cp_async_wait<2>();  // q / k (the gate tile and the head's tiles still in flight)
-      else cp_async_wait<1>();
+      if (C13 && gtile) cp_async_wait<C14 ? 3 : 2>();  // q / k (the gate tile and the head's tiles still in flight)
+      else cp_async_wait<C14 ? 2 : 1>();
       __syncthreads();
       row_scales_r();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
     if constexpr (C13) {  // the formula pass (one copy) on the gate tile while the head's tiles stream
       if (gtile) {
-        cp_async_wait<1>();
+        cp_async_wait<C14 ? 2 : 1>();
         __syncthreads();
       } else {
         stage_gate_loads12<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // chunked12's loads (16-bit / unaligned gates)
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     } else {
       stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
     }
-    cp_async_wait<0>();
+    cp_async_wait<C14 ? 1 : 0>();  // C14: Y, dbeta's Y.v and blk while S / dS stream
     __syncthreads();
 
     float dgam[NTK][4], dbp[2] = {0.f, 0.f}, xh[NTK][4], eg[NTK][4];
@@ -135,6 +136,10 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 #pragma unroll
         for (int u = 0; u < 16; ++u) pr *= 16 * b + u < len ? s.a[16 * b + u][cc] : 1.f;
         s.blk[b][cc] = pr;
+      }
+      if constexpr (C14) {  // S / dS
+        cp_async_wait<0>();
+        __syncthreads();
       }
       {  // <S_d, dS'_d> per key row on every thread: NT / K adjacent lanes per row, interleaved column
          // pairs (conflict-free: row stride 68 words), then a lane-group sum
