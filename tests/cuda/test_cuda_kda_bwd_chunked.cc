@@ -16,7 +16,9 @@
 // *Chunked11* test forces both), at the extreme gates and captured in a graph (the *Chunked7* tests). The opt-in
 // LINATTN_CUDA_KDA_BWD=chunked12 (kdagate) likewise (*Chunked12*: bitwise chunked11, the reference, -1000 / -5, graph),
 // and the opt-in chunked13 (kdabwd13: fp32 gates as a cp.async tile, bf16 gates through chunked12's loads; *Chunked13*:
-// bitwise chunked12, the reference, -1000 / -5, graph).
+// bitwise chunked12, the reference, -1000 / -5, graph). The opt-in chunked14 (kdabwd14: chunked13 with the split-TF32
+// lo parts truncated, not bitwise; *Chunked14*: the reference and chunked13's bars, a "[kdabwd14]" line per case with
+// both kernels' rel RMS against the fp64 reference, -1000 / -5, graph).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -101,10 +103,34 @@ TEST_P(CudaKdaBwdChunked, MatchesReferenceAndTokenPath) {
   for (size_t i = 0; i < all.size(); ++i) run_case(all[i], !sanitized(), i == 0);
 }
 
+// rel RMS against the fp64 reference of the gradients the split-TF32 products feed (valid rows), for a log line.
+std::string rel_rms_line(const ChunkAttnData& d, const ChunkAttnGradTensors& ref, const ChunkAttnGradTensors& got,
+                         DType dt) {
+  const auto rows = [&](const Tensor& t) {
+    return d.cu_seqlens.defined() ? narrow(t.view(), 1, 0, d.valid_tokens) : t.view();
+  };
+  std::string line;
+  char buf[64];
+  const auto one = [&](const char* name, const TensorView& r, const TensorView& g, Qty q) {
+    if (!g.defined() || !r.defined()) return;
+    std::snprintf(buf, sizeof(buf), " %s %.3g", name, compare(r, g, tolerance(dt, q)).rel_rms);
+    line += buf;
+  };
+  one("dq", rows(ref.dq), rows(got.dq), Qty::kDq);
+  one("dk", rows(ref.dk), rows(got.dk), Qty::kDk);
+  one("dg", rows(ref.dg), rows(got.dg), Qty::kDg);
+  one("dbeta", rows(ref.dbeta), rows(got.dbeta), Qty::kDbeta);
+  one("dA_log", ref.dA_log, got.dA_log, Qty::kDA_log);
+  one("ddt_bias", ref.ddt_bias, got.ddt_bias, Qty::kDdt_bias);
+  return line;
+}
+
 // One chunk kernel (`mode`) against another (`base`), both forced, on every case of (dt, bt): the fp64 reference,
 // close to `base` (bitwise too when `bitwise`, printing one "[kdagate] ... ==|!=" line per case), padding,
-// finiteness, dh0; two runs bitwise equal.
-void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwise, const char* tag = "kdagate") {
+// finiteness, dh0; two runs bitwise equal. `report`: a "[tag]" line per case with both kernels' rel RMS against the
+// reference (a variant that is not bitwise: how much of the bars it uses against `base`).
+void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwise, const char* tag = "kdagate",
+                bool report = false) {
   auto all = cases(dt, bt);
   if (sanitized()) all.resize(2);
   for (const Case& c : all) {
@@ -119,7 +145,12 @@ void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwi
     }
     KdaBwdMode mm(mode);
     const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, c.spec.dtype)) << mode << " vs fp64 reference";
+    const ChunkAttnGradTensors ref = ref_backward(d, cot);
+    EXPECT_TRUE(bwd_close(d, ref, got, c.spec.dtype)) << mode << " vs fp64 reference";
+    if (report) {
+      std::printf("[%s] %s %s bt%d rel_rms vs fp64: %s%s | %s%s\n", tag, c.name.c_str(), dtype_name(dt), bt, base,
+                  rel_rms_line(d, ref, b, dt).c_str(), mode, rel_rms_line(d, ref, got, dt).c_str());
+    }
     if (bitwise) {
       const bool same = grads_bitwise(got, b);
       std::printf("[%s] %s %s bt%d: %s %s %s bitwise\n", tag, c.name.c_str(), dtype_name(dt), bt, mode,
@@ -153,6 +184,13 @@ TEST_P(CudaKdaBwdChunked, Chunked12MatchesReferenceAndChunked11) {
 TEST_P(CudaKdaBwdChunked, Chunked13MatchesReferenceAndChunked12) {
   const auto [dt, bt] = GetParam();
   variant_vs(dt, bt, "chunked13", "chunked12", true, "kdabwd13");
+}
+
+// chunked14 (kdabwd14, opt-in): chunked13 with the split-TF32 lo parts truncated by the mask (cvt.rna's emulation
+// dropped): not bitwise; the fp64 reference's bars and chunked13's, a "[kdabwd14]" rel RMS line per case.
+TEST_P(CudaKdaBwdChunked, Chunked14MatchesReferenceAndChunked13) {
+  const auto [dt, bt] = GetParam();
+  variant_vs(dt, bt, "chunked14", "chunked13", false, "kdabwd14", true);
 }
 
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
@@ -212,6 +250,11 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked13AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked13");
   all_gates_at_the_limits();
 }
+TEST(CudaKdaBwdChunkedExtreme, Chunked14AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked14");
+  all_gates_at_the_limits();
+}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -257,7 +300,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -290,6 +333,12 @@ TEST(CudaKdaBwdChunkedGraph, Chunked12ReplayEqualsEagerFixed) {
 TEST(CudaKdaBwdChunkedGraph, Chunked13ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked13");
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
+}
+TEST(CudaKdaBwdChunkedGraph, Chunked14ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked14");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }

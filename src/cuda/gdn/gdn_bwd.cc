@@ -95,11 +95,22 @@ constexpr bool kKdaChunkedDefault = true;
 // LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked13 (the chunked path with its default chunk kernel,
 // since session 13: chunked12 with the gates as a cp.async tile, bitwise chunked12) | chunked12 (chunked11 with its
 // gate work per form) | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) |
-// token, read on every call (plan and workspace query agree). Any other value, the removed chunk kernels
-// chunked2 .. chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch.
-enum KdaBwd { kKdaBwdDefault = -1, kKdaChunked, kKdaChunked11, kKdaChunked7, kKdaChunked12, kKdaChunked13, kKdaToken };
+// chunked14 (opt-in, session 14: chunked13 with cheaper eg / egl and split-TF32 lo parts) | token, read on every
+// call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 .. chunked6, chunked8,
+// chunked9 included (session 10), throws at plan time, before any launch.
+enum KdaBwd {
+  kKdaBwdDefault = -1,
+  kKdaChunked,
+  kKdaChunked11,
+  kKdaChunked7,
+  kKdaChunked12,
+  kKdaChunked13,
+  kKdaToken,
+  kKdaChunked14
+};
 int kda_bwd_mode() {  // the list in KdaBwd's order
-  return env_choice("LINATTN_CUDA_KDA_BWD", {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token"},
+  return env_choice("LINATTN_CUDA_KDA_BWD",
+                    {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14"},
                     kKdaBwdDefault,
                     "the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed (docs/perf-notes.md)");
 }
@@ -222,6 +233,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     if (kernel == kKdaChunked7) launch_kda_bwd_chunk5(p, w, st);
     else if (kernel == kKdaChunked11) launch_kda_bwd_chunk11(p, w, st);
     else if (kernel == kKdaChunked12) launch_kda_bwd_chunk12(p, w, st);
+    else if (kernel == kKdaChunked14) launch_kda_bwd_chunk14(p, w, st);
     else launch_kda_bwd_chunk13(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

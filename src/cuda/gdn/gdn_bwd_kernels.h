@@ -48,6 +48,9 @@ void launch_kda_bwd_chunk12(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream
 // chunked13 (the default since session 13; kda/kda_bwd_chunk13.cu): chunked12 with the gates as a cp.async
 // tile ahead of the head's tiles and a cheaper split-TF32 hi part, bitwise chunked12.
 void launch_kda_bwd_chunk13(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
+// chunked14 (LINATTN_CUDA_KDA_BWD=chunked14, opt-in; kda/kda_bwd_chunk14.cu): chunked13 with the split-TF32 lo parts
+// truncated by the mask and eg / egl in 8 row steps (not bitwise chunked13).
+void launch_kda_bwd_chunk14(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
 

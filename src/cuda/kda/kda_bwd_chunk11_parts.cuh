@@ -21,7 +21,7 @@ namespace linattn::cuda {
 namespace kda_bwd {
 
 // dq2 / rp (rows r0, r0 + 8) += the diagonal block's terms (intra_rows over the block, init = false).
-template <class T, int BT, int V, int NTK, bool TAB, bool FS = false>
+template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false>
 __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s, float (&dq2)[NTK][4],
                                                 float (&rp)[NTK][4], int wm, int ck, int g, int tq,
                                                 const DecayTab& tb) {
@@ -58,7 +58,7 @@ __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s,
 #pragma unroll
   for (int x = 0; x < 4; ++x) {
     const int col = j0 + tq + 4 * (x >> 1);
-    fa[x] = split_tf32_t<FS>((x & 1) ? s.u.in.dL[r1][col] : s.u.in.daqk[r1][col]);
+    fa[x] = split_tf32_t<FS, LT>((x & 1) ? s.u.in.dL[r1][col] : s.u.in.daqk[r1][col]);
   }
   const float rka = s.rk[j0 + tq], rkb = s.rk[j0 + tq + 4];
 #pragma unroll
@@ -66,8 +66,8 @@ __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s,
     const int d = ck + 8 * nt + g;
     float pc = 1.f, e1, e2;
     decay_pair_t<true, TAB>(s.a, tb, j0, d, tq, pc, e1, e2);
-    const Tf32x2 b0 = split_tf32_t<FS>(rka * MmaType<T>::to_float(s.k[j0 + tq][d]) * e1);
-    const Tf32x2 b1 = split_tf32_t<FS>(rkb * MmaType<T>::to_float(s.k[j0 + tq + 4][d]) * e2);
+    const Tf32x2 b0 = split_tf32_t<FS, LT>(rka * MmaType<T>::to_float(s.k[j0 + tq][d]) * e1);
+    const Tf32x2 b1 = split_tf32_t<FS, LT>(rkb * MmaType<T>::to_float(s.k[j0 + tq + 4][d]) * e2);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     mma_3xtf32(acc, fa, b0, b1);
     dq2[nt][2] += e[nt][2] * acc[0];
@@ -114,7 +114,7 @@ __device__ __forceinline__ void horner_cols_step(const KdaChunkSmem<T, BT, V>& s
 // without the multiply. Rows past len carry zero coefficients (daqk = dL = 0, beta = 0, zero q / k rows, a = 0),
 // so the walks need no len. The square: A[m][k] = daqk / dL of row j0 + 8 + k at column j0 + m (m < 8; rows
 // m >= 8 zero), B[k][n] = rq_i q_i E_iR / beta_i rk_i k_i E_iR at i = j0 + 8 + k, channel ck + 8 nt + n.
-template <class T, int BT, int V, int NTK, bool TAB, bool FS = false>
+template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false>
 __device__ __forceinline__ void diag_cols_horner(const KdaChunkSmem<T, BT, V>& s, float (&ca)[NTK][4], int wm,
                                                  int ck, int g, int tq, const DecayTab& tb) {
   const int j0 = 16 * wm, r0 = j0 + g, R = j0 + 7;
@@ -123,10 +123,10 @@ __device__ __forceinline__ void diag_cols_horner(const KdaChunkSmem<T, BT, V>& s
     const int i1 = j0 + 8 + tq, i2 = i1 + 4;
     Tf32x2 fq[4], fl[4];
     fq[1] = fq[3] = fl[1] = fl[3] = Tf32x2{0u, 0u};
-    fq[0] = split_tf32_t<FS>(s.u.in.daqk[i1][r0]);
-    fq[2] = split_tf32_t<FS>(s.u.in.daqk[i2][r0]);
-    fl[0] = split_tf32_t<FS>(s.u.in.dL[i1][r0]);
-    fl[2] = split_tf32_t<FS>(s.u.in.dL[i2][r0]);
+    fq[0] = split_tf32_t<FS, LT>(s.u.in.daqk[i1][r0]);
+    fq[2] = split_tf32_t<FS, LT>(s.u.in.daqk[i2][r0]);
+    fl[0] = split_tf32_t<FS, LT>(s.u.in.dL[i1][r0]);
+    fl[2] = split_tf32_t<FS, LT>(s.u.in.dL[i2][r0]);
     const float sq1 = s.rq[i1], sq2 = s.rq[i2], sk1 = s.beta[i1] * s.rk[i1], sk2 = s.beta[i2] * s.rk[i2];
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
@@ -134,10 +134,10 @@ __device__ __forceinline__ void diag_cols_horner(const KdaChunkSmem<T, BT, V>& s
       float pc = 1.f, e1, e2;
       decay_pair_t<false, TAB>(s.a, tb, j0 + 8, d, tq, pc, e1, e2);
       float acc[4] = {0.f, 0.f, 0.f, 0.f};
-      mma_3xtf32(acc, fq, split_tf32_t<FS>(sq1 * MmaType<T>::to_float(s.q[i1][d]) * e1),
-                 split_tf32_t<FS>(sq2 * MmaType<T>::to_float(s.q[i2][d]) * e2));
-      mma_3xtf32(acc, fl, split_tf32_t<FS>(sk1 * MmaType<T>::to_float(s.k[i1][d]) * e1),
-                 split_tf32_t<FS>(sk2 * MmaType<T>::to_float(s.k[i2][d]) * e2));
+      mma_3xtf32(acc, fq, split_tf32_t<FS, LT>(sq1 * MmaType<T>::to_float(s.q[i1][d]) * e1),
+                 split_tf32_t<FS, LT>(sq2 * MmaType<T>::to_float(s.q[i2][d]) * e2));
+      mma_3xtf32(acc, fl, split_tf32_t<FS, LT>(sk1 * MmaType<T>::to_float(s.k[i1][d]) * e1),
+                 split_tf32_t<FS, LT>(sk2 * MmaType<T>::to_float(s.k[i2][d]) * e2));
       h[nt][0] = acc[0];
       h[nt][1] = acc[1];
       h[nt][2] = h[nt][3] = 0.f;

@@ -16,6 +16,7 @@
 #include "cuda/kda/kda_bwd_chunk11_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk12_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk13_parts.cuh"
+#include "cuda/kda/kda_bwd_chunk14_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -38,7 +39,11 @@ constexpr bool tables_fit() {
 // C13 (chunked13, kda_bwd_chunk13_parts.cuh; with SPLIT and GC12): the gates as a cp.async tile ahead of the head's
 // tiles, the formula pass while they stream; the split-TF32 hi parts without cvt's non-finite test; dq / dk stored in
 // 8-channel pieces.
-template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false>
+// C14 (chunked14, kda_bwd_chunk14_parts.cuh; with C13): eg / egl in 8 row steps each (the rows r0 / r0 + 8 through a
+// shared 8-row window), the split-TF32 lo parts truncated by the mask instead of cvt.rna (split_tf32_t's LT): not
+// bitwise chunked13; and S / dS loaded last as a cp.async group of their own, Y = Ai^T dV^, Y.v and blk computed while
+// they stream (the same values).
+template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = KdaChunk2Smem<T, BT, V>;
   using Tl = KTiling<BT, V>;
@@ -47,6 +52,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   constexpr bool TAB = tables_fit<T, BT, V>();
   static_assert(TAB == (V == 128), "the decay tables fit at V = 128");
   static_assert(!C13 || (SPLIT && GC12), "chunked13 is chunked12's kernel");
+  static_assert(!C14 || C13, "chunked14 is chunked13's kernel");
   using S0 = KdaChunkSmem<T, BT, V>;
   static_assert(offsetof(S0, a) % 16 == 0, "gate tile rows 16-byte aligned (pitch 528 B)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -82,19 +88,19 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       load_gate_tile13<BT, Tl::NT>(s.a, f, t0, len, j, tid);
       cp_async_commit();
     }
-    // one copy of the tile loads; the first head's stream while the row scales run
-    load_head<T, BT, V>(s, p, w, r, t0, len, j, tid);
+    // one copy of the tile loads; the first head's stream while the row scales run (C14: S / dS a group of their own)
+    load_head<T, BT, V, C14>(s, p, w, r, t0, len, j, tid);
     cp_async_commit();
     if (jj == 0) {
-      if (C13 && gtile) cp_async_wait<2>();  // q / k (the gate tile and the head's tiles still in flight)
-      else cp_async_wait<1>();
+      if (C13 && gtile) cp_async_wait<C14 ? 3 : 2>();  // q / k (the gate tile and the head's tiles still in flight)
+      else cp_async_wait<C14 ? 2 : 1>();
       __syncthreads();
       row_scales_r();
     }
     if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
     if constexpr (C13) {  // the formula pass (one copy) on the gate tile while the head's tiles stream
       if (gtile) {
-        cp_async_wait<1>();
+        cp_async_wait<C14 ? 2 : 1>();
         __syncthreads();
       } else {
         stage_gate_loads12<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // chunked12's loads (16-bit / unaligned gates)
@@ -105,7 +111,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     } else {
       stage_decays_r<BT, Tl::NT>(s.a, p, t0, len, j, tid);  // every thread; rows past the end read no gate
     }
-    cp_async_wait<0>();
+    cp_async_wait<C14 ? 1 : 0>();  // C14: Y, dbeta's Y.v and blk while S / dS stream
     __syncthreads();
 
     float dgam[NTK][4], dbp[2] = {0.f, 0.f}, xh[NTK][4], eg[NTK][4];
@@ -131,6 +137,10 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         for (int u = 0; u < 16; ++u) pr *= 16 * b + u < len ? s.a[16 * b + u][cc] : 1.f;
         s.blk[b][cc] = pr;
       }
+      if constexpr (C14) {  // S / dS
+        cp_async_wait<0>();
+        __syncthreads();
+      }
       {  // <S_d, dS'_d> per key row on every thread: NT / K adjacent lanes per row, interleaved column
          // pairs (conflict-free: row stride 68 words), then a lane-group sum
         constexpr int TPR = Tl::NT / kK;
@@ -152,7 +162,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         for (int nt = 0; nt < Tl::NTV; ++nt)
           st_pair(&s.y[r0 + 8 * hf][cv + nt * 8 + 2 * tq], Y[nt][2 * hf], Y[nt][2 * hf + 1]);
     }
-    frag_eg_blk_r<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
+    if constexpr (C14) frag_eg14<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
+    else frag_eg_blk_r<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
     {  // dq_inter = eg (.) scale (dO S^T)
       float t[NTK][4] = {};
       mma_tile_r<T, NTK, V, false, true>(t, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.u.st.S[0][0], Sm::kLdV, ck, lane);
@@ -170,7 +181,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // dk_inter = egl (.) (V^ dS'^T); its column sums of k^ (.) dk_inter feed the last row
       float t[NTK][4] = {}, egl[NTK][4];
       mma_tile_r<T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
-      frag_egl_blk_r<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
+      if constexpr (C14) frag_egl14<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
+      else frag_egl_blk_r<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt) {
         float z[2] = {0.f, 0.f};
@@ -231,8 +243,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
-      offdiag_rows<T, BT, V, NTK, TAB, C13>(s, dq2, rp, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB, C13>(s, dq2, rp, wm, ck, g, tq, tab);
+      offdiag_rows<T, BT, V, NTK, TAB, C13, C14>(s, dq2, rp, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB, C13, C14>(s, dq2, rp, wm, ck, g, tq, tab);
       else intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
@@ -251,8 +263,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // column side: dk^ += dka; dgam -= k^ (.) dka
       float ca[NTK][4];
       // blocks below the diagonal
-      offdiag_cols<T, BT, V, NTK, TAB, C13>(s, ca, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB, C13>(s, ca, wm, ck, g, tq, tab);
+      offdiag_cols<T, BT, V, NTK, TAB, C13, C14>(s, ca, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB, C13, C14>(s, ca, wm, ck, g, tq, tab);
       else intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
       if constexpr (SPLIT) frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // the same values, 16 registers free
 #pragma unroll
@@ -327,31 +339,31 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13>
+template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
 }
 
-template <class T, int BT, bool SPLIT, bool GC12, bool C13>
+template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool SPLIT, bool GC12 = false, bool C13 = false>
+template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13>(p, w, stream)
-       : launch_bt<__half, 64, SPLIT, GC12, C13>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14>(p, w, stream)
+       : launch_bt<__half, 64, SPLIT, GC12, C13, C14>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13>(p, w, stream)
-       : launch_bt<__half, 32, SPLIT, GC12, C13>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14>(p, w, stream)
+       : launch_bt<__half, 32, SPLIT, GC12, C13, C14>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }

@@ -58,9 +58,18 @@ __device__ __forceinline__ Tf32x2 split_tf32(float x) {
 // FS (chunked13): hi by the arithmetic cvt.rna's expansion applies to a finite x ((bits + 0x1000) & mask: round to
 // nearest, ties away) without its non-finite test and select; lo as in split_tf32. Equal to split_tf32 for every
 // finite x; a non-finite x still gives a non-finite lo (NaN: x - hi is NaN), so NaN / Inf still reach the sums.
-template <bool FS>
+// LT (chunked14, with FS): lo = (x - hi) truncated to TF32 by the mask (one LOP) instead of cvt.rna (emulated: the
+// non-finite test, the add, the select): |lo| <= 2^-11 |x| after the rounded hi, so the truncation costs <= 2^-21 |x|
+// (cvt: 2^-22), the order of the dropped lo * lo term. A non-finite x still gives a NaN lo (x - hi: NaN, and a NaN's
+// bits & mask keep an all-ones exponent and a non-zero mantissa), so NaN / Inf still reach the sums.
+template <bool FS, bool LT = false>
 __device__ __forceinline__ Tf32x2 split_tf32_t(float x) {
-  if constexpr (FS) {
+  static_assert(FS || !LT, "LT is FS's split");
+  if constexpr (LT) {
+    constexpr uint32_t kMask = 0xffffe000u;
+    const uint32_t hi = (__float_as_uint(x) + 0x1000u) & kMask;
+    return {hi, __float_as_uint(x - __uint_as_float(hi)) & kMask};
+  } else if constexpr (FS) {
     constexpr uint32_t kMask = 0xffffe000u;
     const uint32_t hi = (__float_as_uint(x) + 0x1000u) & kMask;
     return {hi, to_tf32(x - __uint_as_float(hi)) & kMask};
@@ -139,7 +148,7 @@ __device__ __forceinline__ void decay_pair_t(const float (*a)[kLdF], const Decay
 
 // Row side, blocks left of the diagonal (row block I = wm, columns j < R1 = 16 I): sets
 // dq2 = E_iR (.) sum_j daqk_ij k^_j E_Rj and rp likewise with dL (0 for I = 0).
-template <class T, int BT, int V, int NTK, bool TAB = false, bool FS = false>
+template <class T, int BT, int V, int NTK, bool TAB = false, bool FS = false, bool LT = false>
 __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, float (&dq2)[NTK][4],
                                              float (&rp)[NTK][4], int wm, int ck, int g, int tq,
                                              const DecayTab& tb = DecayTab{}) {
@@ -161,8 +170,8 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int row = r0 + 8 * (x & 1), col = br + tq + 4 * (x >> 1);
-      fq[x] = split_tf32_t<FS>(s.u.in.daqk[row][col]);
-      fl[x] = split_tf32_t<FS>(s.u.in.dL[row][col]);
+      fq[x] = split_tf32_t<FS, LT>(s.u.in.daqk[row][col]);
+      fl[x] = split_tf32_t<FS, LT>(s.u.in.dL[row][col]);
     }
     const float rk1 = s.rk[br + tq], rk2 = s.rk[br + tq + 4];
 #pragma unroll
@@ -170,8 +179,8 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
       const int d = ck + 8 * nt + g;
       float e1, e2;
       decay_pair_t<true, TAB>(s.a, tb, br, d, tq, pc[nt], e1, e2);
-      const Tf32x2 b0 = split_tf32_t<FS>(rk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1);
-      const Tf32x2 b1 = split_tf32_t<FS>(rk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2);
+      const Tf32x2 b0 = split_tf32_t<FS, LT>(rk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1);
+      const Tf32x2 b1 = split_tf32_t<FS, LT>(rk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2);
       mma_3xtf32(dq2[nt], fq, b0, b1);
       mma_3xtf32(rp[nt], fl, b0, b1);
     }
@@ -221,7 +230,7 @@ __device__ __forceinline__ void offdiag_rows(const KdaChunkSmem<T, BT, V>& s, fl
 
 // Column side, blocks below the diagonal (column block J = wm, rows i >= R1 = 16 J + 16, reference
 // R = R1 - 1): sets ca = E_Rj (.) sum_i (daqk_ij q^_i + beta_i dL_ij k^_i) E_iR (0 for the last block).
-template <class T, int BT, int V, int NTK, bool TAB = false, bool FS = false>
+template <class T, int BT, int V, int NTK, bool TAB = false, bool FS = false, bool LT = false>
 __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, float (&ca)[NTK][4], int wm, int ck,
                                              int g, int tq, const DecayTab& tb = DecayTab{}) {
 #pragma unroll
@@ -238,8 +247,8 @@ __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, fl
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int row = br + tq + 4 * (x >> 1), col = r0 + 8 * (x & 1);
-      fq[x] = split_tf32_t<FS>(s.u.in.daqk[row][col]);
-      fl[x] = split_tf32_t<FS>(s.u.in.dL[row][col]);
+      fq[x] = split_tf32_t<FS, LT>(s.u.in.daqk[row][col]);
+      fl[x] = split_tf32_t<FS, LT>(s.u.in.dL[row][col]);
     }
     const float sq1 = s.rq[br + tq], sq2 = s.rq[br + tq + 4];
     const float sk1 = s.beta[br + tq] * s.rk[br + tq], sk2 = s.beta[br + tq + 4] * s.rk[br + tq + 4];
@@ -248,10 +257,10 @@ __device__ __forceinline__ void offdiag_cols(const KdaChunkSmem<T, BT, V>& s, fl
       const int d = ck + 8 * nt + g;
       float e1, e2;
       decay_pair_t<false, TAB>(s.a, tb, br, d, tq, pc[nt], e1, e2);
-      mma_3xtf32(ca[nt], fq, split_tf32_t<FS>(sq1 * MmaType<T>::to_float(s.q[br + tq][d]) * e1),
-                 split_tf32_t<FS>(sq2 * MmaType<T>::to_float(s.q[br + tq + 4][d]) * e2));
-      mma_3xtf32(ca[nt], fl, split_tf32_t<FS>(sk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1),
-                 split_tf32_t<FS>(sk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2));
+      mma_3xtf32(ca[nt], fq, split_tf32_t<FS, LT>(sq1 * MmaType<T>::to_float(s.q[br + tq][d]) * e1),
+                 split_tf32_t<FS, LT>(sq2 * MmaType<T>::to_float(s.q[br + tq + 4][d]) * e2));
+      mma_3xtf32(ca[nt], fl, split_tf32_t<FS, LT>(sk1 * MmaType<T>::to_float(s.k[br + tq][d]) * e1),
+                 split_tf32_t<FS, LT>(sk2 * MmaType<T>::to_float(s.k[br + tq + 4][d]) * e2));
     }
   }
   float ej[NTK][4];  // E_Rj = prod_{j < t < R1} a_t, columns j = r0 (e 0, 1), r0 + 8 (e 2, 3)

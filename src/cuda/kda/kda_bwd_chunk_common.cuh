@@ -62,16 +62,20 @@ __device__ __forceinline__ void load_rows_async_r(T (*dst)[LD], const T* src, in
 }
 
 // A head's tiles: S, dS (K x V), vh, dvh, dO (BT x V), Ai (BT x BT), in rolled loops; d_o through the
-// converting loader only when it is not loadable directly.
-template <class T, int BT, int V>
+// converting loader only when it is not loadable directly. TWO (chunked14): S and dS last, in a cp.async group of
+// their own (committed here after the others; the caller commits S / dS).
+template <class T, int BT, int V, bool TWO = false>
 __device__ __forceinline__ void load_head(KdaChunkSmem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
                                           int64_t r, int64_t t0, int len, int j, int tid) {
   using Sm = KdaChunkSmem<T, BT, V>;
   constexpr int NT = KTiling<BT, V>::NT;
   const GdnFwdParams& f = p.f;
   const int64_t soff = (r * f.HV + j) * int64_t(kK) * V;
-  load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-  load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+  const auto states = [&] {
+    load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
+    load_rows_async_r<T, kK, V, Sm::kLdV, NT>(s.u.st.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+  };
+  if constexpr (!TWO) states();
   const int64_t toff = (j * w.c.T_cap + t0) * V;
   load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
   load_rows_async_r<T, BT, V, Sm::kLdV, NT>(s.y, static_cast<const T*>(w.dvh) + toff, V, len, tid);
@@ -83,6 +87,10 @@ __device__ __forceinline__ void load_head(KdaChunkSmem<T, BT, V>& s, const GdnBw
                                               tid);
   } else {
     load_do_rows<T, BT, V, Sm::kLdV, NT>(s.dO, p, false, t0, len, j, 0, tid);
+  }
+  if constexpr (TWO) {
+    cp_async_commit();
+    states();
   }
 }
 
