@@ -1,6 +1,6 @@
-# prepv9 (session 14, issue 5): GDN prep v9, opt-in LINATTN_CUDA_GDN_PREP=v9 (src/cuda/gdn/gdn_prep_v7.cu,
-# prep_v9_loop; perf-notes "Prep v9"): v8 with value head j + 1's diagonal L / P items and 16x16 solves (role 0)
-# formed while the column chains merge head j (X_aa double-buffered in the merge scratch, the merges' finish in
+# prepv9 (session 14, issue 5): GDN prep v9, opt-in LINATTN_CUDA_GDN_PREP=v9 (src/cuda/gdn/gdn_prep_v9.cu,
+# gdn_prep_v7_body.cuh; perf-notes "Prep v9"): v8 with value head j + 1's diagonal L / P items and 16x16 solves
+# (role 0) formed while the column chains merge head j (X_aa double-buffered in the merge scratch, the merges' finish in
 # place), so the L / P phase's critical path is role 1's off-diagonal items instead of role 0's diagonal items and
 # solves. Same expressions in the same order: bitwise v8. BT 32 runs v8's kernel. Compiled here, never run on a GPU.
 # Prediction (16/64 1x32768): prep 501 -> ~450-470 us (ncu), forward graph ~-30-50 us (1.21 -> ~1.16-1.18 ms);
