@@ -3,8 +3,8 @@
 # (role 0) formed while the column chains merge head j (X_aa double-buffered in the merge scratch, the merges' finish in
 # place), so the L / P phase's critical path is role 1's off-diagonal items instead of role 0's diagonal items and
 # solves. Same expressions in the same order: bitwise v8. BT 32 runs v8's kernel. Compiled here, never run on a GPU.
-# Prediction (16/64 1x32768): prep 501 -> ~450-470 us (ncu), forward graph ~-30-50 us (1.21 -> ~1.16-1.18 ms);
-# 4096x8 ~-3%; 16/32 1x32768 ~-3%.
+# Prediction (16/64 1x32768): prep 501 -> ~450-475 us (ncu), forward graph ~-25-50 us (1.21 -> ~1.16-1.19 ms);
+# 4096x8 ~-2-4%; 16/32 1x32768 (G 2) ~-1-2%.
 # 1. bench default vs v9 interleaved, two rounds (16/64 1x32768, 16/64 4096x8), then 16/32 1x32768 once;
 # 2. test_cuda_gdn_prep's v9 tests (they set the switch themselves: bitwise vs v8 on short varlen shapes with
 #    sentinel rows, GVA 1 / 2 / 4, BT 64 / 32, bf16 / fp16, split v9/s2, tma3 records, P in the fused kernel,
