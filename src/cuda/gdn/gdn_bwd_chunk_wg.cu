@@ -806,13 +806,15 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
       } else if (mode == "wg8d") {  // opt-in (gdnbwd10: the decays once per head)
         g_wg8d_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-      } else if (mode == "wg9" || mode == "wg9d") {  // opt-in (gdnbwd11: the row scalars one round trip deep)
+      } else if (mode == "wg9" || mode == "wg9d" || mode.empty()) {
+        // wg9d the default since session 14 (gdnbwd11: the row scalars one round trip deep, bitwise wg7; H200 A/B at
+        // 5bd3b72, 16/32 1x32768 with the cache: backward 3.29 / 3.27 -> 2.787 / 2.785 ms, wg9 2.84 / 2.83)
         g_wg9_launches.fetch_add(1);
         if (mode == "wg9")
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
         else
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-      } else if (mode == "wg7" || mode.empty()) {  // wg7 the default since 1ec4943 ("wg4" keeps V4)
+      } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else {
@@ -836,8 +838,9 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // backward 7.0% / 6.6% faster at 16/32 1x32768 / 1x8192); "wg5" = V5; unset (until 1ec4943) / "wg4" = V4 at
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
-// at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (opt-in, V = 128; now the
-// default); "wg4" = V4; "wg8d" = V8d (opt-in); "wg9" / "wg9d" / "wg9p" / "wg9ps" = V9 .. V9ps (opt-in). Since session
+// at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (the default until session 14);
+// "wg4" = V4; "wg8d" = V8d (opt-in); "wg9d" = V9d (unset: the default since session 14); "wg9" / "wg9p" / "wg9ps" =
+// V9 / V9p / V9ps (opt-in). Since session
 // 12 a value that names none of these (the removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
