@@ -3,9 +3,6 @@
 // upper-triangle zeros), the V-slices, P in the fused kernel, tma3 records, backward, training cache; 4 CTAs per SM.
 // Prep v8 (LINATTN_CUDA_GDN_PREP=v8, opt-in; gdn_prep_v7.cu, perf-notes "Prep v8"): v7's values on another shared
 // layout, so every check bitwise against v7 (short varlen cases with sentinel rows first), also split (v8/s2 vs v7).
-// Prep v9 (LINATTN_CUDA_GDN_PREP=v9, opt-in; gdn_prep_v7.cu, perf-notes "Prep v9"): v8's values with value head
-// j + 1's diagonal items and solves in head j's merge phase, so every check bitwise against v8 (short varlen cases
-// first, also split v9/s2 vs v8); 4 CTAs per SM at G 1 / 4 / 8.
 // Prep v7 split (LINATTN_CUDA_GDN_PREP_SPLIT=2 / 4 / auto, gdn_prep_v7.cu): every check below against unsplit v7
 // bitwise (o, final state, gradients, training cache, P in the fused kernel, tma3 records), on short varlen shapes
 // first (4 sequences 128 / 96 / 200 / 88 at GVA 2, edge lengths at GVA 4 and 1: sentinel chunk rows at BT 64 and 32),
@@ -140,8 +137,6 @@ const Variant kS4{"v7/s4", "v7", cuda::gdn_prep_split_launches, even_g, true};
 const Variant kSAuto{"v7/sauto", "v7", cuda::gdn_prep_split_launches, even_g, true};
 const Variant kV8{"v8", "v7", cuda::gdn_prep_v8_launches, nullptr, true};
 const Variant kV8S2{"v8/s2", "v7", cuda::gdn_prep_split_launches, even_g, true};
-const Variant kV9{"v9", "v8", cuda::gdn_prep_v9_launches, nullptr, true};
-const Variant kV9S2{"v9/s2", "v8", cuda::gdn_prep_split_launches, even_g, true};
 
 std::vector<FwdCase> cases_for(const Variant& v, DType dt, int bt) {
   std::vector<FwdCase> r = v.short_first ? short_cases(dt, bt) : std::vector<FwdCase>{};
@@ -321,12 +316,12 @@ TEST_P(CudaGdnPrepV6, V7SwitchIsRead) {
   EXPECT_TRUE(cuda::gdn_prep_v7_env());
   EXPECT_TRUE(cuda::gdn_prep_v8_env());
   EXPECT_FALSE(cuda::gdn_prep_v6_env());
-  set_prep("v10");  // names no prep: an error naming the variable and the value, not a silent older prep
+  set_prep("v9");  // names no prep: an error naming the variable and the value, not a silent older prep
   try {
     cuda::gdn_prep_v7_env();
-    ADD_FAILURE() << "LINATTN_CUDA_GDN_PREP=v10 accepted";
+    ADD_FAILURE() << "LINATTN_CUDA_GDN_PREP=v9 accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("LINATTN_CUDA_GDN_PREP=v10"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("LINATTN_CUDA_GDN_PREP=v9"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("expected v8"), std::string::npos) << e.what();
   }
   EXPECT_ANY_THROW(cuda::gdn_prep_v6_env());
@@ -352,32 +347,6 @@ TEST_P(CudaGdnPrepV6, V8SameBitsAsV7) {
 TEST_P(CudaGdnPrepV6, V8SameBitsWithPInTheFusedKernel) { same_bits_p_fused(kV8, dt(), bt()); }
 TEST_P(CudaGdnPrepV6, V8BackwardSameBitsAsV7) { backward_same_bits(kV8, dt(), bt()); }
 TEST_P(CudaGdnPrepV6, V8TrainingCacheSameBitsAsV7) { training_cache_same_bits(kV8, dt(), bt()); }
-
-// ---- prep v9: the same checks against v8 (short varlen cases first) ----
-TEST(CudaGdnPrepV9Occupancy, FourCtasPerSmAtBt64) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
-  for (int G : {1, 4, 8}) EXPECT_EQ(cuda::gdn_prep_v9_ctas_per_sm(G), 4) << "G = " << G;
-}
-TEST_P(CudaGdnPrepV6, V9SwitchIsRead) {
-  set_prep("v9");  // launched through v7's launcher, not v8
-  EXPECT_TRUE(cuda::gdn_prep_v9_env());
-  EXPECT_TRUE(cuda::gdn_prep_v7_env());
-  EXPECT_FALSE(cuda::gdn_prep_v8_env());
-  EXPECT_FALSE(cuda::gdn_prep_v6_env());
-  unsetenv("LINATTN_CUDA_GDN_PREP");
-  EXPECT_FALSE(cuda::gdn_prep_v9_env()) << "v8 stays the default";
-  set_prep("v8");
-  EXPECT_FALSE(cuda::gdn_prep_v9_env());
-  unsetenv("LINATTN_CUDA_GDN_PREP");
-}
-TEST_P(CudaGdnPrepV6, V9MatchesReference) { matches_reference(kV9, dt(), bt()); }
-TEST_P(CudaGdnPrepV6, V9SameBitsAsV8) {
-  same_bits_as_base(kV9, dt(), bt());
-  same_bits_as_base(kV9S2, dt(), bt());
-}
-TEST_P(CudaGdnPrepV6, V9SameBitsWithPInTheFusedKernel) { same_bits_p_fused(kV9, dt(), bt()); }
-TEST_P(CudaGdnPrepV6, V9BackwardSameBitsAsV8) { backward_same_bits(kV9, dt(), bt()); }
-TEST_P(CudaGdnPrepV6, V9TrainingCacheSameBitsAsV8) { training_cache_same_bits(kV9, dt(), bt()); }
 
 // ---- prep v7 split: the same checks against unsplit v7 (short varlen cases first) ----
 TEST(CudaGdnPrepSplit, SwitchAndPick) {
@@ -451,10 +420,6 @@ TEST_P(CudaGdnPrepTma3, V7SameBitsWithTma3Records) { same_bits_tma3(kV7, dt()); 
 TEST_P(CudaGdnPrepTma3, V8SameBitsWithTma3Records) {
   same_bits_tma3(kV8, dt());
   same_bits_tma3(kV8S2, dt());
-}
-TEST_P(CudaGdnPrepTma3, V9SameBitsWithTma3Records) {
-  same_bits_tma3(kV9, dt());
-  same_bits_tma3(kV9S2, dt());
 }
 TEST_P(CudaGdnPrepTma3, SplitSameBitsWithTma3Records) {
   same_bits_tma3(kS2, dt());

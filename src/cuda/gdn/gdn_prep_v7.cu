@@ -1,6 +1,6 @@
-// GDN prep v7 / v8 (v8 the default since session 13, LINATTN_CUDA_GDN_PREP=v7 the previous; gdn_prep_v7.h); the
-// kernel body, kernels and launchers in gdn_prep_v7_body.cuh (shared with prep v9, gdn_prep_v9.cu). Grid, front half
-// (q / k copies, gate scans, row scales, tma3 records, K K^T and Q K^T: prep_front, gdn_prep_parts.cuh) as v6; then per
+// GDN prep v7 / v8 (v8 the default since session 13, LINATTN_CUDA_GDN_PREP=v7 the previous; gdn_prep_v7.h).
+// Grid, front half (q / k
+// copies, gate scans, row scales, tma3 records, K K^T and Q K^T: prep_front, gdn_prep_parts.cuh) as v6; then per
 // value head j one phase of three warp-uniform roles (BT 64: warps 0-1; 2, 3, 6; 4, 5, 7):
 //   diagonal items (row i, its diagonal 16-column segment): head j-1's Ab, then head j's L and P with one decay
 //     2^(gam_i - gam_c) per element, then (warp barrier: the block's rows are the warp's own) the 16x16 diagonal
@@ -24,27 +24,427 @@
 
 #include "core/env.h"
 #include "core/util.h"
-#include "cuda/gdn/gdn_prep_v7_body.cuh"
+#include "cuda/common/device_info.h"
+#include "cuda/common/launch.h"
+#include "cuda/common/pdl.cuh"
+#include "cuda/gdn/gdn_prep_parts.cuh"
 
 namespace linattn::cuda {
 namespace {
 
-std::atomic<int64_t> g_v7_launches{0}, g_v8_launches{0}, g_v9_launches{0}, g_split_launches{0};
+// L, X: the lower 16x16 blocks (a >= b) at index a (a + 1) / 2 + b, rows of 20 floats (the TF32 fragment loads of
+// the merges hit 32 distinct banks, as v6's 68-float rows did), blocks 324 floats apart; kk and qk: v6's packed kk
+// layout (rows of 16 floats, blocks 260 apart: a quarter warp's float4 loads of two rows x four blocks on distinct
+// bank groups).
+// V8 (prep v8): kk / qk rows keep their 16 floats, the 4-float groups of row r XOR-swizzled by (r / 2) % 4, so
+// lp_item's float4 loads (a quarter warp: 8 rows of one block, or rows x segments) hit distinct bank groups (v7: 4-way
+// conflicts on the diagonal items, 16 wavefronts per load instead of 4); gram_products stores pairs (kPairs).
+template <class T, int BT, bool WP, bool V8 = false>
+struct PrepSmemV7 {
+  static constexpr int kNB = BT / 16, kNBlk = kNB * (kNB + 1) / 2, kKkBlk = 16 * 16 + 4, kLs = 20;
+  static constexpr int kBlk = 16 * kLs + 4;  // L / X block stride: a row's segments (b, b + 1) 4 banks apart
+  static constexpr bool kPacked = true, kQkPacked = true;  // gram_products writes the lower blocks only
+  static constexpr bool kV8 = V8, kPairs = V8;
+  static_assert(kPacked && kQkPacked, "the v7 loop reads kk / qk as packed lower blocks");
+  union {
+    struct { T q[BT][kLdK]; T k[BT][kLdK]; } in;  // until the Gram products
+    struct {
+      float L[kNBlk * kBlk];
+      float X[kNBlk * kBlk];
+      alignas(16) float qkb[WP ? kNBlk * kKkBlk : 4];
+    } sv;
+  } u;
+  float tscr[kNB > 1 ? kNB - 1 : 1][16][20];  // per-chain 16x16 scratch of the merges
+  float rq[BT], rk[BT];
+  alignas(16) float kkb[kNBlk * kKkBlk];
+  // followed by gam[G][BT], beta[G][BT] (dynamic)
+  static size_t bytes(int G) { return sizeof(PrepSmemV7) + size_t(G) * BT * 2 * sizeof(float); }
+  static __device__ __forceinline__ int blk(int a, int b) { return a * (a + 1) / 2 + b; }
+  __device__ __forceinline__ float (*Lb(int a, int b))[kLs] {
+    return reinterpret_cast<float (*)[kLs]>(&u.sv.L[blk(a, b) * kBlk]);
+  }
+  __device__ __forceinline__ float (*Xb(int a, int b))[kLs] {
+    return reinterpret_cast<float (*)[kLs]>(&u.sv.X[blk(a, b) * kBlk]);
+  }
+  __device__ __forceinline__ const float (*Xb(int a, int b) const)[kLs] {
+    return reinterpret_cast<const float (*)[kLs]>(&u.sv.X[blk(a, b) * kBlk]);
+  }
+  // V8: kk / qk element (i, c) at the swizzled column (its 4-float group XOR (i / 2) % 4)
+  static __device__ __forceinline__ int pk8(int i, int c) {
+    return blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + ((((c & 15) >> 2) ^ ((i >> 1) & 3)) << 2) + (c & 3);
+  }
+  __device__ __forceinline__ float* kk_at(int i, int c) {
+    if constexpr (V8) return &kkb[pk8(i, c)];
+    return &kkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
+  }
+  __device__ __forceinline__ float* qk_at(int i, int c) {
+    if constexpr (V8) return &u.sv.qkb[pk8(i, c)];
+    return &u.sv.qkb[blk(i >> 4, c >> 4) * kKkBlk + (i & 15) * 16 + (c & 15)];
+  }
+};
+
+// Off-diagonal lower item u (0 <= u < 8 NB (NB - 1)): row block a, segment b < a, row i; row-major inside a block
+// row (consecutive lanes take consecutive segments of a row: fewer 128-byte lines per warp store).
+template <int NB>
+__device__ __forceinline__ void off_item(int u, int& a, int& b, int& i) {
+  a = 1;
+#pragma unroll
+  for (int q = 1; q < NB - 1; ++q)
+    if (u >= 16 * a) u -= 16 * a++;
+  b = u % a;
+  i = 16 * a + u / a;
+}
+
+// Upper (all-zero) 8-column chunk q (0 <= q < 16 NB (NB - 1)) of Ab / P, row-major: row i, first column c.
+template <int NB>
+__device__ __forceinline__ void zero_chunk(int q, int& i, int& c) {
+  int a = 0;
+#pragma unroll
+  for (int t = 0; t < NB - 2; ++t)
+    if (q >= 32 * (NB - 1 - a)) q -= 32 * (NB - 1 - a++);
+  const int nc = 2 * (NB - 1 - a);  // chunks per row of block row a
+  i = 16 * a + q / nc;
+  c = 16 * (a + 1) + 8 * (q % nc);
+}
+
+// Columns c0 + e4 .. + 3 of row i (segment b = c0 / 16 <= i / 16) of value head j: lv[0..4) (L) and pv[e4..e4+4)
+// (P). One decay per element, v6's expressions: P = scale d qk, L = beta_i d kk (d = 0 past len), masks only in the
+// diagonal segment.
+template <bool WP, bool Diag, class Smem>
+__device__ __forceinline__ void lp_group(const GdnFwdParams& p, Smem& s, const float* gam, float gi, float bi,
+                                         bool live, int i, int c0, int e4, float (&lv)[4], float (&pv)[kSeg]) {
+  const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
+  const float4 kk4 = *reinterpret_cast<const float4*>(s.kk_at(i, c0 + e4));
+  float4 qk4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  if constexpr (WP) qk4 = *reinterpret_cast<const float4*>(s.qk_at(i, c0 + e4));
+  const float gv[4] = {g4.x, g4.y, g4.z, g4.w}, kkv[4] = {kk4.x, kk4.y, kk4.z, kk4.w},
+              qkv[4] = {qk4.x, qk4.y, qk4.z, qk4.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int jc = c0 + e4 + e;
+    const float d = exp2f(gi - gv[e]);
+    const float dp = (!Diag || jc <= i) ? d : 0.f;
+    const float dl = live ? dp : 0.f;
+    lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
+    if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
+  }
+}
+
+// Row i, segment b (b <= i / 16) of value head j: L into shared memory (rows >= len: v6's zeros), P stored (rows
+// < len), by lp_group. v7: each group's L stored before the next group's loads (the compiler cannot tell L from kk /
+// qk / gam, so those loads wait behind the store); V8: every load of the item first, then the four L stores.
+template <class T, int BT, bool WP, bool Diag, class Smem>
+__device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, const float* gam,
+                                        const float* beta, int j, int64_t t0, int len, int i, int b) {
+  const float gi = gam[i], bi = beta[i];
+  const bool live = i < len;
+  const int c0 = 16 * b;
+  float* Lr = s.Lb(i >> 4, b)[i & 15];
+  float pv[kSeg];
+  if constexpr (Smem::kV8) {
+    float lv[kSeg / 4][4];
+#pragma unroll
+    for (int e4 = 0; e4 < kSeg; e4 += 4) lp_group<WP, Diag>(p, s, gam, gi, bi, live, i, c0, e4, lv[e4 / 4], pv);
+#pragma unroll
+    for (int e4 = 0; e4 < kSeg; e4 += 4)
+      *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[e4 / 4][0], lv[e4 / 4][1], lv[e4 / 4][2], lv[e4 / 4][3]);
+  } else {  // v7: each group's L stored before the next group's loads (opt-in since session 13; through lp_group
+            // its SASS moved: 8 fewer instructions, other scheduling; the same values)
+#pragma unroll
+    for (int e4 = 0; e4 < kSeg; e4 += 4) {
+      float lv[4];
+      lp_group<WP, Diag>(p, s, gam, gi, bi, live, i, c0, e4, lv, pv);
+      *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[0], lv[1], lv[2], lv[3]);
+    }
+  }
+  if constexpr (WP)
+    if (live) store16<T>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+}
+
+// Row i, segment b <= i / 16 of value head j's Ab = X diag(beta) (and Ai = X) from the packed X.
+template <class T, int BT, class Smem>
+__device__ __forceinline__ void ab_item(const GdnChunkWs& ws, const Smem& s, const float* beta, int j, int64_t t0,
+                                        int len, int i, int b) {
+  if (i >= len) return;
+  const int c0 = 16 * b;
+  const float* xr = s.Xb(i >> 4, b)[i & 15];
+  float av[kSeg];
+#pragma unroll
+  for (int e = 0; e < kSeg; ++e) av[e] = xr[e] * beta[c0 + e];
+  const int64_t off = (j * ws.T_cap + t0 + i) * BT + c0;
+  store16<T>(static_cast<T*>(ws.Ab) + off, av);
+  if (ws.Ai) {  // the backward also needs the unscaled inverse
+#pragma unroll
+    for (int e = 0; e < kSeg; ++e) av[e] = xr[e];
+    store16<T>(static_cast<T*>(ws.Ai) + off, av);
+  }
+}
+
+// The upper 8-column chunk (row i, columns c..c+7) of value head j's Ab (v6: its zeroed upper X times beta), Ai
+// (zeros) and, for head jp (< 0: none), P (zeros: v6 stored scale 0 qk, zeros of either sign).
+template <class T, int BT>
+__device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* beta, int j, int jp, int64_t t0, int len,
+                                          int i, int c) {
+  if (i >= len) return;
+  if (j >= 0) {
+    float av[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) av[e] = 0.f * beta[c + e];
+    const int64_t off = (j * ws.T_cap + t0 + i) * BT + c;
+    store8<T>(static_cast<T*>(ws.Ab) + off, av);
+    if (ws.Ai) *reinterpret_cast<uint4*>(static_cast<T*>(ws.Ai) + off) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  if (jp >= 0) *reinterpret_cast<uint4*>(static_cast<T*>(ws.P) + (jp * ws.T_cap + t0 + i) * BT + c) =
+      make_uint4(0u, 0u, 0u, 0u);
+}
+
+// X_aB = -X_aa acc from the finished sum acc = sum_m L_am X_mB (merge_block_packed's second half).
+template <class Smem>
+__device__ __forceinline__ void merge_finish(Smem& s, float (*tw)[20], const float (&acc)[2][4], int a, int b,
+                                             int lane) {
+  constexpr int LS = Smem::kLs;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    tw[g][8 * nt + 2 * t] = acc[nt][0];
+    tw[g][8 * nt + 2 * t + 1] = acc[nt][1];
+    tw[g + 8][8 * nt + 2 * t] = acc[nt][2];
+    tw[g + 8][8 * nt + 2 * t + 1] = acc[nt][3];
+  }
+  __syncwarp();
+  float res[2][4] = {};
+  mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
+  float (*X)[LS] = s.Xb(a, b);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int c = 8 * nt + 2 * t;
+    X[g][c] = -res[nt][0];
+    X[g][c + 1] = -res[nt][1];
+    X[g + 8][c] = -res[nt][2];
+    X[g + 8][c + 1] = -res[nt][3];
+  }
+}
+
+// X_ab = -X_aa sum_{m = b}^{a-1} L_am X_mb on the packed blocks, one warp: merge_block's products in its order (the
+// shared merge_block over block views changed the address code of every KDA / GDN prep kernel that inverts, so it
+// stays as it is); the finish is v8's merge_finish (session 13: v7 is no longer the default, so its SASS may move;
+// the same products in the same order, bitwise v8 as the prep tests assert).
+template <class Smem>
+__device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int a, int b, int lane) {
+  constexpr int LS = Smem::kLs;
+  float acc[2][4] = {};
+  for (int m = b; m < a; ++m)
+    mma16x16_tf32<LS, LS>(acc, s.Lb(a, m), 0, 0, s.Xb(m, b), 0, 0, lane);
+  merge_finish(s, tw, acc, a, b, lane);
+}
+
+// V8: column chain B with the sums of all its blocks in registers. merge_block_packed finishes X_(B+1)B, then forms
+// X_(B+2)B's whole sum, ...: chain 0 is (NB - 1) NB / 2 + NB - 1 dependent 16x16 products (9 at BT 64), the other
+// chains and warps waiting at the CTA barrier (ncu 13: ~25% of v7's stall samples). Here the products L_aB X_BB of
+// every block first (independent), then per block a its finish and the term L_a'a X_aB of every later block a': each
+// sum gets merge_block_packed's terms in its order (m = B, B + 1, ..: the same bits), 2 (NB - 1 - B) deep (6 at BT 64).
+template <int NB, int B, class Smem>
+__device__ __forceinline__ void merge_column_packed(Smem& s, float (*tw)[20], int lane) {
+  constexpr int LS = Smem::kLs, NA = NB - 1 - B;
+  float acc[NA][2][4] = {};
+#pragma unroll
+  for (int k = 0; k < NA; ++k) mma16x16_tf32<LS, LS>(acc[k], s.Lb(B + 1 + k, B), 0, 0, s.Xb(B, B), 0, 0, lane);
+#pragma unroll
+  for (int k = 0; k < NA; ++k) {
+    merge_finish(s, tw, acc[k], B + 1 + k, B, lane);
+    __syncwarp();  // X_(B+1+k)B visible to the warp's lanes; tw free again
+#pragma unroll
+    for (int k2 = k + 1; k2 < NA; ++k2)
+      mma16x16_tf32<LS, LS>(acc[k2], s.Lb(B + 1 + k2, B + 1 + k), 0, 0, s.Xb(B + 1 + k, B), 0, 0, lane);
+  }
+}
+template <int NB, int B = 0, class Smem>
+__device__ __forceinline__ void merge_column_any(Smem& s, int chain, int lane) {
+  if constexpr (B < NB - 1) {
+    if (chain == B) merge_column_packed<NB, B>(s, s.tscr[B], lane);
+    else merge_column_any<NB, B + 1>(s, chain, lane);
+  }
+}
+
+// SPLIT (LINATTN_CUDA_GDN_PREP_SPLIT, opt-in): grid (chunk rows, H, S); the CTA does the front half as unsplit
+// and the loop below for its G / S value heads hv G' .. (prep_front), same expressions: the unsplit bits.
+// kPdl (LINATTN_CUDA_PDL=1, the unsplit tma3 instances): launched with PDL; waits for the chunk / segment tables
+// (and, for ws, the previous kernels' reads) before anything else.
+// V8 (gdn_prep_v8_kernel): PrepSmemV7's V8 layout and stores, the same values.
+template <class T, int BT, bool WP, bool SC, bool SPLIT, bool kPdl, bool V8>
+__device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, const int32_t* chunk_indices, int nts) {
+  pdl_wait<kPdl>();
+  pdl_launch_dependents<kPdl>();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using Smem = PrepSmemV7<T, BT, WP, V8>;
+  constexpr int NB = Smem::kNB, kOff = 8 * NB * (NB - 1);  // diagonal items: BT; off-diagonal and upper: kOff each
+  static_assert(BT + 2 * kOff <= kThreads, "one item per thread and role");
+  auto& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int G = SPLIT ? p.HV / p.H / static_cast<int>(gridDim.z) : p.HV / p.H;  // this CTA's value heads
+  float* gam_all = reinterpret_cast<float*>(smem_raw + sizeof(Smem));  // [G][BT]
+  float* beta_all = gam_all + G * BT;                                   // [G][BT]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int h = SPLIT ? static_cast<int>(blockIdx.y * gridDim.z + blockIdx.z) : static_cast<int>(blockIdx.y);
+  int64_t t0;
+  int len;
+  if (!prep_front<T, BT, WP, WP, SC, true, SPLIT>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
+
+  // This thread's items by its logical index lt (roles warp-uniform at BT 64): 0: the diagonal segment of row lt;
+  // 1: an off-diagonal lower item (L and P); 2: an off-diagonal lower item (Ab) and two upper 8-column chunks (Ab /
+  // Ai / P zeros). BT 64 spreads the roles and the merge chains over the four schedulers (warp % 4; per value head
+  // ~560 / 210 / 120 instructions per role-0 / 1 / 2 warp, chains ~330 / 220 / 110): role 0 on warps 0, 1, role 1
+  // on 2, 3, 6, role 2 on 4, 5, 7, chains 0 / 1 / 2 on warps 6 / 3 / 7 (v6's order, all on warps 0-2, gave
+  // scheduler 0 ~3x scheduler 3's share).
+  const int lt = BT == 64 ? 32 * ((0x74653210 >> (4 * warp)) & 15) + lane : tid;  // logical warps 0,1,2,3,5,6,4,7
+  const int chain = BT == 64 ? (warp == 6 ? 0 : warp == 3 ? 1 : warp == 7 ? 2 : -1) : (warp < NB - 1 ? warp : -1);
+  int a = 0, b = 0, i = lt, zi[2] = {BT, BT}, zc[2] = {0, 0};
+  const int role = lt < BT ? 0 : lt < BT + kOff ? 1 : lt < BT + 2 * kOff ? 2 : 3;
+  if (role == 0) {
+    a = b = lt >> 4;
+  } else if (role <= 2) {
+    const int u = lt - BT - (role == 2 ? kOff : 0);
+    off_item<NB>(u, a, b, i);
+    if (role == 2)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) zero_chunk<NB>(u + k * kOff, zi[k], zc[k]);
+  }
+  // V8 at BT 64: role 0 writes head j's diagonal Ab rows in head j's merge phase (its warps are no chain there: they
+  // waited at the barrier) instead of at the start of head j + 1's phase, on that phase's critical path (ncu 13: the
+  // barrier after the L / P phase holds ~17% of v7's samples). X_aa is final after the solve; the chains only read it.
+  constexpr bool kAbLate = V8 && BT == 64;
+  for (int jj = 0; jj <= G; ++jj) {
+    const int j = h * G + jj;
+    const float* gam = gam_all + jj * BT;
+    const float* beta = beta_all + jj * BT;
+    if (role == 0) {
+      if constexpr (!kAbLate)
+        if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
+      if (jj == G) break;
+      lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
+      __syncwarp();  // the diagonal block's 16 rows of L are this warp's
+      solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
+    } else if (role == 1) {
+      if (jj == G) break;
+      lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
+    } else if (role == 2) {
+      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+        zero_item<T, BT>(ws, beta - BT, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k]);
+      if (jj == G) break;
+    } else if (jj == G) {
+      break;
+    }
+    __syncthreads();
+    if constexpr (V8) {
+      if (kAbLate && role == 0) ab_item<T, BT>(ws, s, beta, j, t0, len, i, b);
+      if (chain >= 0) merge_column_any<NB>(s, chain, lane);
+    } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
+      for (int aa = chain + 1; aa < NB; ++aa) {
+        merge_block_packed(s, s.tscr[chain], aa, chain, lane);
+        __syncwarp();
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v7_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                                                const int32_t* chunk_indices, int nts) {
+  prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, false>(p, ws, chunk_indices, nts);
+}
+// Prep v8 (opt-in LINATTN_CUDA_GDN_PREP=v8; perf-notes "Prep v8"): v7's body on the V8 layout.
+template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v8_kernel(GdnFwdParams p, GdnChunkWs ws,
+                                                                                const int32_t* chunk_indices, int nts) {
+  prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, true>(p, ws, chunk_indices, nts);
+}
+
+std::atomic<int64_t> g_v7_launches{0}, g_v8_launches{0}, g_split_launches{0};
+
+// Resident CTAs per SM of a kernel at `bytes` of dynamic shared memory (after the carveout / opt-in launch() sets).
+int ctas_per_sm(const void* kernel, size_t bytes) {
+  prefer_max_shared_carveout(kernel);
+  if (bytes > 48 * 1024) ensure_dynamic_smem(kernel, bytes);
+  int n = 0;
+  LINATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, bytes));
+  return n;
+}
+
+// The kernel instance of prep v7 (V8 false) or v8.
+template <bool V8, class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+constexpr auto prep_kernel() {
+  if constexpr (V8) return gdn_prep_v8_kernel<T, BT, WP, SC, SPLIT, kPdl>;
+  else return gdn_prep_v7_kernel<T, BT, WP, SC, SPLIT, kPdl>;
+}
+
+template <class T, int BT, bool WP, bool SC, bool V8>
+void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+                 cudaStream_t stream) {
+  const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
+  const int G = p.HV / p.H;
+  const GdnPrepSplit sw = gdn_prep_split_env();
+  if (sw.value != 1) {  // opt-in: the value heads of a (chunk, q/k head) over S CTAs
+    auto ks = prep_kernel<V8, T, BT, WP, SC, true>();
+    const int S = gdn_prep_split_pick(sw, G, nt_cap * p.H, [&](int s) {
+      static std::atomic<int> occ[9] = {};  // per instance and G / s <= 8: queried once
+      const int gs = G / s;
+      int n = gs <= 8 ? occ[gs].load() : 0;
+      if (n == 0) n = ctas_per_sm(reinterpret_cast<const void*>(ks), PrepSmemV7<T, BT, WP>::bytes(gs));
+      if (gs <= 8) occ[gs].store(n);
+      return n;
+    });
+    if (S > 1) {
+      g_split_launches.fetch_add(1);
+      prefer_max_shared_carveout(reinterpret_cast<const void*>(ks));
+      launch(ks, dim3(static_cast<unsigned>(nt_cap), p.H, S), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G / S),
+             stream, p, ws, ci, nts);
+      return;
+    }
+  }
+  auto kernel = prep_kernel<V8, T, BT, WP, SC>();
+  if constexpr (SC) {
+    if (pdl_enabled()) {
+      auto kp = prep_kernel<V8, T, BT, WP, SC, false, true>();
+      prefer_max_shared_carveout(reinterpret_cast<const void*>(kp));
+      launch_pdl(true, kp, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
+                 stream, p, ws, ci, nts);
+      return;
+    }
+  }
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
+  launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
+         stream, p, ws, ci, nts);
+}
+
+template <class T, int BT, bool V8>
+void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
+                  cudaStream_t stream) {
+  if constexpr (BT == chain_sc::kTok) {
+    if (ws.sc) {
+      ws.P ? launch_v7_t<T, BT, true, true, V8>(p, ws, ci, nt_cap, stream)
+           : launch_v7_t<T, BT, false, true, V8>(p, ws, ci, nt_cap, stream);
+      return;
+    }
+  }
+  ws.P ? launch_v7_t<T, BT, true, false, V8>(p, ws, ci, nt_cap, stream)
+       : launch_v7_t<T, BT, false, false, V8>(p, ws, ci, nt_cap, stream);
+}
 
 }  // namespace
 
 // v8 unless LINATTN_CUDA_GDN_PREP names another prep ("v7", "v6", "v5", "v2"): the default since the H200 A/B at
 // ebf1299 (bitwise v7; 16/64 1x32768 1.248 / 1.258 -> 1.214 / 1.209 ms graph, 4096x8 1.306 -> 1.253 / 1.265, 16/32
 // 1x32768 1.047 -> 1.014); v7 the default since 1ec4943 (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph).
-// "v9" (opt-in, perf-notes "Prep v9"): v8's values with head j + 1's diagonal items and solves in head j's merges.
 std::string gdn_prep_switch() {
   std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
-  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v8", "v7", "v6", "v5", "v2", "v9"}, 0);
+  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v8", "v7", "v6", "v5", "v2"}, 0);
   return v;
 }
-bool gdn_prep_v7_env() {  // v8 and v9 run through launch_gdn_prep_v7 too
+bool gdn_prep_v7_env() {  // v8 runs through launch_gdn_prep_v7 too
   const std::string v = gdn_prep_switch();
-  return v.empty() || v == "v7" || v == "v8" || v == "v9";
+  return v.empty() || v == "v7" || v == "v8";
 }
 bool gdn_prep_v8_env() {  // the default since session 13 (bitwise v7; H200 A/B at ebf1299: 16/64 1x32768 -3.4%)
   const std::string v = gdn_prep_switch();
@@ -52,10 +452,7 @@ bool gdn_prep_v8_env() {  // the default since session 13 (bitwise v7; H200 A/B 
 }
 int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
 int64_t gdn_prep_v8_launches() { return g_v8_launches.load(); }
-bool gdn_prep_v9_env() { return gdn_prep_switch() == "v9"; }
-int64_t gdn_prep_v9_launches() { return g_v9_launches.load(); }
 int64_t gdn_prep_split_launches() { return g_split_launches.load(); }
-void note_gdn_prep_split_launch() { g_split_launches.fetch_add(1); }
 
 int gdn_prep_v7_ctas_per_sm(int G) {  // as launch_v7_t and launch() set the carveout and the opt-in
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>),
@@ -94,17 +491,11 @@ void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32
                         cudaStream_t stream) {
   if (gdn_prep_v8_env()) {
     g_v8_launches.fetch_add(1);
-    launch_v7_bt<T, BT, 8>(p, ws, chunk_indices, nt_cap, stream);
-    return;
-  }
-  if (gdn_prep_v9_env()) {
-    g_v9_launches.fetch_add(1);
-    if constexpr (BT == 64) launch_gdn_prep_v9<T>(p, ws, chunk_indices, nt_cap, stream);  // gdn_prep_v9.cu
-    else launch_v7_bt<T, BT, 8>(p, ws, chunk_indices, nt_cap, stream);  // BT 32: role 0 is chain 0, v8's kernel
+    launch_v7_bt<T, BT, true>(p, ws, chunk_indices, nt_cap, stream);
     return;
   }
   g_v7_launches.fetch_add(1);
-  launch_v7_bt<T, BT, 7>(p, ws, chunk_indices, nt_cap, stream);
+  launch_v7_bt<T, BT, false>(p, ws, chunk_indices, nt_cap, stream);
 }
 template void launch_gdn_prep_v7<__nv_bfloat16, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
                                                     cudaStream_t);

@@ -14,7 +14,7 @@
 
 namespace linattn::cuda {
 
-// LINATTN_CUDA_GDN_PREP, checked: "" (v8), "v8", "v7", "v6", "v5", "v2" or "v9"; any other value is an error naming the
+// LINATTN_CUDA_GDN_PREP, checked: "" (v8), "v8", "v7", "v6", "v5" or "v2"; any other value is an error naming the
 // variable, the value and the accepted ones (no silent fallback to an older prep). gdn_prep_v7_env(): v7 or v8
 // (both launch through launch_gdn_prep_v7); gdn_prep_v8_env(): v8 (the default since session 13; perf-notes "Prep
 // v8": v7's values, bitwise, with fewer shared-memory wavefronts and round trips; split as v7).
@@ -24,12 +24,6 @@ bool gdn_prep_v8_env();
 // Launches of a v7 / v8 instance so far in this process (tests check it ran).
 int64_t gdn_prep_v7_launches();
 int64_t gdn_prep_v8_launches();
-// Prep v9 (opt-in LINATTN_CUDA_GDN_PREP=v9, perf-notes "Prep v9"): v8's values (bitwise) with value head j + 1's
-// diagonal L / P items and solves overlapped with head j's merges (BT 64; BT 32 runs v8's kernel). Launches (any BT)
-// and resident CTAs per SM of the bf16 BT-64 instance (P written) at G value heads per q/k head.
-bool gdn_prep_v9_env();
-int64_t gdn_prep_v9_launches();
-int gdn_prep_v9_ctas_per_sm(int G);
 // Resident CTAs per SM of the bf16 BT-64 v7 / v8 kernel (P written) for G value heads per q/k head.
 int gdn_prep_v7_ctas_per_sm(int G);
 int gdn_prep_v8_ctas_per_sm(int G);
@@ -54,10 +48,6 @@ int gdn_prep_v7_split_ctas_per_sm(int Gs);
 // launch_gdn_prep checks K and dispatches.
 template <class T, int BT>
 void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
-                        cudaStream_t stream);
-// Prep v9 at BT 64 (gdn_prep_v9.cu; launch_gdn_prep_v7 calls it when the switch says v9 and counts the launch).
-template <class T>
-void launch_gdn_prep_v9(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
                         cudaStream_t stream);
 
 }  // namespace linattn::cuda
