@@ -15,8 +15,6 @@
 // the default, its instance must run, and the workspace grows by the records only with the switch.
 // tma3+split (the state update issued as two key halves at the top of the next chunk), tma3+ost (WG1's full output chunks
 // by one TMA store) and tma4 (both): the same bits as v3 and the default (tma3), and their instances must run.
-// tma5 (tma3+fan+ost; fan: both rings' refills fanned over the warps, WG1's early hand-off release) and tma3+fan:
-// likewise; tma6 (tma5+split) too.
 // V-slice 32 of the pipelined kernel (LINATTN_CUDA_WGP_VS=32, where the plan's V-slice is 32): the chain-mode
 // cases against the fp64 reference and against the V-slice 64 kernel on the same inputs (rel RMS: other
 // wgmma shapes, so other fp32 summation orders), under every chain-mode value; its instance must run only
@@ -123,13 +121,9 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
   void set_mode() const { setenv("LINATTN_CUDA_GDN_CHAIN", mode().c_str(), 1); }
   bool tma() const { return mode().find("tma") != std::string::npos; }
   bool tma4() const { return mode().find("tma4") != std::string::npos; }
-  bool tma6() const { return mode().find("tma6") != std::string::npos; }
-  bool fan() const { return mode().find("tma5") != std::string::npos || mode().find("fan") != std::string::npos || tma6(); }
-  bool sc() const { return mode().find("tma3") != std::string::npos || tma4() || fan(); }
-  bool split() const { return tma4() || tma6() || mode().find("split") != std::string::npos; }
-  bool ost() const {
-    return tma4() || tma6() || mode().find("ost") != std::string::npos || mode().find("tma5") != std::string::npos;
-  }
+  bool sc() const { return mode().find("tma3") != std::string::npos || tma4(); }
+  bool split() const { return tma4() || mode().find("split") != std::string::npos; }
+  bool ost() const { return tma4() || mode().find("ost") != std::string::npos; }
   std::vector<Case> chain_cases() const {
     std::vector<Case> r = cases(dt(), 64);
     for (int64_t T : {64, 128, 192, 448}) {  // 1, 2, 3 (every ring stage once), 7 full chunks
@@ -150,8 +144,7 @@ class CudaGdnFwdChain : public ::testing::TestWithParam<std::tuple<DType, std::s
 TEST_P(CudaGdnFwdChain, SwitchIsRead) {
   const bool il = mode().find("il") != std::string::npos, tma2 = mode().find("tma2") != std::string::npos || sc();
   EXPECT_EQ(cuda::gdn_chain_mode_env(),
-            (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0) | (split() ? 16 : 0) | (ost() ? 32 : 0) |
-                (fan() ? 64 : 0));
+            (il ? 1 : 0) | (tma() ? 2 : 0) | (tma2 ? 4 : 0) | (sc() ? 8 : 0) | (split() ? 16 : 0) | (ost() ? 32 : 0));
   setenv("LINATTN_CUDA_GDN_CHAIN", "v3", 1);
   EXPECT_EQ(cuda::gdn_chain_mode_env(), 0);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma+bogus", 1);  // names no mode: an error (see CudaGdnFwdChainSwitch)
@@ -164,7 +157,7 @@ TEST_P(CudaGdnFwdChain, MatchesReference) {
   for (const Case& c : chain_cases()) {
     const int64_t before = cuda::gdn_fused_wg_launches(), tma_before = cuda::gdn_fused_wgp_tma_launches(),
                   sc_before = cuda::gdn_fused_wgp_sc_launches(), sp_before = cuda::gdn_fused_wgp_split_launches(),
-                  os_before = cuda::gdn_fused_wgp_ost_launches(), fan_before = cuda::gdn_fused_wgp_fan_launches();
+                  os_before = cuda::gdn_fused_wgp_ost_launches();
     run_case(c, api::CudaGdnPath::kChunked, 64);
     EXPECT_GT(cuda::gdn_fused_wg_launches(), before) << c.name << ": the pipelined kernel did not run";
     EXPECT_EQ(cuda::gdn_fused_wgp_tma_launches() > tma_before, tma()) << c.name << ": TMA instance ran iff the mode says tma";
@@ -173,8 +166,6 @@ TEST_P(CudaGdnFwdChain, MatchesReference) {
         << c.name << ": the split-update instance ran iff the mode says split / tma4";
     EXPECT_EQ(cuda::gdn_fused_wgp_ost_launches() > os_before, ost())
         << c.name << ": the TMA-store output instance ran iff the mode says ost / tma4";
-    EXPECT_EQ(cuda::gdn_fused_wgp_fan_launches() > fan_before, fan())
-        << c.name << ": the fanned-refill instance ran iff the mode says fan / tma5 / tma6";
   }
 }
 
@@ -203,9 +194,7 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndModes, CudaGdnFwdChain,
                                             ::testing::Values(std::string("tma"), std::string("il"),
                                                               std::string("tma2"), std::string("tma2+il"),
                                                               std::string("tma3"), std::string("tma4"),
-                                                              std::string("tma3+split"), std::string("tma3+ost"),
-                                                              std::string("tma5"), std::string("tma3+fan"),
-                                                              std::string("tma6"))),
+                                                              std::string("tma3+split"), std::string("tma3+ost"))),
                          [](const auto& info) {
                            std::string m = std::get<1>(info.param);
                            for (char& ch : m)
@@ -283,8 +272,6 @@ TEST(CudaGdnFwdChainTma3, WorkspaceGrowsOnlyWithTheSwitch) {
   EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def + (rec + 255) / 256 * 256);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma4", 1);  // the split chain reads the same records
   EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def + (rec + 255) / 256 * 256);
-  setenv("LINATTN_CUDA_GDN_CHAIN", "tma5", 1);  // so does the fanned one
-  EXPECT_EQ(cuda::gdn_fwd_workspace_bytes(p, plan, false), def + (rec + 255) / 256 * 256);
   setenv("LINATTN_CUDA_GDN_CHAIN", "tma3", 1);
   cuda::GdnFwdParams kda = p;
   kda.kda = true;
@@ -307,8 +294,7 @@ TEST(CudaGdnFwdChainSwitch, RemovedPersIsAnError) {
     } catch (const linattn::Error& e) {
       const std::string m = e.what();
       EXPECT_NE(m.find(std::string("LINATTN_CUDA_GDN_CHAIN=") + v), std::string::npos) << m;
-      EXPECT_NE(m.find("expected '+'-joined il, tma, tma2, tma3, tma4, split, ost, tma5, fan or tma6; or v3 alone"),
-                std::string::npos)
+      EXPECT_NE(m.find("expected '+'-joined il, tma, tma2, tma3, tma4, split or ost; or v3 alone"), std::string::npos)
           << m;
     }
   }

@@ -52,9 +52,7 @@ int64_t gdn_fused_wgp_seg_tma_launches();
 // 8 scale records, 16 split update, 32 TMA-store output). "tma3" = tma2 with the per-token scales formed by the prep and
 // loaded with the rings (gdn_chain_scales.cuh; the workspace grows by gdn_chain_scales_floats). With tma3 only (opt-in,
 // same workspace): "split" = the state update issued as two key halves at the top of the next chunk, overlapping the
-// next K S^T; "ost" = WG1's full output chunks stored by one TMA box store; "tma4" = tma3+split+ost; "fan" = both rings'
-// refills fanned over their warpgroup's four warps, WG1 freeing a hand-off buffer once loaded, no top proxy fences
-// (64); "tma5" = tma3+fan+ost; "tma6" = tma5+split.
+// next K S^T; "ost" = WG1's full output chunks stored by one TMA box store; "tma4" = tma3+split+ost.
 int gdn_chain_mode_env();
 // Floats of the tma3 scale records for this forward (0 unless the switch asks for tma3 and the pipelined
 // GDN kernel can take it; independent of the V-slice and the tier-3 fields). gdn_fwd.cc carves them.
@@ -65,7 +63,6 @@ int64_t gdn_fused_wgp_tma_launches();
 int64_t gdn_fused_wgp_sc_launches();
 int64_t gdn_fused_wgp_split_launches();  // of them, those with the split update (tma4, tma3+split)
 int64_t gdn_fused_wgp_ost_launches();    // of them, those with the TMA-store output (tma4, tma3+ost)
-int64_t gdn_fused_wgp_fan_launches();    // of them, those with the fanned refills (tma5, tma6, +fan)
 // The pipelined kernel itself (gdn_fused_wgp.cu; p.kda selects its KDA gate policy) at V-slice vs (64, or
 // 32: gdn_fused_wgp_vs32.cuh); launch_gdn_fused_wg checks eligibility.
 void launch_gdn_fused_wgp(const GdnFwdParams& p, const GdnChunkWs& ws, cudaStream_t stream, int vs = 64);

@@ -102,8 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   seq_bounds(p, n, bos, eos);
   const int nchunks = static_cast<int>((eos - bos + kBT - 1) / kBT);
   if (tid < 128) state_warpgroup<T, false, false, MODE>(s, p, ws, n, bos, eos, nchunks, h, j, v0, t, 0, &maps, mbar);
-  else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0, (MODE & kChainOst) != 0,
-                        (MODE & kChainFan) != 0>(
+  else output_warpgroup<T, false, (MODE & kChainTma1) != 0, (MODE & kChainSc) != 0, (MODE & kChainOst) != 0>(
       s, p, ws, bos, eos, nchunks, h, j, v0, t, &maps.q, &maps.p, mbar + kStages0<false>, n, &maps.o);
 }
 
@@ -222,12 +221,12 @@ int gdn_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws) {
   const bool sc_ok = ws.sc != nullptr && reinterpret_cast<uintptr_t>(ws.sc) % 16 == 0 &&
                      (!p.cu_seqlens || ws.chunk_offsets != nullptr) && (mode & kChainTma) && (mode & kChainTma1);
   if (!sc_ok) mode &= ~kChainSc;
-  if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst | kChainFan);  // instances of tma3 only
+  if (!(mode & kChainSc)) mode &= ~(kChainSplit | kChainOst);  // instances of tma3 only
   if (reinterpret_cast<uintptr_t>(p.o) % 16 != 0) mode &= ~kChainOst;  // the output map's base
   return mode;
 }
 
-std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0}, g_split_launches{0}, g_ost_launches{0}, g_fan_launches{0};
+std::atomic<int64_t> g_tma_launches{0}, g_sc_launches{0}, g_split_launches{0}, g_ost_launches{0};
 
 // The launch's tensor maps: k, v, Ab; q and P too with `wg1` (kChainTma1).
 StateMaps state_maps(const GdnFwdParams& p, const GdnChunkWs& ws, bool wg1) {
@@ -256,24 +255,13 @@ void launch_chain_mode(const GdnFwdParams& p, const GdnChunkWs& ws, int mode, cu
                             uint64_t(p.HV) * p.V, kBT);
   const size_t bytes = sizeof(WgpSmem<T>) + 1024 + (kStages0<false> + kStages1) * sizeof(uint64_t);
   g_tma_launches.fetch_add(1);
-  constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1, kSc = kChainSc, kSp = kChainSplit, kO = kChainOst,
-                kF = kChainFan;
+  constexpr int kT = kChainTma, kI = kChainIl, kT1 = kChainTma1, kSc = kChainSc, kSp = kChainSplit, kO = kChainOst;
   if (mode & kSc) {  // tma3 / tma4 / tma3 with split or ost (il, if also asked for, is not instantiated with them)
     g_sc_launches.fetch_add(1);
     if (mode & kSp) g_split_launches.fetch_add(1);
     if (mode & kO) g_ost_launches.fetch_add(1);
     constexpr int k3 = kT | kT1 | kSc;
-    if (mode & kF) {  // tma5 / tma6 (the kPdl instances: PDL as the default tma3 launch has it)
-      g_fan_launches.fetch_add(1);
-      constexpr int kF3 = k3 | kF;
-      const bool pdl = pdl_enabled();
-      const dim3 blk(kThreads);
-      if ((mode & (kSp | kO)) == (kSp | kO))
-        launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3 | kSp | kO, true>, grid, blk, bytes, stream, p, ws, m);
-      else if (mode & kSp) launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3 | kSp, true>, grid, blk, bytes, stream, p, ws, m);
-      else if (mode & kO) launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3 | kO, true>, grid, blk, bytes, stream, p, ws, m);
-      else launch_pdl(pdl, gdn_fused_wgp_tma_kernel<T, kF3, true>, grid, blk, bytes, stream, p, ws, m);
-    } else if ((mode & (kSp | kO)) == (kSp | kO))
+    if ((mode & (kSp | kO)) == (kSp | kO))
       launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kSp) launch(gdn_fused_wgp_tma_kernel<T, k3 | kSp>, grid, dim3(kThreads), bytes, stream, p, ws, m);
     else if (mode & kO) launch(gdn_fused_wgp_tma_kernel<T, k3 | kO>, grid, dim3(kThreads), bytes, stream, p, ws, m);
@@ -363,8 +351,6 @@ int64_t gdn_fused_wgp_split_launches() { return g_split_launches.load(); }
 
 int64_t gdn_fused_wgp_ost_launches() { return g_ost_launches.load(); }
 
-int64_t gdn_fused_wgp_fan_launches() { return g_fan_launches.load(); }
-
 // The state chain's mode when LINATTN_CUDA_GDN_CHAIN is unset or empty (gdn_fused_wg.h):
 // "tma2" (both warpgroups' rings by TMA, bitwise equal to "v3") since the H200 A/B at 755404e: GDN forward
 // 16/64 1x32768 1.580 -> 1.439 ms graph (tma2+il 1.464, tma+il 1.479), 4096x8 1.647 -> 1.502 and 1x2048
@@ -373,8 +359,7 @@ constexpr const char* kGdnChainDefault = "tma3";  // since the H200 A/B at accc5
 
 // "v3" alone -> 0; else '+'-joined tokens il / tma / tma2 (tma2 = both rings by TMA) / tma3 (tma2 with the prep's
 // scale records) / tma4 (tma3 + split + ost) / split (WG0's update split over the chunk boundary) / ost (WG1's
-// output by TMA box stores) / tma5 (tma3 + fan + ost) / fan (both rings' refills fanned over the warps, WG1's early
-// hand-off release) / tma6 (tma5 + split); split, ost and fan apply with tma3 only. A value naming no mode is an error (session 12),
+// output by TMA box stores; split and ost apply with tma3 only). A value naming no mode is an error (session 12),
 // never a silent default; so is the removed "pers" (the persistent chain CTAs of session 12, +7% on the H200 at
 // ee5c88b).
 int gdn_chain_mode_env() {
@@ -387,16 +372,13 @@ int gdn_chain_mode_env() {
                            kChainTma | kChainTma1 | kChainSc,
                            kChainTma | kChainTma1 | kChainSc | kChainSplit | kChainOst,
                            kChainSplit,
-                           kChainOst,
-                           kChainTma | kChainTma1 | kChainSc | kChainFan | kChainOst,
-                           kChainFan,
-                           kChainTma | kChainTma1 | kChainSc | kChainFan | kChainOst | kChainSplit};
+                           kChainOst};
   const uint64_t named =
-      choice_tokens("LINATTN_CUDA_GDN_CHAIN", v, {"il", "tma", "tma2", "tma3", "tma4", "split", "ost", "tma5", "fan", "tma6"},
+      choice_tokens("LINATTN_CUDA_GDN_CHAIN", v, {"il", "tma", "tma2", "tma3", "tma4", "split", "ost"},
                     "or v3 alone (the cp.async rings); unset or empty: tma3 (the default); pers (the persistent chain "
                     "CTAs) was removed");
   int mode = 0;
-  for (int i = 0; i < 10; ++i)
+  for (int i = 0; i < 7; ++i)
     if (named >> i & 1) mode |= kBits[i];
   return mode;
 }

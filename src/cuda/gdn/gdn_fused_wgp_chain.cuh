@@ -65,25 +65,17 @@ __device__ __forceinline__ void issue_split_update(float (&s_lo)[32], float (&s_
 //   stage once every warp has waited for chunk c - 1's update (warps 1-3 arrive at kBarRefill, warp 0 waits).
 //   Chunk 0 adds a zero V^T diag(w) times the zeroed k tile of stage kSt - 1; the last chunk's update runs after
 //   the loop. Per element the same products in the same order (an N split does not change a column's sum).
-// kChainFan (with tma3's bits, not il; "tma5" = tma3 + fan + ost, "tma6" = tma5 + split): chunk c + 2's refill fanned out
-//   over the four warps (tma_state_fan: a copy or two per warp's lane 0 instead of five on thread 0) and issued in the
-//   Ab X product's wait, after the decay, instead of on warp 0 right after K S^T's issue; no proxy fence at the top of
-//   full chunks (as split). With split, every warp must be past its wait for chunk c - 1's update before any refills
-//   that stage: from chunk 2 on the hand-off's empty barrier (all of WG0 syncs there, after K S^T's issue) orders it,
-//   chunks 0 and 1 sync the four warps at kBarRefill. WG1 (output_warpgroup's FAN) frees the hand-off buffers once it
-//   has loaded them.
 // Same products, same operands, same order: bitwise the MODE 0 chain's values.
 template <class T, bool KDA, bool SEG = false, int MODE = 0, class Smem>
 __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t n, int64_t bos,
                                 int64_t eos, int nchunks, int h, int j, int v0, int t, int wg = 0,
                                 const StateMaps* maps = nullptr, uint64_t* mbar = nullptr) {
   constexpr bool IL = (MODE & kChainIl) != 0, TM = (MODE & kChainTma) != 0, SC = (MODE & kChainSc) != 0;
-  constexpr bool SP = (MODE & kChainSplit) != 0, FN = (MODE & kChainFan) != 0;
+  constexpr bool SP = (MODE & kChainSplit) != 0;
   static_assert(MODE == 0 || (!KDA && (!SEG || MODE == (kChainTma | kChainSc))),
                 "the chain modes are GDN's forward (the state pass: tma3's ring and records only)");
   static_assert(!SC || TM, "the scale records ride on the TMA ring");
   static_assert(!SP || (SC && !IL), "the split chain is an instance of tma3");
-  static_assert(!FN || (SC && !IL && !SEG), "the fanned refill is an instance of tma3");
   using Stage0 = typename Smem::Stage0;
   constexpr int kSt = kStages0<KDA>, kAhead = kSt - 1;  // ring depth, chunks loaded ahead
   Stage0* const ring = s.st0 + wg * kSt;
@@ -171,12 +163,12 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       const int len = chunk_len(bos, eos, c);
       if (len < kBT) {
         zero_tail_rows<T>(st, len, t);  // rows past the chunk end: as cp.async's zero-fill
-        if constexpr (SP || FN) fence_view_async_shared();  // the zeros, for the wgmmas (async proxy)
+        if constexpr (SP) fence_view_async_shared();  // the zeros, for the wgmmas (async proxy)
       }
     }
     // SP: no proxy fence (a MEMBAR.ALL.CTA) on full chunks: the boxes and records arrive by the async proxy and are
     // visible to the mbarrier's waiters; nothing generic is written for a wgmma before this barrier.
-    if constexpr (!SP && !FN) fence_view_async_shared();
+    if constexpr (!SP) fence_view_async_shared();
     named_barrier(bar, 128);  // ... for every thread's copies and scales; all of WG0 is past chunk c-1
 
     uint32_t sf[32];  // S^T as the A operand of K S^T (and, through the hand-off, of Q S^T)
@@ -201,12 +193,8 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
         wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), 1);
       wgmma_commit();
       // Chunk c - 1's stage is refilled below: every warp has waited for its update.
-      if constexpr (FN) {
-        if (c < 2) named_barrier(kBarRefill, 128);  // from chunk 2 on: the empty barrier below (all of WG0 syncs)
-      } else {
-        if (t < 32) named_barrier(kBarRefill, 128);
-        else named_barrier_arrive(kBarRefill, 128);
-      }
+      if (t < 32) named_barrier(kBarRefill, 128);
+      else named_barrier_arrive(kBarRefill, 128);
     } else if constexpr (IL) {  // step kk's 4 packs, then its wgmma (the packs of step kk + 1 run beside it)
 #pragma unroll
       for (int kk = 0; kk < kK / 16; ++kk) {
@@ -227,8 +215,7 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
     }
 
     const int ld_stage = stage == 0 ? kSt - 1 : stage - 1;  // chunk c-1's, whose readers all finished
-    if constexpr (FN) {  // chunk c + 2's refill: below, in Ab X's wait
-    } else if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread (SC: the record by thread 0)
+    if constexpr (TM) {  // chunk c + 2: the boxes by thread 0, the scalars by every thread (SC: the record by thread 0)
       if (c + kAhead < nchunks) {
         const int64_t t0n = bos + int64_t(c + kAhead) * kBT;
         if (t == 0) {
@@ -323,11 +310,6 @@ __device__ void state_warpgroup(Smem& s, const GdnFwdParams& p, const GdnChunkWs
       const float decay = st.decay;
 #pragma unroll
       for (int i = 0; i < 64; ++i) S[i] *= decay;
-    }
-    if constexpr (FN) {  // chunk c + 2 into chunk c - 1's stage (every warp is past its reads: see kChainFan above)
-      if (c + kAhead < nchunks)
-        tma_state_fan<T>(ring[ld_stage], *maps, mbar + ld_stage, ws, bos + int64_t(c + kAhead) * kBT, h, j,
-                         j * p.V + v0, p.HV, r0, rlast, c + kAhead, t);
     }
     wgmma_wait<0>();
     uint32_t vf[16], hf[16];  // V^T, and V^T diag(e^(gam_L - gam) rk) for the state update

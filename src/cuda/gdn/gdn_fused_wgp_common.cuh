@@ -265,27 +265,6 @@ __device__ __forceinline__ void load_output_tma(typename WgpSmem<T>::Stage1& st,
   }
 }
 
-// FAN (chain mode tma5; with SC): load_output_tma<T, true> fanned out over WG1's warps, lane 0 of warp 0 arming
-// the mbarrier and loading q panel 0, of warp 1 q panel 1, of warp 2 P, of warp 3 the qsc record part (c: the
-// chunk, r0 / rlast: the sequence's record rows). See tma_state_fan (gdn_fused_wgp_tma.cuh) for why.
-template <class T>
-__device__ __forceinline__ void load_output_fan(typename WgpSmem<T>::Stage1& st, const GdnChunkWs& ws,
-                                                const CUtensorMap* qm, const CUtensorMap* pm, uint64_t* bar, int64_t t0,
-                                                int h, int j, int HV, int r0, int rlast, int c, int t) {
-  if ((t & 31) != 0) return;
-  const int w = t >> 5;
-  if (w == 0) {
-    mbar_arrive_expect_tx(bar, 3u * kBT * 128u + chain_sc::kBytes1);
-    tma_load_2d(st.q, qm, h * kK, static_cast<int>(t0), bar);
-  } else if (w == 1) {
-    tma_load_2d(st.q + kBT * 128, qm, h * kK + 64, static_cast<int>(t0), bar);
-  } else if (w == 2) {
-    tma_load_2d(st.p, pm, 0, static_cast<int>(j * ws.T_cap + t0), bar);
-  } else {
-    bulk_load_1d(st.qsc, chain_sc::record(ws, HV, j, r0, rlast, c) + chain_sc::kQsc, chain_sc::kBytes1, bar);
-  }
-}
-
 // WG1: the output of chunk c from WG0's S^T / V^T fragments, one chunk behind WG0.
 // TM1 (GDN only): q / P by TMA (load_output_tma; maps qm, pm; mbarriers mbar1[2], one per stage).
 // SC (with TM1; chain mode tma3): qsc from the prep's scale records of sequence n, no cp.async at all.
@@ -294,10 +273,7 @@ __device__ __forceinline__ void load_output_fan(typename WgpSmem<T>::Stage1& st,
 // of map om from thread 0 (no LDS / STG round trip on 128 threads); partial chunks (rows past the end belong to the
 // next sequence) keep the per-thread stores, from the swizzled box. Thread 0 waits for the store's smem reads
 // (bulk_wait_read0) before the next chunk's top barrier and for its completion at the end.
-// FAN (with SC; chain mode tma5): the refill by load_output_fan (every warp a copy), the hand-off buffer released
-// (kBarEmpty) once the fragments are in registers instead of after both products, no proxy fence at the top
-// (nothing generic is written for a wgmma: q / P / qsc come by TMA, the staging is read by LDS or the TMA store).
-template <class T, bool KDA = false, bool TM1 = false, bool SC = false, bool BS = false, bool FAN = false>
+template <class T, bool KDA = false, bool TM1 = false, bool SC = false, bool BS = false>
 __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, const GdnChunkWs& ws, int64_t bos,
                                  int64_t eos, int nchunks, int h, int j, int v0, int t, const CUtensorMap* qm = nullptr,
                                  const CUtensorMap* pm = nullptr, uint64_t* mbar1 = nullptr, int64_t n = 0,
@@ -305,7 +281,6 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
   static_assert(!(TM1 && KDA), "WG1's TMA ring is GDN's");
   static_assert(!SC || TM1, "the scale records ride on the TMA ring");
   static_assert(!BS || SC, "the bulk-copy output is an instance of tma3");
-  static_assert(!FAN || SC, "the fanned refill is an instance of tma3");
   using Stage1 = typename WgpSmem<T, KDA>::Stage1;
   int r0 = 0, rlast = 0;  // SC: the record rows of sequence n
   if constexpr (SC) chain_sc::record_rows(p, ws, n, r0, rlast);
@@ -344,12 +319,10 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     if (BS && t == 0) bulk_wait_read0();  // chunk c-1's box has left the staging (long done: a chunk ago)
     // BS (SC: nothing generic is written for the async proxy before this barrier; q / P / qsc come by TMA and
     // the mbarrier): no proxy fence (a MEMBAR.ALL.CTA behind the previous chunk's stores).
-    if constexpr (!BS && !FAN) fence_view_async_shared();
+    if constexpr (!BS) fence_view_async_shared();
     named_barrier(kBarWg1, 128);  // chunk c's inputs and scales visible; all of WG1 is past chunk c-1
     if (c + 1 < nchunks) {
-      if constexpr (FAN)
-        load_output_fan<T>(s.st1[stage ^ 1], ws, qm, pm, mbar1 + (stage ^ 1), t0 + kBT, h, j, p.HV, r0, rlast, c + 1, t);
-      else if constexpr (TM1)
+      if constexpr (TM1)
         load_output_tma<T, SC>(s.st1[stage ^ 1], p, ws, qm, pm, mbar1 + (stage ^ 1), t0 + kBT, chunk_len(bos, eos, c + 1),
                                h, j, t, SC ? chain_sc::record(ws, p.HV, j, r0, rlast, c + 1) : nullptr);
       else
@@ -369,9 +342,6 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     for (int i = 0; i < 4; ++i) {
       const uint4 u = x.v[i][t];
       vf[4 * i] = u.x, vf[4 * i + 1] = u.y, vf[4 * i + 2] = u.z, vf[4 * i + 3] = u.w;
-    }
-    if constexpr (FAN) {  // the loads above are performed for the barrier's participants (bar.arrive)
-      if (c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (c & 1), 256);  // WG0 may refill this buffer
     }
     wgmma_fence();
 #pragma unroll
@@ -401,7 +371,7 @@ __device__ void output_warpgroup(WgpSmem<T, KDA>& s, const GdnFwdParams& p, cons
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
     wgmma_fence_regs(vf);
-    if (!FAN && c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (c & 1), 256);  // WG0 may refill this buffer
+    if (c + 2 < nchunks) named_barrier_arrive(kBarEmpty + (c & 1), 256);  // WG0 may refill this buffer
 
     // O^T's accumulator as A fragments, stored transposed ([token][v]) by stmatrix.trans.
 #pragma unroll

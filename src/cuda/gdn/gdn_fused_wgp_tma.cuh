@@ -27,12 +27,8 @@ namespace wgp {
 // kChainSplit (with tma3's bits; "tma4") = the state update issued as two key halves at the top of the next chunk,
 // so K S^T's first half starts while the update's second half runs (gdn_fused_wgp.cu's state_warpgroup);
 // kChainOst (with tma3's bits; "tma4" has it too) = WG1's full output chunks leave a swizzled staging box by one
-// TMA tensor store (output_warpgroup's BS, gdn_fused_wgp_common.cuh);
-// kChainFan (with tma3's bits; "tma5" = tma3 + fan + ost, "tma6" = tma5 + split): both rings' refills fanned out over the four warps of their
-// warpgroup (one copy or two per warp's lane 0; WG0's in the Ab X wait), WG1 frees a hand-off buffer as soon as its
-// fragments are in registers, and neither warpgroup fences the async proxy at the top of a full chunk.
-constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8, kChainSplit = 16, kChainOst = 32,
-              kChainFan = 64;
+// TMA tensor store (output_warpgroup's BS, gdn_fused_wgp_common.cuh).
+constexpr int kChainIl = 1, kChainTma = 2, kChainTma1 = 4, kChainSc = 8, kChainSplit = 16, kChainOst = 32;
 // WG0's refill barrier of the split chain (warps 1-3 arrive, warp 0 waits before thread 0 refills a stage).
 constexpr int kBarRefill = 7;
 
@@ -96,30 +92,6 @@ __device__ __forceinline__ void zero_tail_rows(typename WgpSmem<T>::Stage0& st, 
 template <class T>
 __device__ __forceinline__ void tma_state_record(typename WgpSmem<T>::Stage0& st, const float* rec, uint64_t* bar) {
   bulk_load_1d(st.erk, rec, chain_sc::kBytes0, bar);
-}
-
-// kChainFan: tma_state_tiles + tma_state_record of chunk c (record rows r0..rlast of value head j) fanned out over
-// WG0's warps: lane 0 of warp 0 arms the mbarrier (all bytes) and loads k panel 0, of warp 1 k panel 1, of warp 2
-// the v box, of warp 3 Ab and the record. A copy may complete before the arming (the tx-count goes negative for
-// a while); the phase cannot complete before warp 0's arrival. Why: thread 0's five copies cost warp 0 ~440 cycles
-// a step (ncu 678f770) while the other warps waited for it at the next collective wgmma / barrier.
-template <class T>
-__device__ __forceinline__ void tma_state_fan(typename WgpSmem<T>::Stage0& st, const StateMaps& m, uint64_t* bar,
-                                              const GdnChunkWs& ws, int64_t t0, int h, int j, int v0, int HV, int r0,
-                                              int rlast, int c, int t) {
-  if ((t & 31) != 0) return;
-  const int w = t >> 5, row = static_cast<int>(t0);
-  if (w == 0) {
-    mbar_arrive_expect_tx(bar, kTmaStageBytes + chain_sc::kBytes0);
-    tma_load_2d(st.k, &m.k, h * kK, row, bar);
-  } else if (w == 1) {
-    tma_load_2d(st.k + kBT * 128, &m.k, h * kK + 64, row, bar);
-  } else if (w == 2) {
-    tma_load_2d(v_tile<T>(st), &m.v, v0, row, bar);
-  } else {
-    tma_load_2d(st.a, &m.ab, 0, static_cast<int>(j * ws.T_cap + t0), bar);
-    tma_state_record<T>(st, chain_sc::record(ws, HV, j, r0, rlast, c), bar);
-  }
 }
 
 template <class T>
