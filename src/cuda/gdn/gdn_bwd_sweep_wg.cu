@@ -38,8 +38,33 @@ namespace {
 using namespace wgp;
 using namespace sweep_wg;
 
-// Role 1 (WG0): the reverse dS chain; dS^T, dV^T and dv^T to the hand-off buffer, dh0 at the end.
+// wg4 (kPf): chunk cc + 2's role-1 inputs (q / k rows, Ab, P, dO rows, gam / rk / rq) to L2 while step cc's
+// first products run, so the cp.async refill issued at step cc + 1's top (one step ahead: the 2-stage ring
+// leaves no room for more) finds them in L2 instead of paying the DRAM round trip inside step cc + 1.
+// A hint only (prefetch.global.L2, one 128-byte line per instruction, 4 per thread; the bulk form takes a
+// uniform address, i.e. a 32-lane loop per call): the values are wg3's. t0: a full chunk's first token.
+__device__ __forceinline__ void l2_prefetch(const void* src) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src)); }
 template <class T>
+__device__ __forceinline__ void prefetch_rev_inputs(const GdnBwdParams& p, const GdnBwdWs& w, int64_t t0, const Ids& id,
+                                                    int t) {
+  const GdnFwdParams& f = p.f;
+  const int64_t qk = ((t0 + (t >> 1)) * f.H + id.h) * kK + (t & 1) * (kK / 2);  // 64 rows x 256 B: a line each
+  l2_prefetch(static_cast<const T*>(f.q) + qk);
+  l2_prefetch(static_cast<const T*>(f.k) + qk);
+  const int line = t & 63;  // Ab (t < 64) / P: 8 KB each, contiguous
+  l2_prefetch(static_cast<const T*>(t < 64 ? w.c.Ab : w.c.P) + (id.j * w.c.T_cap + t0 + line) * kBT);
+  if (t < 64) {
+    if (w.do_direct) l2_prefetch(static_cast<const T*>(p.d_o) + ((t0 + line) * f.HV + id.j) * int64_t(f.V) + id.v0);
+  } else if (t < 73) {  // gam / rk / rq rows of 256 B from any token: the lines of elements 0, 32, 63
+    const int a = (t - 64) / 3, e = (t - 64) % 3;
+    const float* r = a == 0 ? w.c.gam + id.j * w.c.T_cap : (a == 1 ? w.c.rk : w.c.rq) + id.h * w.c.T_cap;
+    l2_prefetch(r + t0 + (e == 2 ? kBT - 1 : 32 * e));
+  }
+}
+
+// Role 1 (WG0): the reverse dS chain; dS^T, dV^T and dv^T to the hand-off buffer, dh0 at the end.
+// kPf (wg4): prefetch_rev_inputs of chunk cc + 2 after step cc's first commit; otherwise wg3's code.
+template <class T, bool kPf = false>
 __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
   const GdnFwdParams& f = p.f;
   RevStage<T>* const ring = s.ring.r;
@@ -98,6 +123,9 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     for (int kk = 0; kk < kBT / 16; ++kk)
       wgmma_m64k16_rs<T, 128, 1>(dS, dos + 4 * kk, desc_at(dqt0, soff + uint32_t(kk) * 2048u), 1);
     wgmma_commit();
+    if constexpr (kPf) {
+      if (cc + 2 < id.nchunks) prefetch_rev_inputs<T>(p, w, start(cc + 2), id, t);
+    }
     Xch& x = s.x[cc & 1];
     if (cc >= 2) named_barrier(kBarXEmpty + (cc & 1), 256);
 #pragma unroll
@@ -169,21 +197,22 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
-  const XNamed<kMode == 3 ? 0 : kMode> xs;  // 3: wg3 (wg's protocol, WG1's vectorized dv stores)
-  if (tid >= 128) store_warpgroup<T, kMode == 3>(s, p, w, id, role, t, xs, NoProducer{});
-  else if (role) rev_chain<T>(s, p, w, id, t);
+  // 3: wg3 (wg's protocol, WG1's vectorized dv stores); 4: wg4 (wg3 + role 1's L2 prefetch two chunks ahead)
+  const XNamed<kMode >= 3 ? 0 : kMode> xs;
+  if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
+  else if (role) rev_chain<T, kMode == 4>(s, p, w, id, t);
   else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
 }
 
 }  // namespace
 
 namespace {
-std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0};
+std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
-enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepMma };
+enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepMma };
 int sweep_switch() {  // the list in Sweep's order
-  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "mma"}, kSweepAuto,
+  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "mma"}, kSweepAuto,
                     "unset: wg3 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
@@ -200,6 +229,7 @@ bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
 
 int64_t gdn_bwd_sweep_wg_launches() { return g_wg_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg3_launches() { return g_wg3_sweep_launches.load(); }
+int64_t gdn_bwd_sweep_wg4_launches() { return g_wg4_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -220,6 +250,7 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   if (v == kSweepWgr || v == kSweepWgrl) return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == kSweepWgrl);  // _wgr.cu
   if (v == kSweepWg3 || v == kSweepAuto) g_wg3_sweep_launches.fetch_add(1);
   if (v == kSweepWg3 || v == kSweepAuto) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
+  else if (v == kSweepWg4) g_wg4_sweep_launches.fetch_add(1), go(std::integral_constant<int, 4>{});
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

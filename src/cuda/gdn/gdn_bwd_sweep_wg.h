@@ -21,6 +21,9 @@ bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f);
 int64_t gdn_bwd_sweep_wg_launches();
 // Launches of wg3 (the vectorized dv stores) so far in this process.
 int64_t gdn_bwd_sweep_wg3_launches();
+// "wg4" (opt-in, sweep12): wg3 with role 1's inputs of chunk cc + 2 prefetched to L2 under step cc's first
+// products (bitwise wg3's outputs). Launches so far.
+int64_t gdn_bwd_sweep_wg4_launches();
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f);
 // "wgr" / "wgrl" (gdn_bwd_sweep_wgr.cu, opt-in): wg3 with role 1's products reordered (bitwise wg3's
 // outputs); wgrl also issues the next chunk's input ring after the step's first products. Launches so far.
