@@ -11,7 +11,7 @@ namespace linattn::cuda {
 // LINATTN_CUDA_GDN_BWD_SWEEP: "wg" selects the wgmma sweeps ("wglate": the same with the store
 // warpgroup's "empty" arrive after its stores; "wgsync": bar.sync there instead of bar.arrive, a
 // racecheck experiment; "wg3": wg with the store warpgroup's dv stores vectorized, same values, the
-// default of the wgmma sweeps), "wgr" / "wgrl" (see below), "mma" the mma.sync kernel. Any other value is an error naming the
+// default of the wgmma sweeps), "wgr" / "wgrl" / "wg4" (see below), "mma" the mma.sync kernel. Any other value is an error naming the
 // variable, the value and the accepted values (the slower wg2 / wg3p / wg3pf were removed in session 12).
 // Unset: the wgmma sweeps (wg3) when the sequences average >= kWgMinTokens tokens (T_total / N; capacity
 // in graph mode), else mma.sync; "mma" forces mma.sync.
