@@ -32,40 +32,20 @@
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_bwd_sweep_wg.cuh"
 #include "cuda/gdn/gdn_bwd_sweep_wg.h"
+#include "cuda/gdn/gdn_bwd_sweep_wg_ring.cuh"
+#include "cuda/common/tma.h"
 
 namespace linattn::cuda {
 namespace {
 using namespace wgp;
 using namespace sweep_wg;
 
-// wg4 (kPf): chunk cc + 2's role-1 inputs (q / k rows, Ab, P, dO rows, gam / rk / rq) to L2 while step cc's
-// first products run, so the cp.async refill issued at step cc + 1's top (one step ahead: the 2-stage ring
-// leaves no room for more) finds them in L2 instead of paying the DRAM round trip inside step cc + 1.
-// A hint only (prefetch.global.L2, one 128-byte line per instruction, 4 per thread; the bulk form takes a
-// uniform address, i.e. a 32-lane loop per call): the values are wg3's. t0: a full chunk's first token.
-__device__ __forceinline__ void l2_prefetch(const void* src) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src)); }
-template <class T>
-__device__ __forceinline__ void prefetch_rev_inputs(const GdnBwdParams& p, const GdnBwdWs& w, int64_t t0, const Ids& id,
-                                                    int t) {
-  const GdnFwdParams& f = p.f;
-  const int64_t qk = ((t0 + (t >> 1)) * f.H + id.h) * kK + (t & 1) * (kK / 2);  // 64 rows x 256 B: a line each
-  l2_prefetch(static_cast<const T*>(f.q) + qk);
-  l2_prefetch(static_cast<const T*>(f.k) + qk);
-  const int line = t & 63;  // Ab (t < 64) / P: 8 KB each, contiguous
-  l2_prefetch(static_cast<const T*>(t < 64 ? w.c.Ab : w.c.P) + (id.j * w.c.T_cap + t0 + line) * kBT);
-  if (t < 64) {
-    if (w.do_direct) l2_prefetch(static_cast<const T*>(p.d_o) + ((t0 + line) * f.HV + id.j) * int64_t(f.V) + id.v0);
-  } else if (t < 73) {  // gam / rk / rq rows of 256 B from any token: the lines of elements 0, 32, 63
-    const int a = (t - 64) / 3, e = (t - 64) % 3;
-    const float* r = a == 0 ? w.c.gam + id.j * w.c.T_cap : (a == 1 ? w.c.rk : w.c.rq) + id.h * w.c.T_cap;
-    l2_prefetch(r + t0 + (e == 2 ? kBT - 1 : 32 * e));
-  }
-}
-
 // Role 1 (WG0): the reverse dS chain; dS^T, dV^T and dv^T to the hand-off buffer, dh0 at the end.
-// kPf (wg4): prefetch_rev_inputs of chunk cc + 2 after step cc's first commit; otherwise wg3's code.
-template <class T, bool kPf = false>
-__device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
+// kPf (wg4, wg5p): prefetch_rev_inputs of chunk cc + 2 after step cc's first commit; kTma (wg5, wg5p): chunks
+// cc + 1 >= 1 take q / k / Ab / P by TMA (tma_rev_tiles, maps) on in_full[stage]; otherwise wg3's code.
+template <class T, bool kPf = false, bool kTma = false>
+__device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
+                          const RevMaps* maps = nullptr) {
   const GdnFwdParams& f = p.f;
   RevStage<T>* const ring = s.ring.r;
   float dS[64];
@@ -82,6 +62,13 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
   float acc[32], acc2[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = acc2[i] = 0.f;
+  if constexpr (kTma) {  // ordered before the first refill by the chain barrier at cc = 0
+    if (t == 0) {
+      mbar_init(&s.bar.in_full[0], 1);
+      mbar_init(&s.bar.in_full[1], 1);
+      fence_barrier_init();
+    }
+  }
   for (int cc = 0; cc < id.nchunks; ++cc) {
     const int stage = cc & 1;
     RevStage<T>& st = ring[stage];
@@ -89,8 +76,18 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     cp_async_wait<0>();
     fence_view_async_shared();
     named_barrier(kBarChain, 128);
-    if (cc + 1 < id.nchunks) load_rev_inputs<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);  // full chunk
+    if (cc + 1 < id.nchunks) {  // a full chunk
+      if constexpr (kTma) {
+        tma_rev_tiles<T>(ring[stage ^ 1], *maps, &s.bar.in_full[stage ^ 1], w, start(cc + 1), id, t);
+        load_rev_rest<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);
+      } else {
+        load_rev_inputs<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);
+      }
+    }
     cp_async_commit();
+    if constexpr (kTma) {  // the stage's TMA fill u = (cc - 1) / 2 (stage 1: chunks 1, 3, ..; stage 0: 2, 4, ..)
+      if (cc >= 1) mbar_wait(&s.bar.in_full[stage], uint32_t(((cc - 1) >> 1) & 1));
+    }
     uint32_t sf[32];  // dS^T leaving this chunk: A of dS^T K^T, and hdS
     acc_to_frag<T, 64>(sf, dS);
     uint32_t dof[16];
@@ -181,8 +178,9 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
   }
 }
 
+// kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf).
 template <class T, int kMode>
-__global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+__device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   SweepWgSmem<T>& s = *reinterpret_cast<SweepWgSmem<T>*>(base);
@@ -197,22 +195,34 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
-  // 3: wg3 (wg's protocol, WG1's vectorized dv stores); 4: wg4 (wg3 + role 1's L2 prefetch two chunks ahead)
+  // >= 3: wg's protocol, WG1's vectorized dv stores (wg3); 4-6 change role 1's ring only
   const XNamed<kMode >= 3 ? 0 : kMode> xs;
   if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
-  else if (role) rev_chain<T, kMode == 4>(s, p, w, id, t);
+  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5>(s, p, w, id, t, maps);
   else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
+}
+
+template <class T, int kMode>
+__global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+  sweep_body<T, kMode>(p, w, nullptr);
+}
+
+template <class T, int kMode>  // wg5 / wg5p
+__global__ void __launch_bounds__(256, 1)
+    gdn_bwd_sweep_wg_tma_kernel(GdnBwdParams p, GdnBwdWs w, const __grid_constant__ RevMaps maps) {
+  sweep_body<T, kMode>(p, w, &maps);
 }
 
 }  // namespace
 
 namespace {
-std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0};
+std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
-enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepMma };
+enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepWg5, kSweepWg5p,
+            kSweepMma };
 int sweep_switch() {  // the list in Sweep's order
-  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "mma"}, kSweepAuto,
+  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma"}, kSweepAuto,
                     "unset: wg3 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
@@ -230,6 +240,7 @@ bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
 int64_t gdn_bwd_sweep_wg_launches() { return g_wg_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg3_launches() { return g_wg3_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg4_launches() { return g_wg4_sweep_launches.load(); }
+int64_t gdn_bwd_sweep_wg5_launches() { return g_wg5_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -246,11 +257,27 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
     bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, kMode>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
+  auto go_tma = [&](bool pf) {  // wg5 / wg5p: role 1's q / k / Ab / P by TMA (maps built per call)
+    RevMaps m;
+    m.q = make_tma_2d_sw128(p.f.q, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
+    m.k = make_tma_2d_sw128(p.f.k, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
+    m.ab = make_tma_2d_sw128(w.c.Ab, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
+    m.p = make_tma_2d_sw128(w.c.P, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
+    const dim3 b(256);
+    if (bf) {
+      auto k = pf ? gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 6> : gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 5>;
+      launch(k, grid, b, smem_bytes<__nv_bfloat16>(), stream, p, w, m);
+    } else {
+      auto k = pf ? gdn_bwd_sweep_wg_tma_kernel<__half, 6> : gdn_bwd_sweep_wg_tma_kernel<__half, 5>;
+      launch(k, grid, b, smem_bytes<__half>(), stream, p, w, m);
+    }
+  };
   g_wg_sweep_launches.fetch_add(1);
   if (v == kSweepWgr || v == kSweepWgrl) return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == kSweepWgrl);  // _wgr.cu
   if (v == kSweepWg3 || v == kSweepAuto) g_wg3_sweep_launches.fetch_add(1);
   if (v == kSweepWg3 || v == kSweepAuto) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
   else if (v == kSweepWg4) g_wg4_sweep_launches.fetch_add(1), go(std::integral_constant<int, 4>{});
+  else if (v == kSweepWg5 || v == kSweepWg5p) g_wg5_sweep_launches.fetch_add(1), go_tma(v == kSweepWg5p);
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});
