@@ -654,6 +654,26 @@ TEST(CudaGdnBwdSweepWg4, GraphSequence) {
   sweep_variant_graph_sequence("wg4", cuda::gdn_bwd_sweep_wg4_launches);
 }
 
+// wg5 / wg5p (sweep12: wg3 / wg4 with role 1's q / k / Ab / P refills by TMA boxes on an mbarrier; the last
+// chunk, the first processed and the only partial one, keeps cp.async): the boxes land as cp.async lays the tiles
+// out, so every case is bitwise wg3's; the long case turns both stages' mbarrier phases 7 times.
+TEST(CudaGdnBwdSweepWg5, MatchesReferenceAndWg3Bitwise) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_matches(DType::kBF16, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+  sweep_variant_matches(DType::kF16, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+  sweep_variant_matches(DType::kBF16, 64, "wg5p", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+}
+
+TEST(CudaGdnBwdSweepWg5, IsDeterministic) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const char* v : {"wg5", "wg5p"}) sweep_variant_deterministic(DType::kBF16, 64, v);
+}
+
+TEST(CudaGdnBwdSweepWg5, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const char* v : {"wg5", "wg5p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg5_launches);
+}
+
 // A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,
 // the value and the accepted values, never a silent mma.sync sweep.
 TEST(CudaGdnBwdSweepWg, RemovedOrUnknownSwitchValueIsAnError) {
