@@ -21,6 +21,8 @@
 // "wg3" (kMode 3, the default) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's
 // kFastDv), same values as wg (perf-notes "Sweeps: the store warpgroup set the reverse step"). wg2 / wg3p /
 // wg3pf (WG1 streaming the input rings on mbarriers) measured 2-5% slower and were removed in session 12.
+// "wg4" / "wg5" / "wg5p" (kMode 4 / 5 / 6, opt-in, sweep12): wg3 with role 1's ring prefetched to L2 / refilled by
+// TMA / both (gdn_bwd_sweep_wg_ring.cuh); same values as wg3.
 #include <cuda_runtime.h>
 
 #include <atomic>
