@@ -141,15 +141,15 @@ void run_case_sweep_wg(const Case& c) {
 
 // A sweep variant (wg3; once also wg2, wg3p, wg3pf, removed in session 12) against the reference and bitwise against wg; at BT 64 its
 // kernel must have run (launches: the variant's launch counter).
-void run_case_sweep_variant(const Case& c, const char* variant, int64_t (*launches)()) {
-  SCOPED_TRACE(c.name + " sweep " + variant);
+void run_case_sweep_variant(const Case& c, const char* variant, int64_t (*launches)(), const char* base = "wg") {
+  SCOPED_TRACE(c.name + " sweep " + variant + " vs " + base);
   const BwdInputs in = bwd_inputs(c);
-  const ChunkAttnGradTensors base_run = bwd_with_env(in, kSweepEnv, "wg");
+  const ChunkAttnGradTensors base_run = bwd_with_env(in, kSweepEnv, base);
   const int64_t before = launches();
   const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, variant);
   EXPECT_EQ(launches() > before, c.spec.opt.chunk_size == 64) << variant << " runs at BT 64 only";
   check_bwd_grads(in, ref_backward(in.d, in.cot), got);
-  EXPECT_TRUE(grads_bitwise(got, base_run)) << variant << " differs from wg";
+  EXPECT_TRUE(grads_bitwise(got, base_run)) << variant << " differs from " << base;
 }
 
 // Long sequences (many turns of the 2-stage input ring and of the hand-off buffer's mbarrier
@@ -395,14 +395,14 @@ TEST_P(CudaGdnBwd, SweepWgIsDeterministic) {
 
 // Every case (under compute-sanitizer: the varlen case, up to 3 chunks) and the long case through a
 // sweep variant, bitwise vs wg.
-void sweep_variant_matches(DType dt, int bt, const char* variant, int64_t (*launches)()) {
+void sweep_variant_matches(DType dt, int bt, const char* variant, int64_t (*launches)(), const char* base = "wg") {
   const auto all = cases(dt, bt);
   if (std::getenv("LINATTN_SANITIZED")) {
-    run_case_sweep_variant(all[1], variant, launches);
+    run_case_sweep_variant(all[1], variant, launches, base);
     return;
   }
-  for (const Case& c : all) run_case_sweep_variant(c, variant, launches);
-  run_case_sweep_variant(long_case(dt, bt), variant, launches);
+  for (const Case& c : all) run_case_sweep_variant(c, variant, launches, base);
+  run_case_sweep_variant(long_case(dt, bt), variant, launches, base);
 }
 
 void sweep_variant_deterministic(DType dt, int bt, const char* variant) {
@@ -633,6 +633,45 @@ TEST(CudaGdnBwdSweepWgr, IsDeterministic) {
 TEST(CudaGdnBwdSweepWgr, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   for (const char* v : {"wgr", "wgrl"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wgr_launches);
+}
+
+// wg4 (sweep12: wg3 with role 1's inputs of chunk cc + 2 prefetched to L2 under step cc's first products; a hint
+// only, so every case is bitwise wg3's and within the fp64 bars; the wg4 kernel must have run). The long case
+// (15 chunks) takes the prefetch on 13 steps, the short ones on up to one. BT 64 only (BT 32 takes mma.sync).
+TEST(CudaGdnBwdSweepWg4, MatchesReferenceAndWg3Bitwise) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_matches(DType::kBF16, 64, "wg4", cuda::gdn_bwd_sweep_wg4_launches, "wg3");
+  sweep_variant_matches(DType::kF16, 64, "wg4", cuda::gdn_bwd_sweep_wg4_launches, "wg3");
+}
+
+TEST(CudaGdnBwdSweepWg4, IsDeterministic) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_deterministic(DType::kBF16, 64, "wg4");
+}
+
+TEST(CudaGdnBwdSweepWg4, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_graph_sequence("wg4", cuda::gdn_bwd_sweep_wg4_launches);
+}
+
+// wg5 / wg5p (sweep12: wg3 / wg4 with role 1's q / k / Ab / P refills by TMA boxes on an mbarrier; the last
+// chunk, the first processed and the only partial one, keeps cp.async): the boxes land as cp.async lays the tiles
+// out, so every case is bitwise wg3's; the long case turns both stages' mbarrier phases 7 times.
+TEST(CudaGdnBwdSweepWg5, MatchesReferenceAndWg3Bitwise) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_matches(DType::kBF16, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+  sweep_variant_matches(DType::kF16, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+  sweep_variant_matches(DType::kBF16, 64, "wg5p", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+}
+
+TEST(CudaGdnBwdSweepWg5, IsDeterministic) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const char* v : {"wg5", "wg5p"}) sweep_variant_deterministic(DType::kBF16, 64, v);
+}
+
+TEST(CudaGdnBwdSweepWg5, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  for (const char* v : {"wg5", "wg5p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg5_launches);
 }
 
 // A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,

@@ -21,6 +21,8 @@
 // "wg3" (kMode 3, the default) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's
 // kFastDv), same values as wg (perf-notes "Sweeps: the store warpgroup set the reverse step"). wg2 / wg3p /
 // wg3pf (WG1 streaming the input rings on mbarriers) measured 2-5% slower and were removed in session 12.
+// "wg4" / "wg5" / "wg5p" (kMode 4 / 5 / 6, opt-in, sweep12): wg3 with role 1's ring prefetched to L2 / refilled by
+// TMA / both (gdn_bwd_sweep_wg_ring.cuh); same values as wg3.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -32,6 +34,8 @@
 #include "cuda/common/launch.h"
 #include "cuda/gdn/gdn_bwd_sweep_wg.cuh"
 #include "cuda/gdn/gdn_bwd_sweep_wg.h"
+#include "cuda/gdn/gdn_bwd_sweep_wg_ring.cuh"
+#include "cuda/common/tma.h"
 
 namespace linattn::cuda {
 namespace {
@@ -39,8 +43,11 @@ using namespace wgp;
 using namespace sweep_wg;
 
 // Role 1 (WG0): the reverse dS chain; dS^T, dV^T and dv^T to the hand-off buffer, dh0 at the end.
-template <class T>
-__device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
+// kPf (wg4, wg5p): prefetch_rev_inputs of chunk cc + 2 after step cc's first commit; kTma (wg5, wg5p): chunks
+// cc + 1 >= 1 take q / k / Ab / P by TMA (tma_rev_tiles, maps) on in_full[stage]; otherwise wg3's code.
+template <class T, bool kPf = false, bool kTma = false>
+__device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
+                          const RevMaps* maps = nullptr) {
   const GdnFwdParams& f = p.f;
   RevStage<T>* const ring = s.ring.r;
   float dS[64];
@@ -57,6 +64,13 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
   float acc[32], acc2[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = acc2[i] = 0.f;
+  if constexpr (kTma) {  // ordered before the first refill by the chain barrier at cc = 0
+    if (t == 0) {
+      mbar_init(&s.bar.in_full[0], 1);
+      mbar_init(&s.bar.in_full[1], 1);
+      fence_barrier_init();
+    }
+  }
   for (int cc = 0; cc < id.nchunks; ++cc) {
     const int stage = cc & 1;
     RevStage<T>& st = ring[stage];
@@ -64,8 +78,18 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     cp_async_wait<0>();
     fence_view_async_shared();
     named_barrier(kBarChain, 128);
-    if (cc + 1 < id.nchunks) load_rev_inputs<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);  // full chunk
+    if (cc + 1 < id.nchunks) {  // a full chunk
+      if constexpr (kTma) {
+        tma_rev_tiles<T>(ring[stage ^ 1], *maps, &s.bar.in_full[stage ^ 1], w, start(cc + 1), id, t);
+        load_rev_rest<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);
+      } else {
+        load_rev_inputs<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);
+      }
+    }
     cp_async_commit();
+    if constexpr (kTma) {  // the stage's TMA fill u = (cc - 1) / 2 (stage 1: chunks 1, 3, ..; stage 0: 2, 4, ..)
+      if (cc >= 1) mbar_wait(&s.bar.in_full[stage], uint32_t(((cc - 1) >> 1) & 1));
+    }
     uint32_t sf[32];  // dS^T leaving this chunk: A of dS^T K^T, and hdS
     acc_to_frag<T, 64>(sf, dS);
     uint32_t dof[16];
@@ -98,6 +122,9 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     for (int kk = 0; kk < kBT / 16; ++kk)
       wgmma_m64k16_rs<T, 128, 1>(dS, dos + 4 * kk, desc_at(dqt0, soff + uint32_t(kk) * 2048u), 1);
     wgmma_commit();
+    if constexpr (kPf) {
+      if (cc + 2 < id.nchunks) prefetch_rev_inputs<T>(p, w, start(cc + 2), id, t);
+    }
     Xch& x = s.x[cc & 1];
     if (cc >= 2) named_barrier(kBarXEmpty + (cc & 1), 256);
 #pragma unroll
@@ -153,8 +180,9 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
   }
 }
 
+// kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf).
 template <class T, int kMode>
-__global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+__device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   SweepWgSmem<T>& s = *reinterpret_cast<SweepWgSmem<T>*>(base);
@@ -169,21 +197,34 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
-  const XNamed<kMode == 3 ? 0 : kMode> xs;  // 3: wg3 (wg's protocol, WG1's vectorized dv stores)
-  if (tid >= 128) store_warpgroup<T, kMode == 3>(s, p, w, id, role, t, xs, NoProducer{});
-  else if (role) rev_chain<T>(s, p, w, id, t);
+  // >= 3: wg's protocol, WG1's vectorized dv stores (wg3); 4-6 change role 1's ring only
+  const XNamed<kMode >= 3 ? 0 : kMode> xs;
+  if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
+  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5>(s, p, w, id, t, maps);
   else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
+}
+
+template <class T, int kMode>
+__global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+  sweep_body<T, kMode>(p, w, nullptr);
+}
+
+template <class T, int kMode>  // wg5 / wg5p
+__global__ void __launch_bounds__(256, 1)
+    gdn_bwd_sweep_wg_tma_kernel(GdnBwdParams p, GdnBwdWs w, const __grid_constant__ RevMaps maps) {
+  sweep_body<T, kMode>(p, w, &maps);
 }
 
 }  // namespace
 
 namespace {
-std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0};
+std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
-enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepMma };
+enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepWg5, kSweepWg5p,
+            kSweepMma };
 int sweep_switch() {  // the list in Sweep's order
-  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "mma"}, kSweepAuto,
+  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma"}, kSweepAuto,
                     "unset: wg3 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
@@ -200,6 +241,8 @@ bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
 
 int64_t gdn_bwd_sweep_wg_launches() { return g_wg_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg3_launches() { return g_wg3_sweep_launches.load(); }
+int64_t gdn_bwd_sweep_wg4_launches() { return g_wg4_sweep_launches.load(); }
+int64_t gdn_bwd_sweep_wg5_launches() { return g_wg5_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -216,10 +259,27 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
     bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, kMode>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
+  auto go_tma = [&](bool pf) {  // wg5 / wg5p: role 1's q / k / Ab / P by TMA (maps built per call)
+    RevMaps m;
+    m.q = make_tma_2d_sw128(p.f.q, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
+    m.k = make_tma_2d_sw128(p.f.k, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
+    m.ab = make_tma_2d_sw128(w.c.Ab, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
+    m.p = make_tma_2d_sw128(w.c.P, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
+    const dim3 b(256);
+    if (bf) {
+      auto k = pf ? gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 6> : gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 5>;
+      launch(k, grid, b, smem_bytes<__nv_bfloat16>(), stream, p, w, m);
+    } else {
+      auto k = pf ? gdn_bwd_sweep_wg_tma_kernel<__half, 6> : gdn_bwd_sweep_wg_tma_kernel<__half, 5>;
+      launch(k, grid, b, smem_bytes<__half>(), stream, p, w, m);
+    }
+  };
   g_wg_sweep_launches.fetch_add(1);
   if (v == kSweepWgr || v == kSweepWgrl) return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == kSweepWgrl);  // _wgr.cu
   if (v == kSweepWg3 || v == kSweepAuto) g_wg3_sweep_launches.fetch_add(1);
   if (v == kSweepWg3 || v == kSweepAuto) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
+  else if (v == kSweepWg4) g_wg4_sweep_launches.fetch_add(1), go(std::integral_constant<int, 4>{});
+  else if (v == kSweepWg5 || v == kSweepWg5p) g_wg5_sweep_launches.fetch_add(1), go_tma(v == kSweepWg5p);
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

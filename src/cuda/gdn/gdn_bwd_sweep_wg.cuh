@@ -287,6 +287,10 @@ __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& i
   rg.finish();
 }
 
+template <class T>
+__device__ __forceinline__ void load_rev_rest(RevStage<T>& st, const GdnBwdParams& p, const GdnBwdWs& w, int64_t t0,
+                                              int len, const Ids& id, int t);
+
 // Role 1's inputs of the chunk at t0 (len valid rows) into stage st; t: the issuing warpgroup's thread.
 template <class T>
 __device__ __forceinline__ void load_rev_inputs(RevStage<T>& st, const GdnBwdParams& p, const GdnBwdWs& w, int64_t t0,
@@ -303,6 +307,15 @@ __device__ __forceinline__ void load_rev_inputs(RevStage<T>& st, const GdnBwdPar
   copy_rows<8>(st.k + kmaj(kr, kc, kBT), 1024u, k + kr * qstride + kc, 8 * qstride, k, kr, 8, len);
   copy_rows<4>(st.a + sw128_offset(vr, vc), 2048u, A + vr * kBT + vc, 16 * kBT, A, vr, 16, len);
   copy_rows<4>(st.p + sw128_offset(vr, vc), 2048u, P + vr * kBT + vc, 16 * kBT, P, vr, 16, len);
+  load_rev_rest<T>(st, p, w, t0, len, id, t);
+}
+
+// Role 1's dO tile and per-token scalars of the chunk at t0 (load_rev_inputs' part after the q / k / Ab / P tiles).
+template <class T>
+__device__ __forceinline__ void load_rev_rest(RevStage<T>& st, const GdnBwdParams& p, const GdnBwdWs& w, int64_t t0,
+                                              int len, const Ids& id, int t) {
+  const GdnFwdParams& f = p.f;
+  const int vr = t >> 3, vc = (t & 7) * 8;
   if (w.do_direct) {
     const int64_t dstride = int64_t(f.HV) * f.V;
     const T* d = static_cast<const T*>(p.d_o) + (t0 * f.HV + id.j) * int64_t(f.V) + id.v0;
