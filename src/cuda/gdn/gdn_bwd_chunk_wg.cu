@@ -45,7 +45,8 @@
 // the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
 // V10 / V10a ("wg10" / "wg10a", opt-in; V4 = 10 / 11): V9d with the M halves run before dq_inter / dk_inter / xn and
 // S / dS' as their own cp.async group, waited for (one barrier) only after the M halves: at head 0 (V10: the
-// prologue's 128 KB second group split 64 + 64 KB) or at every head (V10a). Same values as V7 bit for bit.
+// prologue's 128 KB second group split 64 + 64 KB) or at every head (V10a). V10p ("wg10p", V4 = 12): V10 with each
+// head's S / dS' prefetched into L2 (head 0's before the index loads). Same values as V7 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -88,7 +89,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   // barrier more): head 0 only (wg10: the prologue's 128 KB second group becomes 64 + 64 KB) or every head (wg10a)
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
   static_assert((V4 != 8 && V4 != 9) || kPer, "wg9p / wg9ps are persistent");
-  constexpr bool kMf = V4 == 10 || V4 == 11, kMfAll = V4 == 11;
+  // wg10p (V4 == 12): wg10 with each head's S / dS' prefetched into L2 (head 0's before the index loads, a later
+  // head's at the previous head's second barrier)
+  constexpr bool kMf = V4 == 10 || V4 == 11 || V4 == 12, kMfAll = V4 == 11, kPf = V4 == 12;
   constexpr bool kW8 = V4 == 5 || V4 == 7 || kMf, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
   // wg9 / wg9d: the last head's finish (warp 0) after the epilogue's stores instead of before its first barrier
   constexpr bool kLateFin = kSplit && kD9 && !kPer;
@@ -138,6 +141,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     const int64_t r = kPer ? it.r : int64_t(blockIdx.x);
     const int h = kPer ? it.h : int(blockIdx.y), G = f.HV / f.H;
     int64_t n = 0, c = 0;  // (wg6: the item came resolved from find_item)
+    if constexpr (kPf) prefetch_sds_l2<T, V>(f, w, r, h * G, tid);  // wg10p: (r, h) alone, ahead of the index loads
     if constexpr (!kPer) {
       if (w.chunk_indices) {
         n = w.chunk_indices[2 * r];
@@ -334,6 +338,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         __syncthreads();
         if (jj + 1 < G) {
           load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
+          if constexpr (kPf) prefetch_sds_l2<T, V>(f, w, r, j + 1, tid);  // wg10p: loaded at the third barrier
         } else if constexpr (kPer) {  // wg9ps: the next item's head 0 (nx was set before the first barrier)
           if (nx->len > 0) load_head_part<T, V, 0>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
         }
@@ -824,7 +829,9 @@ std::string chunk_switch() {
   const bool capped = pn > 0 && v.size() > pn && v.find_first_not_of("0123456789", pn) == std::string::npos;
   if (!capped)
     choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v,
-                 {"wg7", "wg8d", "wg9", "wg9d", "wg10", "wg10a", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+                 {"wg7", "wg8d", "wg9", "wg9d", "wg10", "wg10a", "wg10p", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3",
+                  "wg2", "wg", "mma"},
+                 0,
                  "or wg6:N / wg9p:N / wg9ps:N (persistent with at most N CTAs); wg8 was removed");
   return v;
 }
@@ -875,12 +882,14 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
         else
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-      } else if (mode == "wg10" || mode == "wg10a") {  // opt-in (gdnbwd12: the M halves before S / dS' land)
+      } else if (mode.rfind("wg10", 0) == 0) {  // opt-in wg10 / wg10a / wg10p (gdnbwd12: M halves before S / dS')
         g_wg10_launches.fetch_add(1);
         if (mode == "wg10")
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 10>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-        else
+        else if (mode == "wg10a")
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 11>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        else
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 12>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -907,7 +916,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (the default until session 14);
 // "wg4" = V4; "wg8d" = V8d (opt-in); "wg9d" = V9d (unset: the default since session 14); "wg9" / "wg9p" / "wg9ps" =
-// V9 / V9p / V9ps (opt-in); "wg10" / "wg10a" = V10 / V10a (opt-in, gdnbwd12). Since session
+// V9 / V9p / V9ps (opt-in); "wg10" / "wg10a" / "wg10p" = V10 / V10a / V10p (opt-in, gdnbwd12). Since session
 // 12 a value that names none of these (the removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;

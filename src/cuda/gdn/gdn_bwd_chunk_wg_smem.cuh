@@ -104,6 +104,19 @@ __device__ __forceinline__ void prefetch_head_l2(const GdnFwdParams& f, const Gd
   }
 }
 
+// wg10p: value head j's S_c / dS' tiles of chunk row r (2 x 32 KB at V = 128: one 128-byte line per thread) pulled
+// into L2 (they depend on r and j alone: before the chunk's index loads at head 0, at the previous head's second
+// barrier for a later head), so their cp.asyncs find them there.
+template <class T, int V>
+__device__ __forceinline__ void prefetch_sds_l2(const GdnFwdParams& f, const GdnBwdWs& w, int64_t r, int j, int tid) {
+  constexpr int L = kK * V * 2 / 128;  // lines per tile
+  static_assert(2 * L <= kNT, "prefetch_sds_l2: one line per thread");
+  if (tid < 2 * L) {
+    const T* base = static_cast<const T*>(tid < L ? w.hS : w.hdS) + (r * f.HV + j) * int64_t(kK) * V;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(base) + (tid % L) * 128));
+  }
+}
+
 template <class T, int V, bool V2, bool V3 = false>
 __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
                                              int64_t t0, int len, int j, int tid_) {
