@@ -59,6 +59,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   static_assert(!C13 || (SPLIT && GC12), "chunked13 is chunked12's kernel");
   static_assert(!C14 || C13, "chunked14 is chunked13's kernel");
   static_assert(!C15 || C14, "chunked15 is chunked14's kernel");
+  static_assert(!C15 || (sizeof(Sm) <= 227 * 1024 && sizeof(KdaChunk2Smem<T, BT, V>) % 16 == 0),
+                "chunked15's tiles fit; its v tile 16-byte aligned");
   using S0 = KdaChunkSmem<T, BT, V>;
   static_assert(offsetof(S0, a) % 16 == 0, "gate tile rows 16-byte aligned (pitch 528 B)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -108,11 +110,17 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     load_head<T, BT, V, C14>(s, p, w, r, t0, len, j, tid);
     cp_async_commit();
     if (jj == 0) {
-      if (C15) cp_async_wait<2>();  // head 0's pre group and q / k (the head's two groups in flight)
-      else if (C13 && gtile) cp_async_wait<C14 ? 3 : 2>();  // q / k (the gate tile and the head's tiles still in flight)
-      else cp_async_wait<C14 ? 2 : 1>();
+      if constexpr (C15) {
+        cp_async_wait<2>();  // head 0's pre group and q / k (the head's two groups in flight)
+      } else {
+        if (C13 && gtile) cp_async_wait<C14 ? 3 : 2>();  // q / k (the gate tile and the head's tiles still in flight)
+        else cp_async_wait<C14 ? 2 : 1>();
+      }
       __syncthreads();
       row_scales_r();
+    }
+    if constexpr (!C15) {
+      if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
     }
     if constexpr (C15) {
       if (jj > 0) {  // the head's pre group
@@ -150,8 +158,10 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 #pragma unroll
         for (int nt = 0; nt < Tl::NTV; ++nt) {
           float2 vv;
-          if constexpr (C15) vv = vtile ? ld_pair(&s.vt[rr][cv + nt * 8 + 2 * tq]) : ld_pair(vrow + cv + nt * 8 + 2 * tq);
-          else vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+          if constexpr (C15)  // the v tile (landed with the pre group) where v is 16-byte aligned
+            vv = vtile ? ld_pair(&s.vt[rr][cv + nt * 8 + 2 * tq]) : ld_pair(vrow + cv + nt * 8 + 2 * tq);
+          else
+            vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
           dbp[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
         }
       }
