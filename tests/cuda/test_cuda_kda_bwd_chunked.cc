@@ -18,7 +18,9 @@
 // and the opt-in chunked13 (kdabwd13: fp32 gates as a cp.async tile, bf16 gates through chunked12's loads; *Chunked13*:
 // bitwise chunked12, the reference, -1000 / -5, graph). The opt-in chunked14 (kdabwd14: chunked13 with the split-TF32
 // lo parts truncated, not bitwise; *Chunked14*: the reference and chunked13's bars, a "[kdabwd14]" line per case with
-// both kernels' rel RMS against the fp64 reference, -1000 / -5, graph).
+// both kernels' rel RMS against the fp64 reference, -1000 / -5, graph). The opt-in chunked15 (kdabwd15: chunked14 with
+// the head's scalar / v loads as a cp.async group ahead of its tiles; *Chunked15*: bitwise chunked14, the reference, a
+// "[kdabwd15]" line per case, -1000 / -5, graph).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -193,6 +195,13 @@ TEST_P(CudaKdaBwdChunked, Chunked14MatchesReferenceAndChunked13) {
   variant_vs(dt, bt, "chunked14", "chunked13", false, "kdabwd14", true);
 }
 
+// chunked15 (kdabwd15, opt-in): chunked14 with beta, dt_bias / A_log and the Y.v rows of v loaded as one cp.async
+// group ahead of the head's tiles, the dbeta draw formed at the head start: the same values, bitwise chunked14.
+TEST_P(CudaKdaBwdChunked, Chunked15MatchesReferenceAndChunked14) {
+  const auto [dt, bt] = GetParam();
+  variant_vs(dt, bt, "chunked15", "chunked14", true, "kdabwd15", true);
+}
+
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const auto [dt, bt] = GetParam();
   const Case c = cases(dt, bt)[2];
@@ -255,6 +264,11 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked14AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked14");
   all_gates_at_the_limits();
 }
+TEST(CudaKdaBwdChunkedExtreme, Chunked15AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked15");
+  all_gates_at_the_limits();
+}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -300,7 +314,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -339,6 +353,13 @@ TEST(CudaKdaBwdChunkedGraph, Chunked13ReplayEqualsEagerFixed) {
 TEST(CudaKdaBwdChunkedGraph, Chunked14ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked14");
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
+}
+
+TEST(CudaKdaBwdChunkedGraph, Chunked15ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked15");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }

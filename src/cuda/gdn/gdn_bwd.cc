@@ -93,7 +93,8 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 constexpr bool kKdaChunkedDefault = true;
 
 // LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked14 (the chunked path with its default chunk kernel,
-// since session 14: chunked13 with cheaper eg / egl and split-TF32 lo parts) | chunked13 (chunked12 with the gates
+// since session 14: chunked13 with cheaper eg / egl and split-TF32 lo parts) | chunked15 (chunked14 with the head's
+// scalar / v loads ahead of its tiles, bitwise chunked14; opt-in) | chunked13 (chunked12 with the gates
 // as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate work per form)
 // | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) | token, read on every
 // call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 .. chunked6, chunked8,
@@ -106,11 +107,12 @@ enum KdaBwd {
   kKdaChunked12,
   kKdaChunked13,
   kKdaToken,
-  kKdaChunked14
+  kKdaChunked14,
+  kKdaChunked15
 };
 int kda_bwd_mode() {  // the list in KdaBwd's order
   return env_choice("LINATTN_CUDA_KDA_BWD",
-                    {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14"},
+                    {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14", "chunked15"},
                     kKdaBwdDefault,
                     "the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed (docs/perf-notes.md)");
 }
@@ -236,6 +238,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     else if (kernel == kKdaChunked11) launch_kda_bwd_chunk11(p, w, st);
     else if (kernel == kKdaChunked12) launch_kda_bwd_chunk12(p, w, st);
     else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);
+    else if (kernel == kKdaChunked15) launch_kda_bwd_chunk15(p, w, st);
     else launch_kda_bwd_chunk14(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

@@ -108,11 +108,12 @@ constexpr int kStageBlk = 2, kChainBlk = 4;
 
 // The formula pass of the staging: a[i][c] holds the raw gate (0 past len), becomes e^g (0 past len). Thread (c =
 // tid % K, rows tid / K + (NT / K) m), the form dispatched once, rows in blocks of kStageBlk.
+// gc: gate_const(p.f, j, tid % kK) (chunked15 forms it from inputs loaded ahead of the head's tiles).
 template <int BT, int NT>
-__device__ __forceinline__ void stage_formula12(float (*a)[kLdF], const GdnBwdParams& p, int len, int j, int tid) {
+__device__ __forceinline__ void stage_formula12(float (*a)[kLdF], const GdnBwdParams& p, int len, int tid,
+                                                const GateConst gc) {
   constexpr int PER = BT * kK / NT, RG = NT / kK;
   const int c = tid % kK, i0 = tid / kK;
-  const GateConst gc = gate_const(p.f, j, c);
   with_gate_form(p.f, [&](auto form) {
     constexpr int F = decltype(form)::value;
 #pragma unroll 1
@@ -133,6 +134,11 @@ __device__ __forceinline__ void stage_formula12(float (*a)[kLdF], const GdnBwdPa
       }
     }
   });
+}
+
+template <int BT, int NT>
+__device__ __forceinline__ void stage_formula12(float (*a)[kLdF], const GdnBwdParams& p, int len, int j, int tid) {
+  stage_formula12<BT, NT>(a, p, len, tid, gate_const(p.f, j, tid % kK));
 }
 
 // The raw gates into a[i][c] (0 past len), batches of 8 loads in flight, each thread its own elements of the
@@ -193,9 +199,11 @@ __device__ __forceinline__ void store8_out(void* p, ElemType t, int64_t o, const
 // gate_chain_r (kda_bwd_chunk5_parts.cuh) with the same sums in the same order: the raw gates and the group sums
 // as there, the gate constants loaded before the barrier, the reverse walk per form unrolled by 4 with dg left in
 // the scratch, then the partials / dbeta as there and dg stored by every thread in 8-channel pieces.
+// bdraw (chunked15): gdn_beta_draw of the rows, formed at the head start (nullptr: loaded here).
 template <class T, int BT, int V, int NT>
 __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
-                                             int64_t r, int64_t t0, int len, int j, int tid) {
+                                             int64_t r, int64_t t0, int len, int j, int tid,
+                                             const float* bdraw = nullptr) {
   constexpr int RG = NT / kK, RPG = BT / RG, PC = kK / 8;
   static_assert(RG * kK == NT && RG * RPG == BT, "row groups tile the chunk");
   static_assert(RG * kK * 2 <= BT * (BT + 4), "scratch fits in daqk / dL");
@@ -268,7 +276,7 @@ __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const G
     const int i = tid - kK;
     if (i < len && p.dbeta.p) {
       const float db = ((s.red[0][i][0] + s.red[0][i][1]) + s.red[0][i][2]) + s.red[0][i][3];
-      store_out(p.dbeta.p, p.dbeta.t, (t0 + i) * f.HV + j, db * gdn_beta_draw(f, t0 + i, j));
+      store_out(p.dbeta.p, p.dbeta.t, (t0 + i) * f.HV + j, db * (bdraw ? bdraw[i] : gdn_beta_draw(f, t0 + i, j)));
     }
   }
   if (p.dg.p) {

@@ -11,12 +11,14 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "cuda/common/launch.h"
 #include "cuda/kda/kda_bwd_chunk11_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk12_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk13_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk14_parts.cuh"
+#include "cuda/kda/kda_bwd_chunk15_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -43,9 +45,12 @@ constexpr bool tables_fit() {
 // shared 8-row window), the split-TF32 lo parts truncated by the mask instead of cvt.rna (split_tf32_t's LT): not
 // bitwise chunked13; and S / dS loaded last as a cp.async group of their own, Y = Ai^T dV^, Y.v and blk computed while
 // they stream (the same values).
-template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false>
+// C15 (chunked15, kda_bwd_chunk15_parts.cuh; with C14): dt_bias / A_log, beta, the Y.v rows of v and the gate tile as
+// one cp.async group ahead of the head's tiles (head 0: ahead of q / k); the beta draw of the dbeta store formed with
+// beta at the head start (shared memory) instead of loaded in the chain's tail. The same values.
+template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
-  using Sm = KdaChunk2Smem<T, BT, V>;
+  using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
   using Tl = KTiling<BT, V>;
   static_assert(sizeof(KdaChunkSmem<T, BT, V>) % 8 == 0, "blk rows 8-byte aligned (float2 reads)");
   constexpr int NTK = Tl::NTK;
@@ -53,6 +58,9 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   static_assert(TAB == (V == 128), "the decay tables fit at V = 128");
   static_assert(!C13 || (SPLIT && GC12), "chunked13 is chunked12's kernel");
   static_assert(!C14 || C13, "chunked14 is chunked13's kernel");
+  static_assert(!C15 || C14, "chunked15 is chunked14's kernel");
+  static_assert(!C15 || (sizeof(Sm) <= 227 * 1024 && sizeof(KdaChunk2Smem<T, BT, V>) % 16 == 0),
+                "chunked15's tiles fit; its v tile 16-byte aligned");
   using S0 = KdaChunkSmem<T, BT, V>;
   static_assert(offsetof(S0, a) % 16 == 0, "gate tile rows 16-byte aligned (pitch 528 B)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -67,6 +75,11 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   const int wm = warp % Tl::WM, wn = warp / Tl::WM, r0 = 16 * wm + g;
   const int ck = wn * Tl::CK, cv = wn * Tl::CV, cb = wn * Tl::CB;
 
+  [[maybe_unused]] const bool vtile = C15 && v_tile_ok<V>(f);  // uniform
+  if constexpr (C15) {  // head 0's row scalars / v rows / gate tile ahead of every tile
+    load_pre15<T, BT, V, Tl::NT>(s, f, t0, len, h * G, tid, gate_tile_ok(f), vtile);
+    cp_async_commit();
+  }
   const int64_t qoff = (t0 * f.H + h) * kK, qstride = int64_t(f.H) * kK;
   load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.q, static_cast<const T*>(f.q) + qoff, qstride, len, tid);
   load_rows_async_r<T, BT, kK, kLdK, Tl::NT>(s.k, static_cast<const T*>(f.k) + qoff, qstride, len, tid);
@@ -84,7 +97,12 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   [[maybe_unused]] const bool gtile = C13 && gate_tile_ok(f);  // uniform
   for (int jj = 0; jj < G; ++jj) {
     const int j = h * G + jj;
-    if (C13 && gtile) {  // the gates first (a is free: its last reader was the previous head's chain)
+    if constexpr (C15) {
+      if (jj > 0) {  // ahead of the head's tiles (a, vt, the scalars: their last readers were the previous head's)
+        load_pre15<T, BT, V, Tl::NT>(s, f, t0, len, j, tid, gtile, vtile);
+        cp_async_commit();
+      }
+    } else if (C13 && gtile) {  // the gates first (a is free: its last reader was the previous head's chain)
       load_gate_tile13<BT, Tl::NT>(s.a, f, t0, len, j, tid);
       cp_async_commit();
     }
@@ -92,13 +110,27 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     load_head<T, BT, V, C14>(s, p, w, r, t0, len, j, tid);
     cp_async_commit();
     if (jj == 0) {
-      if (C13 && gtile) cp_async_wait<C14 ? 3 : 2>();  // q / k (the gate tile and the head's tiles still in flight)
-      else cp_async_wait<C14 ? 2 : 1>();
+      if constexpr (C15) {
+        cp_async_wait<2>();  // head 0's pre group and q / k (the head's two groups in flight)
+      } else {
+        if (C13 && gtile) cp_async_wait<C14 ? 3 : 2>();  // q / k (the gate tile and the head's tiles still in flight)
+        else cp_async_wait<C14 ? 2 : 1>();
+      }
       __syncthreads();
       row_scales_r();
     }
-    if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
-    if constexpr (C13) {  // the formula pass (one copy) on the gate tile while the head's tiles stream
+    if constexpr (!C15) {
+      if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
+    }
+    if constexpr (C15) {
+      if (jj > 0) {  // the head's pre group
+        cp_async_wait<2>();
+        __syncthreads();
+      }
+      if (tid < BT) beta15(s, f, t0, len, j, tid);
+      if (!gtile) stage_gate_loads12<BT, Tl::NT>(s.a, p, t0, len, j, tid);
+      stage_formula12<BT, Tl::NT>(s.a, p, len, tid, gate_const15(f, s, tid % kK));
+    } else if constexpr (C13) {  // the formula pass (one copy) on the gate tile while the head's tiles stream
       if (gtile) {
         cp_async_wait<C14 ? 2 : 1>();
         __syncthreads();
@@ -125,7 +157,11 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         const T* vrow = static_cast<const T*>(f.v) + ((t0 + rr) * f.HV + j) * int64_t(V);
 #pragma unroll
         for (int nt = 0; nt < Tl::NTV; ++nt) {
-          const float2 vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
+          float2 vv;
+          if constexpr (C15)  // the v tile (landed with the pre group) where v is 16-byte aligned
+            vv = vtile ? ld_pair(&s.vt[rr][cv + nt * 8 + 2 * tq]) : ld_pair(vrow + cv + nt * 8 + 2 * tq);
+          else
+            vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
           dbp[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
         }
       }
@@ -289,7 +325,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    if constexpr (GC12) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
+    if constexpr (C15) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw);
+    else if constexpr (GC12) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     else gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
   }
@@ -339,31 +376,32 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14>
+template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14, bool C15>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
-         dim3(KTiling<BT, V>::NT), sizeof(KdaChunk2Smem<T, BT, V>), stream, p, w);
+  using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14, C15>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+         dim3(KTiling<BT, V>::NT), sizeof(Sm), stream, p, w);
 }
 
-template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14>
+template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14, bool C15>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14, C15>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false>
+template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14>(p, w, stream)
-       : launch_bt<__half, 64, SPLIT, GC12, C13, C14>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream)
+       : launch_bt<__half, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14>(p, w, stream)
-       : launch_bt<__half, 32, SPLIT, GC12, C13, C14>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14, C15>(p, w, stream)
+       : launch_bt<__half, 32, SPLIT, GC12, C13, C14, C15>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }
