@@ -19,8 +19,7 @@
 // wg9 / wg9d (wg7 / wg8d with the row scalars split over 8 warps, head 1's loaded at head 0's start) the same,
 // bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start). wg9p (wg6 with the
 // same row scalars) as wg6's tests, bitwise vs wg4, also capped at 3 / 1 CTAs; wg9ps (wg9 in persistent CTAs) the
-// same, bitwise vs wg7. wg10 / wg10a / wg10p (wg9d with the M halves before S / dS' are waited
-// for) the same, bitwise vs wg7.
+// same, bitwise vs wg7.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -340,36 +339,6 @@ TEST_P(CudaGdnBwd, Wg9IsDeterministic) {
   for (const char* v : {"wg9", "wg9d"}) variant_deterministic(dt, bt, v);
 }
 
-// wg10 / wg10a (wg9d with the M halves before dq_inter / dk_inter / xn and S / dS' waited for after them, at head 0 /
-// at every head; V = 128, V = 64 cases take V2) and wg10p (wg10 with S / dS' prefetched into L2), bitwise vs wg7
-// (G = 1 / 2 / 3: every cp.async group count), also on the long GVA varlen case; at BT 64 the kernel must have run.
-void wg10_matches(DType dt, int bt, const char* v) {
-  const int64_t before = cuda::gdn_bwd_chunk_wg10_launches();
-  variant_matches(dt, bt, v, "wg7");
-  if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), v, "wg7");
-  EXPECT_EQ(cuda::gdn_bwd_chunk_wg10_launches() > before, bt == 64) << v << " runs at BT 64 (V = 128) only";
-}
-
-TEST_P(CudaGdnBwd, Wg10MatchesReferenceAndWg7) {
-  const auto [dt, bt] = GetParam();
-  wg10_matches(dt, bt, "wg10");
-}
-
-TEST_P(CudaGdnBwd, Wg10aMatchesReferenceAndWg7) {
-  const auto [dt, bt] = GetParam();
-  wg10_matches(dt, bt, "wg10a");
-}
-
-TEST_P(CudaGdnBwd, Wg10pMatchesReferenceAndWg7) {
-  const auto [dt, bt] = GetParam();
-  wg10_matches(dt, bt, "wg10p");
-}
-
-TEST_P(CudaGdnBwd, Wg10IsDeterministic) {
-  const auto [dt, bt] = GetParam();
-  for (const char* v : {"wg10", "wg10a", "wg10p"}) variant_deterministic(dt, bt, v);
-}
-
 // wg9p (wg6 with wg9's row scalars; persistent CTAs walking items with G = 1 / 2 / 3, sentinel rows and short chunks
 // in between when capped), bitwise vs wg4 (as wg6); at BT 64 the kernel must have run.
 TEST_P(CudaGdnBwd, Wg9pMatchesReferenceAndWg4) {
@@ -559,11 +528,6 @@ TEST(CudaGdnBwdWg9d, GraphSequence) {
   variant_graph_sequence("wg9d");
 }
 
-TEST(CudaGdnBwdWg10, GraphSequence) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  for (const char* v : {"wg10", "wg10a", "wg10p"}) variant_graph_sequence(v);
-}
-
 TEST(CudaGdnBwdWg9p, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   variant_graph_sequence("wg9p");
@@ -579,7 +543,7 @@ TEST(CudaGdnBwdWg9ps, GraphSequence) {
 // A value that names no chunk kernel (the removed wg8, a typo) is an error naming the variable, the value
 // and the accepted values, never a silent V4 (checked before any device query).
 TEST(CudaGdnBwdChunkSwitch, RemovedOrUnknownSwitchValueIsAnError) {
-  for (const char* v : {"wg8", "wg11", "wg10b", "wg6:x", "wg9p:", "wg9ps:0x", "wg7d"}) {
+  for (const char* v : {"wg8", "wg10", "wg6:x", "wg9p:", "wg9ps:0x", "wg7d"}) {
     ScopedEnv set(kChunkEnv, v);  // restores an exported value afterwards
     cuda::GdnFwdParams f{};
     try {

@@ -43,10 +43,6 @@
 // an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit. V9ps ("wg9ps", "wg9ps:N"; V4 = 9,
 // kPer): V9 in persistent CTAs (split loads for the next item too: its Ai / dV^ at the last head's second barrier,
 // the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
-// V10 / V10a ("wg10" / "wg10a", opt-in; V4 = 10 / 11): V9d with the M halves run before dq_inter / dk_inter / xn and
-// S / dS' as their own cp.async group, waited for (one barrier) only after the M halves: at head 0 (V10: the
-// prologue's 128 KB second group split 64 + 64 KB) or at every head (V10a). V10p ("wg10p", V4 = 12): V10 with each
-// head's S / dS' prefetched into L2 (head 0's before the index loads). Same values as V7 bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -84,15 +80,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   // wg6 with the same row scalars, an item's heads 0 and 1 at the item's start; wg9ps (V4 == 9, kPer): wg9's split
   // loads in persistent CTAs (the next item's Ai / dV^ at the last head's second barrier, the rest at its third,
   // q / k after the epilogue), the row scalars as wg9p's, the last finish where wg7 has it
-  // wg10 / wg10a (V4 == 10 / 11): wg9d with the M halves before dq_inter / dk_inter / xn (they read V^, dO, q, k and
-  // Y, not S / dS'), and S / dS' as their own cp.async group that the head waits for only after the M halves (one
-  // barrier more): head 0 only (wg10: the prologue's 128 KB second group becomes 64 + 64 KB) or every head (wg10a)
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
   static_assert((V4 != 8 && V4 != 9) || kPer, "wg9p / wg9ps are persistent");
-  // wg10p (V4 == 12): wg10 with each head's S / dS' prefetched into L2 (head 0's before the index loads, a later
-  // head's at the previous head's second barrier)
-  constexpr bool kMf = V4 == 10 || V4 == 11 || V4 == 12, kMfAll = V4 == 11, kPf = V4 == 12;
-  constexpr bool kW8 = V4 == 5 || V4 == 7 || kMf, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
+  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
   // wg9 / wg9d: the last head's finish (warp 0) after the epilogue's stores instead of before its first barrier
   constexpr bool kLateFin = kSplit && kD9 && !kPer;
   static_assert(!kSplit || !kPer || V4 == 9, "wg7 / wg8d / wg9 / wg9d are not persistent");
@@ -141,7 +131,6 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     const int64_t r = kPer ? it.r : int64_t(blockIdx.x);
     const int h = kPer ? it.h : int(blockIdx.y), G = f.HV / f.H;
     int64_t n = 0, c = 0;  // (wg6: the item came resolved from find_item)
-    if constexpr (kPf) prefetch_sds_l2<T, V>(f, w, r, h * G, tid);  // wg10p: (r, h) alone, ahead of the index loads
     if constexpr (!kPer) {
       if (w.chunk_indices) {
         n = w.chunk_indices[2 * r];
@@ -186,13 +175,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
       load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
-      if constexpr (kMf) {  // wg10: q / k, V^, dO (all the M halves read), then S / dS' (64 KB) as a third group
-        load_head_part<T, V, 2>(s, p, w, r, t0, len, h * G, tid);
-        cp_async_commit();
-        load_head_part<T, V, 3>(s, p, w, r, t0, len, h * G, tid);
-      } else {
-        load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
-      }
+      load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
       cp_async_commit();
       if constexpr (kD9)
         if (jh0 < G) row_scalar_store(rs, p, len, jh0 & 1, role0, tid & 63, raw);
@@ -245,9 +228,6 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       } else if constexpr (kPer) {  // wg6: head 0 leaves the item's q / k (its last group) in flight, under Y
         if (jj == 0) cp_async_wait<1>();
         else cp_async_wait<0>();
-      } else if constexpr (kMf) {  // wg10: Ai / dV^ ahead of two groups at head 0 (wg10a: at every head)
-        if (kMfAll || jj == 0) cp_async_wait<2>();
-        else cp_async_wait<1>();
       } else if constexpr (kSplit) {  // wg7: the head's Ai / dV^ only; the rest lands under Y
         cp_async_wait<1>();
       } else {
@@ -331,14 +311,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         // second group; xn after them needs only Y visible, which it is): second group landed and
         // visible to wgmma, Y visible to every warpgroup. Ai / dV^ are dead from here on (only Y
         // read them): the next head's go out now, a third of a head earlier than wg4's tiles.
-        // (wg10: S / dS' may stay in flight at head 0 (wg10a: at every head), under the M halves)
-        if (kMf && (kMfAll || jj == 0)) cp_async_wait<1>();
-        else cp_async_wait<0>();
+        cp_async_wait<0>();
         fence_view_async_shared();
         __syncthreads();
         if (jj + 1 < G) {
           load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
-          if constexpr (kPf) prefetch_sds_l2<T, V>(f, w, r, j + 1, tid);  // wg10p: loaded at the third barrier
         } else if constexpr (kPer) {  // wg9ps: the next item's head 0 (nx was set before the first barrier)
           if (nx->len > 0) load_head_part<T, V, 0>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
         }
@@ -397,8 +374,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         const float one[2] = {1.f, 1.f};
         add_scaled(dkA, t, one);
       };
-      if constexpr (kMf) {  // wg10: dq_inter / dk_inter and xn after the M halves (below)
-      } else if constexpr (V4 > 0) {  // wg4: dq_inter and dk_inter issued back to back, each finished as it lands
+      if constexpr (V4 > 0) {  // wg4: dq_inter and dk_inter issued back to back, each finished as it lands
         float Y[NTV][4] = {}, tq_[NTK][4] = {}, tk_[NTK][4] = {};  // Y: wg5 only
         wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
         wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
@@ -460,7 +436,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         __syncthreads();  // Y visible to every warpgroup
       }
 
-      if constexpr (!kMf) {  // xn = Y S^T: dk^ -= beta e^gam xn
+      {  // xn = Y S^T: dk^ -= beta e^gam xn
         float t[NTK][4] = {};
         if constexpr (V3) {  // wg3: <S, dS'> runs while the product is in flight (both only read S)
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
@@ -606,51 +582,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
             if (g == 0) (kSplit && (jj & 1) ? rd2.redc : s.redc)[cb + nt * 8 + 2 * tq + e][wm] = cs;
           }
       }
-      if constexpr (kMf) {
-        // wg10: S / dS' (head 0's or, wg10a, every head's last group) landed under the M halves; then dq_inter /
-        // dk_inter and xn as wg4 / wg3 run them (same operations, same order: the M halves wrote only the staged
-        // tiles, their own decay slots and partials, none of what these read or add to)
-        if (kMfAll || jj == 0) {
-          cp_async_wait<1>();
-          fence_view_async_shared();
-          __syncthreads();
-        }
-        float tq_[NTK][4] = {}, tk_[NTK][4] = {}, t[NTK][4] = {};
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
-        wgmma_fence();
-        wg_issue_v<V2, T, 32, V, false, false, kK>(tq_, s.dO, s.S, ck);
-        wgmma_commit();
-        wg_issue_v<V2, T, 32, V, false, false, kK>(tk_, s.vh, s.dS, ck);
-        wgmma_commit();
-        wgmma_wait<1>();
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tq_));
-        inter_q(tq_);
-        wgmma_wait<0>();
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(tk_));
-        inter_k(tk_);
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
-        wgmma_fence();
-        wg_issue_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
-        wgmma_commit();
-        s_dot_ds();
-        wgmma_wait<0>();
-        wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
-        float pk[2] = {};
-        rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
-        flush_rowdot<kBT>(red_of(jj & 1), 5, pk, r0, wn, tq);
-        add_scaled(dkA, t, neg_beg);
-      }
       fence_view_async_shared();
       __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
       if (kSplit && jj + 1 < G) {  // wg7: the rest of the next head's tiles (Ai / dV^ went out above)
-        if constexpr (kMfAll) {  // wg10a: V^ / dO, then S / dS' as their own group
-          load_head_part<T, V, 2>(s, p, w, r, t0, len, j + 1, tid);
-          cp_async_commit();
-          load_head_part<T, V, 3>(s, p, w, r, t0, len, j + 1, tid);
-        } else {
-          load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
-        }
+        load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
       } else if (jj + 1 < G) {
         load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
       } else if constexpr (kPer && kSplit) {  // wg9ps: the rest of the next item's head 0
@@ -815,8 +750,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   }
 }
 
-std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0},
-    g_wg10_launches{0};
+std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0};
 
 // The switch's value, checked: a value that names no chunk kernel (the removed wg8, a typo) is an error, not a
 // silent V4.
@@ -829,9 +763,7 @@ std::string chunk_switch() {
   const bool capped = pn > 0 && v.size() > pn && v.find_first_not_of("0123456789", pn) == std::string::npos;
   if (!capped)
     choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v,
-                 {"wg7", "wg8d", "wg9", "wg9d", "wg10", "wg10a", "wg10p", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3",
-                  "wg2", "wg", "mma"},
-                 0,
+                 {"wg7", "wg8d", "wg9", "wg9d", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
                  "or wg6:N / wg9p:N / wg9ps:N (persistent with at most N CTAs); wg8 was removed");
   return v;
 }
@@ -882,14 +814,6 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
         else
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-      } else if (mode.rfind("wg10", 0) == 0) {  // opt-in wg10 / wg10a / wg10p (gdnbwd12: M halves before S / dS')
-        g_wg10_launches.fetch_add(1);
-        if (mode == "wg10")
-          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 10>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-        else if (mode == "wg10a")
-          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 11>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-        else
-          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 12>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -916,7 +840,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (the default until session 14);
 // "wg4" = V4; "wg8d" = V8d (opt-in); "wg9d" = V9d (unset: the default since session 14); "wg9" / "wg9p" / "wg9ps" =
-// V9 / V9p / V9ps (opt-in); "wg10" / "wg10a" / "wg10p" = V10 / V10a / V10p (opt-in, gdnbwd12). Since session
+// V9 / V9p / V9ps (opt-in). Since session
 // 12 a value that names none of these (the removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
@@ -928,7 +852,6 @@ int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
 int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
 int64_t gdn_bwd_chunk_wg8d_launches() { return g_wg8d_launches.load(); }
 int64_t gdn_bwd_chunk_wg9_launches() { return g_wg9_launches.load(); }
-int64_t gdn_bwd_chunk_wg10_launches() { return g_wg10_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

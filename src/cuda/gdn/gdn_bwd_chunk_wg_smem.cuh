@@ -104,19 +104,6 @@ __device__ __forceinline__ void prefetch_head_l2(const GdnFwdParams& f, const Gd
   }
 }
 
-// wg10p: value head j's S_c / dS' tiles of chunk row r (2 x 32 KB at V = 128: one 128-byte line per thread) pulled
-// into L2 (they depend on r and j alone: before the chunk's index loads at head 0, at the previous head's second
-// barrier for a later head), so their cp.asyncs find them there.
-template <class T, int V>
-__device__ __forceinline__ void prefetch_sds_l2(const GdnFwdParams& f, const GdnBwdWs& w, int64_t r, int j, int tid) {
-  constexpr int L = kK * V * 2 / 128;  // lines per tile
-  static_assert(2 * L <= kNT, "prefetch_sds_l2: one line per thread");
-  if (tid < 2 * L) {
-    const T* base = static_cast<const T*>(tid < L ? w.hS : w.hdS) + (r * f.HV + j) * int64_t(kK) * V;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(base) + (tid % L) * 128));
-  }
-}
-
 template <class T, int V, bool V2, bool V3 = false>
 __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
                                              int64_t t0, int len, int j, int tid_) {
@@ -146,7 +133,6 @@ __device__ __forceinline__ void load_head_wg(WgSmem<V>& s, const GdnBwdParams& p
 
 // wg7: head j's tiles as two cp.async groups' worth (not committed). PART 0: what Y = Ai^T dV^
 // reads (Ai, dV^: 24 KB) and the L2 prefetches of load_head_wg; PART 1: S, dS', V^, dO (96 KB).
-// wg10 splits PART 1 in two: PART 2 V^, dO (what the M halves read, 32 KB), PART 3 S, dS' (64 KB).
 template <class T, int V, int PART>
 __device__ __forceinline__ void load_head_part(WgSmem<V>& s, const GdnBwdParams& p, const GdnBwdWs& w, int64_t r,
                                                int64_t t0, int len, int j, int tid_) {
@@ -157,19 +143,12 @@ __device__ __forceinline__ void load_head_part(WgSmem<V>& s, const GdnBwdParams&
     load_sw2<T, kBT, kBT, kNT>(s.ai, static_cast<const T*>(w.c.Ai) + (j * w.c.T_cap + t0) * kBT, kBT, len, tid);
     load_sw2<T, kBT, V, kNT>(s.dvh, static_cast<const T*>(w.dvh) + toff, V, len, tid);
     prefetch_head_l2<V>(p.f, w, t0, len, j, tid);
-  } else if constexpr (PART == 1) {
-    const int64_t soff = (r * p.f.HV + j) * int64_t(kK) * V;
-    load_sw2<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
-    load_sw2<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
-    load_sw2<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
-    load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
-  } else if constexpr (PART == 2) {
-    load_sw2<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
-    load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
   } else {
     const int64_t soff = (r * p.f.HV + j) * int64_t(kK) * V;
     load_sw2<T, kK, V, kNT>(s.S, static_cast<const T*>(w.hS) + soff, V, kK, tid);
     load_sw2<T, kK, V, kNT>(s.dS, static_cast<const T*>(w.hdS) + soff, V, kK, tid);
+    load_sw2<T, kBT, V, kNT>(s.vh, static_cast<const T*>(w.vh) + toff, V, len, tid);
+    load_do_sw<T, kBT, V, kNT>(s.dO, p, w.do_direct, t0, len, j, tid);
   }
 }
 
