@@ -14,11 +14,11 @@ lf_bench() {  # lf_bench SWITCH linattn-args...
 # Session 14: the rows that confirm this session's flips against the previous defaults, interleaved (LF_FLIPS=0
 # skips them): PDL auto (the default) vs LINATTN_CUDA_PDL=1 (session 13's default) at GDN 16/64 1x32768 (two rounds)
 # and 4096x8, tier 3 2/8 and the short forward (both keep PDL under auto: equal rows expected); the GDN backward's chunk
-# kernel wg9d vs wg7 and the KDA backward's chunked14 vs chunked13 (one row each: their A/B ran two rounds at 5bd3b72).
+# kernel wg9d vs wg7 and the KDA backward's chunked15 vs chunked14 (one row each: their A/B ran two rounds at 5bd3b72 / 4e4abfa).
 # Then the headline rows.
 if [ "${LF_FLIPS:-1}" = 1 ]; then
   lf_bench LINATTN_CUDA_GDN_BWD_CHUNK=wg7 bench-cuda-bwd --hqk 16 --hv 32 --lengths 1x32768 --iters 10 --saved 1
-  lf_bench LINATTN_CUDA_KDA_BWD=chunked13 bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1
+  lf_bench LINATTN_CUDA_KDA_BWD=chunked14 bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1
   for sw in none LINATTN_CUDA_PDL=1 LINATTN_CUDA_PDL=1 none; do
     lf_bench "$sw" bench-cuda --hqk 16 --hv 64 --lengths 1x32768 --segments 1 --iters 20 --check 0
   done

@@ -85,9 +85,9 @@ void run_case(const Case& c, bool with_token, bool with_chunked7) {
     EXPECT_TRUE(bwd_close(d, tok, got, c.spec.dtype)) << "chunked vs token-by-token path";
   }
   if (!with_chunked7) return;
-  KdaBwdMode mode("chunked14");  // the default kernel's own name (since session 14): the same path
+  KdaBwdMode mode("chunked15");  // the default kernel's own name (since session 14): the same path
   EXPECT_TRUE(grads_bitwise(got, run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked)))
-      << "chunked14 vs chunked";
+      << "chunked15 vs chunked";
 }
 
 class CudaKdaBwdChunked : public ::testing::TestWithParam<std::tuple<DType, int>> {

@@ -3,9 +3,9 @@
 // token: [chunk metadata] -> token backward -> dq/dk, dg/dbeta, gate finish -> zero padding
 // KDA chunked: [chunk metadata] -> KDA prep (+ Ai) -> sweeps (KDA policy) -> KDA chunk gradients ->
 // per-channel gate reduce -> zero padding (the default for KDA since its H200 verification at 11dc4fd;
-// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk14.cu,
-// chunked14, since session 14; =chunked13 / =chunked12 / =chunked11 / =chunked7 keep the earlier ones:
-// kda_bwd_chunk13.cu, kda_bwd_chunk12.cu, kda_bwd_chunk11.cu, kda_bwd_chunk5.cu).
+// LINATTN_CUDA_KDA_BWD=token forces the token path; the chunk-gradient kernel is kda/kda_bwd_chunk15.cu,
+// chunked15, since session 14; =chunked14 / =chunked13 / =chunked12 / =chunked11 / =chunked7 keep the earlier ones:
+// kda_bwd_chunk14.cu, kda_bwd_chunk13.cu, kda_bwd_chunk12.cu, kda_bwd_chunk11.cu, kda_bwd_chunk5.cu).
 // Workspace of the chunked path (bf16 intermediates; T = token rows, NT = chunk capacity):
 //   prep: gam, rq, rk (fp32, per token) and Ab, P, Ai (BT per token and value head)
 //   hS, hdS: NT x HV x K x V each (states entering / state gradients leaving each chunk)
@@ -92,9 +92,9 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 // token, graph and tier-3 backward test with it, memcheck / racecheck clean).
 constexpr bool kKdaChunkedDefault = true;
 
-// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked14 (the chunked path with its default chunk kernel,
-// since session 14: chunked13 with cheaper eg / egl and split-TF32 lo parts) | chunked15 (chunked14 with the head's
-// scalar / v loads ahead of its tiles, bitwise chunked14; opt-in) | chunked13 (chunked12 with the gates
+// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked15 (the chunked path with its default chunk kernel,
+// since session 14: chunked14 with the head's scalar / v loads ahead of its tiles, bitwise chunked14) | chunked14
+// (chunked13 with cheaper eg / egl and split-TF32 lo parts; default earlier in session 14) | chunked13 (chunked12 with the gates
 // as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate work per form)
 // | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) | token, read on every
 // call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 .. chunked6, chunked8,
@@ -225,7 +225,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   launch_gdn_bwd_sweeps(p, w, plan.vs, st);
   if (dstate) return;
   if (f.kda) {
-    // chunked14 the default since session 14 (H200 A/B at 5bd3b72, chunked13's values within its rel RMS on every
+    // chunked15 the default since session 14 (H200 A/B at 4e4abfa, bitwise chunked14 on every test case: backward
+    // 7.79 / 7.77 -> 7.11 / 7.11 ms, fwd+bwd graph 9.66 / 9.66 -> 8.98 / 8.98); chunked14 (A/B at 5bd3b72, chunked13's values within its rel RMS on every
     // test case: backward 7.77 / 7.75 -> 7.70 / 7.71 ms, fwd+bwd graph 9.66 / 9.63 -> 9.56 / 9.55);
     // chunked13 the default in session 13 (H200 A/B at ebf1299, bitwise chunked12: backward 8.06 / 8.08 ->
     // 7.79 / 7.81 ms, fwd+bwd graph 9.93 / 9.94 -> 9.66 / 9.66 at 32/32 1x32768 with the training cache); chunked12
@@ -238,8 +239,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     else if (kernel == kKdaChunked11) launch_kda_bwd_chunk11(p, w, st);
     else if (kernel == kKdaChunked12) launch_kda_bwd_chunk12(p, w, st);
     else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);
-    else if (kernel == kKdaChunked15) launch_kda_bwd_chunk15(p, w, st);
-    else launch_kda_bwd_chunk14(p, w, st);
+    else if (kernel == kKdaChunked14) launch_kda_bwd_chunk14(p, w, st);
+    else launch_kda_bwd_chunk15(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

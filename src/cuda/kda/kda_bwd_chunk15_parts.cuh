@@ -43,8 +43,16 @@ __device__ __forceinline__ void load_pre15(KdaChunk15Smem<T, BT, V>& s, const Gd
     const bool b16 = f.beta_type == ElemType::kF16 || f.beta_type == ElemType::kBF16;  // else fp32 (load_elem)
     const bool valid = tid < len;
     const int64_t i = valid ? (t0 + tid) * f.HV + j : 0;
-    const uintptr_t a = reinterpret_cast<uintptr_t>(f.beta) + uintptr_t(i) * (b16 ? 2u : 4u);
-    cp_async4(&s.braw[tid], reinterpret_cast<const void*>(a & ~uintptr_t(3)), valid);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(f.beta);
+    const uintptr_t a = base + uintptr_t(i) * (b16 ? 2u : 4u), w = a & ~uintptr_t(3);
+    // A 16-bit beta's aligned word may reach 2 bytes past the tensor's last element (or before its first, for a
+    // view at 2 mod 4): that row reads its 2 bytes alone, into the half of the word beta15 takes.
+    if (b16 && valid && (w < base || w + 4 > base + uintptr_t(f.T_total * f.HV) * 2u)) {
+      const uint32_t h = *reinterpret_cast<const unsigned short*>(a);
+      s.braw[tid] = (a & 2u) ? h << 16 : h;
+    } else {
+      cp_async4(&s.braw[tid], reinterpret_cast<const void*>(w), valid);
+    }
   } else if (f.gate_in_kernel && tid < BT + kK) {
     if (f.dt_bias) cp_async4(&s.dtb[tid - BT], f.dt_bias + j * kK + (tid - BT), true);
   } else if (f.gate_in_kernel && tid == BT + kK) {
