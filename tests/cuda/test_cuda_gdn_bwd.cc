@@ -6,7 +6,8 @@
 // inputs, fp32 / bf16 gradients and cotangents, BT 64 and 32. Gradients are NaN-prefilled:
 // unwritten elements fail; padding rows must be exactly 0; zero-length sequences pass
 // d_final_state to dh0 exactly; two runs are bitwise equal. Bars: tests/common/tolerances.h.
-// The chunk-kernel variant wg3 (the default at V = 128; forced here) runs every case again: fp64
+// The chunk-kernel variant wg3 (the default at V = 128 before wg4; forced here; wg9d is the default since session 14)
+// runs every case again: fp64
 // reference, padding, zero-length dh0, bitwise equal to wg2 (same math, only the
 // stores / prefetches / live ranges differ), determinism and the graph sequence (cuda_graph_seq.h).
 // The opt-in wg4 (=wg3 with two independent products in flight at a time) and wg5 (three: Y too)
@@ -332,6 +333,19 @@ TEST_P(CudaGdnBwd, Wg9MatchesReferenceAndWg7) {
 TEST_P(CudaGdnBwd, Wg9dMatchesReferenceAndWg7) {
   const auto [dt, bt] = GetParam();
   wg9_matches(dt, bt, "wg9d");
+}
+
+// The default chunk kernel (switch unset) is wg9d since session 14: its launch counter moves, wg7's does not, and
+// the gradients are wg7's bit for bit (BT 64, where the wgmma chunk kernel runs).
+TEST(CudaGdnBwdChunkSwitch, DefaultIsWg9d) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  const BwdInputs in = bwd_inputs(cases(DType::kBF16, 64)[1]);
+  const ChunkAttnGradTensors w7 = bwd_with_env(in, kChunkEnv, "wg7");
+  const int64_t d0 = cuda::gdn_bwd_chunk_wg9d_launches(), s0 = cuda::gdn_bwd_chunk_wg7_launches();
+  const ChunkAttnGradTensors got = bwd_with_env(in, kChunkEnv, nullptr);
+  EXPECT_GT(cuda::gdn_bwd_chunk_wg9d_launches(), d0) << "the default did not run wg9d";
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg7_launches(), s0) << "the default ran wg7";
+  EXPECT_TRUE(grads_bitwise(got, w7)) << "the default (wg9d) differs from wg7";
 }
 
 TEST_P(CudaGdnBwd, Wg9IsDeterministic) {

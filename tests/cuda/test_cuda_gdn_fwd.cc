@@ -396,6 +396,7 @@ TEST(CudaGdnFwdPdlSwitch, DefaultOnAndUnknownValueIsAnError) {
   {
     ScopedEnv e("LINATTN_CUDA_PDL", nullptr);
     EXPECT_TRUE(cuda::pdl_enabled());
+    EXPECT_TRUE(cuda::pdl_auto()) << "unset is auto since session 14";
     const int64_t n0 = cuda::pdl_launches();
     unset = run_cuda_fwd(d, api::CudaGdnPath::kChunked);
     EXPECT_GE(cuda::pdl_launches() - n0, 1) << "the default launched nothing with PDL";

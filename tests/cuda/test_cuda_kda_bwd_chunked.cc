@@ -8,19 +8,19 @@
 // finite, passes d_final_state to dh0 for zero-length sequences; two runs are bitwise equal; every
 // gate at -1000 or -5 stays finite; LINATTN_CUDA_KDA_BWD=token refuses the forced chunked path;
 // forward + backward captured in one CUDA graph (GRAPH_CONTRACT.md section 8, cuda_graph_seq.h).
-// The chunk kernel is chunked11 (kdadiag: the diagonal blocks as walked triangles + an mma square), the default
-// since session 12: LINATTN_CUDA_KDA_BWD=chunked11 runs the same path as =chunked (checked bitwise), and a removed
+// The chunk kernel is chunked15 since session 14 (=chunked runs it: checked bitwise against =chunked15); chunked11
+// (kdadiag: the diagonal blocks as walked triangles + an mma square) was the default of session 12; a removed
 // mode (chunked2 .. chunked6, chunked8, chunked9) is an invalid-argument error naming the variable, the value and
 // the accepted values, thrown by the workspace query and the plan (no kernel runs). The previous default
 // LINATTN_CUDA_KDA_BWD=chunked7 stays covered: every case against chunked11 and the fp64 reference (the
 // *Chunked11* test forces both), at the extreme gates and captured in a graph (the *Chunked7* tests). The opt-in
 // LINATTN_CUDA_KDA_BWD=chunked12 (kdagate) likewise (*Chunked12*: bitwise chunked11, the reference, -1000 / -5, graph),
-// and the opt-in chunked13 (kdabwd13: fp32 gates as a cp.async tile, bf16 gates through chunked12's loads; *Chunked13*:
-// bitwise chunked12, the reference, -1000 / -5, graph). The opt-in chunked14 (kdabwd14: chunked13 with the split-TF32
+// and chunked13 (kdabwd13: fp32 gates as a cp.async tile, bf16 gates through chunked12's loads; *Chunked13*:
+// bitwise chunked12, the reference, -1000 / -5, graph). chunked14 (kdabwd14: chunked13 with the split-TF32
 // lo parts truncated, not bitwise; *Chunked14*: the reference and chunked13's bars, a "[kdabwd14]" line per case with
-// both kernels' rel RMS against the fp64 reference, -1000 / -5, graph). The opt-in chunked15 (kdabwd15: chunked14 with
-// the head's scalar / v loads as a cp.async group ahead of its tiles; *Chunked15*: bitwise chunked14, the reference, a
-// "[kdabwd15]" line per case, -1000 / -5, graph).
+// both kernels' rel RMS against the fp64 reference, -1000 / -5, graph). chunked15 (kdabwd15, the default: chunked14
+// with the head's scalar / v loads as a cp.async group ahead of its tiles; *Chunked15*: bitwise chunked14, the
+// reference, a "[kdabwd15]" line per case, -1000 / -5, graph; an odd 16-bit beta's edge row).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -168,38 +168,69 @@ void variant_vs(DType dt, int bt, const char* mode, const char* base, bool bitwi
   }
 }
 
-// chunked11 (the default) against chunked7 (the previous one; not bitwise: the square is a product).
+// chunked11 (session 12's default) against chunked7 (the previous one; not bitwise: the square is a product).
 TEST_P(CudaKdaBwdChunked, Chunked11MatchesReferenceAndChunked7) {
   const auto [dt, bt] = GetParam();
   variant_vs(dt, bt, "chunked11", "chunked7", false);
 }
 
-// chunked12 (kdagate, opt-in): chunked11 with the gate staging / chain per gate form and dg stored in 8-channel
+// chunked12 (kdagate, selectable): chunked11 with the gate staging / chain per gate form and dg stored in 8-channel
 // pieces, the same expressions in the same order: bitwise equal to chunked11.
 TEST_P(CudaKdaBwdChunked, Chunked12MatchesReferenceAndChunked11) {
   const auto [dt, bt] = GetParam();
   variant_vs(dt, bt, "chunked12", "chunked11", true);
 }
 
-// chunked13 (kdabwd13, opt-in): chunked12 with the fp32 gates as a cp.async tile (16-bit gates: chunked12's loads)
-// and the split-TF32 hi parts without cvt's non-finite test, the same values: bitwise equal to chunked12.
+// chunked13 (kdabwd13, session 13's default): chunked12 with the fp32 gates as a cp.async tile (16-bit gates:
+// chunked12's loads) and the split-TF32 hi parts without cvt's non-finite test,
+// the same values: bitwise equal to chunked12.
 TEST_P(CudaKdaBwdChunked, Chunked13MatchesReferenceAndChunked12) {
   const auto [dt, bt] = GetParam();
   variant_vs(dt, bt, "chunked13", "chunked12", true, "kdabwd13");
 }
 
-// chunked14 (kdabwd14, opt-in): chunked13 with the split-TF32 lo parts truncated by the mask (cvt.rna's emulation
+// chunked14 (kdabwd14, selectable): chunked13 with the split-TF32 lo parts truncated by the mask (cvt.rna's emulation
 // dropped): not bitwise; the fp64 reference's bars and chunked13's, a "[kdabwd14]" rel RMS line per case.
 TEST_P(CudaKdaBwdChunked, Chunked14MatchesReferenceAndChunked13) {
   const auto [dt, bt] = GetParam();
   variant_vs(dt, bt, "chunked14", "chunked13", false, "kdabwd14", true);
 }
 
-// chunked15 (kdabwd15, opt-in): chunked14 with beta, dt_bias / A_log and the Y.v rows of v loaded as one cp.async
-// group ahead of the head's tiles, the dbeta draw formed at the head start: the same values, bitwise chunked14.
+// chunked15 (kdabwd15, the default since session 14): chunked14 with beta, dt_bias / A_log and the Y.v rows of v
+// loaded as one cp.async group ahead of the head's tiles, the dbeta draw formed at the head start: the same values,
+// bitwise chunked14.
 TEST_P(CudaKdaBwdChunked, Chunked15MatchesReferenceAndChunked14) {
   const auto [dt, bt] = GetParam();
   variant_vs(dt, bt, "chunked15", "chunked14", true, "kdabwd15", true);
+}
+
+// chunked15 reads a 16-bit beta as the aligned 4-byte word holding it; where that word would reach past the tensor
+// (an odd element count: here 133 x 3, the last element at byte 796) the row loads its 2 bytes alone. The default
+// (chunked15) on such a tensor: the fp64 reference and bitwise chunked14 (which loads beta element by element).
+TEST(CudaKdaBwdChunkedEdge, Chunked15Bf16BetaOddElementCount) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.V = 64;
+  s.B = 1;
+  s.T = 133;
+  s.H = 1;
+  s.HV = 3;
+  s.opt.use_gate_in_kernel = true;
+  s.opt.use_beta_sigmoid_in_kernel = true;
+  s.gate_dtype = DType::kBF16;
+  const ChunkAttnData d = make_chunk_attn(s);
+  ASSERT_EQ(d.beta.numel() % 2, 1) << "the case needs an odd beta element count";
+  Rng rng(11);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, DType::kBF16, true);
+  ChunkAttnGradTensors b14;
+  {
+    KdaBwdMode m("chunked14");
+    b14 = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+  }
+  const ChunkAttnGradTensors got = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
+  EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, s.dtype)) << "chunked15 vs fp64 reference";
+  EXPECT_TRUE(grads_bitwise(got, b14)) << "chunked15 vs chunked14 on an odd bf16 beta";
+  EXPECT_TRUE(grads_finite(got));
 }
 
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {

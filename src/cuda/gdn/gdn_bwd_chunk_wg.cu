@@ -13,7 +13,7 @@
 // value, the v row pointers not hoisted: fewer spill reloads per head), the next head's v rows and
 // gam row prefetched into L2, <S, dS'> computed while the xn product is in flight, and dq / dk in
 // the io type stored as 16-byte row pieces through the q / k tiles. Same values as V2 bit for bit.
-// V4 ("wg4", the default at V = 128 since 95f8975's A/B): V3 with two pairs of independent products
+// V4 ("wg4", the default at V = 128 from 95f8975's A/B to 1ec4943): V3 with two pairs of independent products
 // in flight together (dq_inter / dk_inter; R K^ / Pd K^), each finished in the same order as V3's.
 // V5 ("wg5", opt-in =wg5): V4 with Y = Ai^T dV^ issued ahead of the first pair (three in flight; its
 // store and Y.v row dot run under them). Both: same values as V3 bit for bit.
@@ -35,7 +35,8 @@
 // in the thread's own R / beta R staging slots (half 1 recomputed them in V7). Same values as V7 bit for
 // bit. ("wg8", V4 = 4: wg8d plus head 0's S / dS' issued before the index loads, was removed in session 12:
 // +1.7% on the H200 at ee5c88b.)
-// V9 / V9d ("wg9" / "wg9d", opt-in; template V4 = 6 / 7): V7 / V8d with each head's row scalars (gam, beta, the
+// V9 / V9d ("wg9" opt-in / "wg9d" the default since session 14; template V4 = 6 / 7): V7 / V8d with each head's
+// row scalars (gam, beta, the
 // finish's gate / beta draws) split over 8 warps by kind (one global round trip per thread where V2's warps
 // 2-3 made four in a row before the head's first barrier), and head 1's computed with head 0's at head 0's
 // start, so head 1's first barrier waits for no global load; head 0's loads go out ahead of its tiles. Same
@@ -66,10 +67,11 @@ namespace {
 using namespace gdn_bwd_chunk_detail;
 using namespace gdn_bwd_chunk_wg_detail;
 
-
+#define LINATTN_GDN_BWD_CHUNK_WG_BODY 1
 #include "cuda/gdn/gdn_bwd_chunk_wg_kernel.cuh"  // gdn_bwd_chunk_wg_kernel<T, V, V2, V3, V4, kPer>
 
-std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0};
+std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0},
+    g_wg9d_launches{0};
 
 // The switch's value, checked: a value that names no chunk kernel (the removed wg8, a typo) is an error, not a
 // silent V4.
@@ -95,7 +97,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
     launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
     return;
   }
-  // wg4 (the default unless "wg2" / "wg3" / "wg5" is asked for) and wg3 / wg5: V = 128 only (at V = 64
+  // wg4 and its successors (the default: wg9d) and wg3 / wg5: V = 128 only (at V = 64
   // ptxas spills more with them: 184 B of reloads vs V2's 96) and T_total < 2^31 (t0 in 32 bits)
   if constexpr (V == 128) {
     const bool w9ps = mode.rfind("wg9ps", 0) == 0, w9p = !w9ps && mode.rfind("wg9p", 0) == 0;
@@ -129,10 +131,12 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
         // wg9d the default since session 14 (gdnbwd11: the row scalars one round trip deep, bitwise wg7; H200 A/B at
         // 5bd3b72, 16/32 1x32768 with the cache: backward 3.29 / 3.27 -> 2.787 / 2.785 ms, wg9 2.84 / 2.83)
         g_wg9_launches.fetch_add(1);
-        if (mode == "wg9")
+        if (mode == "wg9") {
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-        else
+        } else {
+          g_wg9d_launches.fetch_add(1);
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        }
       } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -158,9 +162,9 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (the default until session 14);
-// "wg4" = V4; "wg8d" = V8d (opt-in); "wg9d" = V9d (unset: the default since session 14); "wg9" / "wg9p" / "wg9ps" =
-// V9 / V9p / V9ps (opt-in). Since session
-// 12 a value that names none of these (the removed "wg8", a typo) is an error (chunk_switch), no longer a silent V4.
+// "wg8d" = V8d (opt-in); "wg9d" = V9d (unset: the default since session 14); "wg9" / "wg9p" / "wg9ps" = V9 / V9p /
+// V9ps (opt-in). Since session 12 a value that names none of these (the removed "wg8" / "wg10", a typo) is an error
+// (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
   return f.BT == kBT && f.K == kK && (f.V == 64 || f.V == 128) &&
@@ -171,6 +175,7 @@ int64_t gdn_bwd_chunk_wg6_launches() { return g_wg6_launches.load(); }
 int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
 int64_t gdn_bwd_chunk_wg8d_launches() { return g_wg8d_launches.load(); }
 int64_t gdn_bwd_chunk_wg9_launches() { return g_wg9_launches.load(); }
+int64_t gdn_bwd_chunk_wg9d_launches() { return g_wg9d_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

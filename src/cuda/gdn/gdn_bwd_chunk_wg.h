@@ -1,8 +1,8 @@
 // The wgmma variant of the GDN backward chunk kernel (gdn_bwd_chunk_wg.cu): same inputs, outputs,
 // launch geometry and math as gdn_bwd_chunk.cu, for BT = 64, K = 128, V in {64, 128}, bf16 / fp16
-// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = V3 (V2 with fewer
-// spills, L2 prefetches and coalesced dq / dk stores, same values; V = 128, else V2) where eligible
-// (the default), "wg2" = the instruction-diet version V2, "wg" = the first version (same math and
+// on sm_90. Environment LINATTN_CUDA_GDN_BWD_CHUNK (read on every call): unset = wg9d since session 14 (V = 128,
+// else V2; gdn_bwd_chunk_wg.cu lists every version), "wg3" = V3 (V2 with fewer spills, L2 prefetches and coalesced
+// dq / dk stores, same values), "wg2" = the instruction-diet version V2, "wg" = the first version (same math and
 // reduction order), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs). Later versions and
 // the current default: gdn_bwd_chunk_wg.cu's header ("wg6" = persistent CTAs, "wg6:N" at most N;
 // "wg7" = split head loads, "wg8d" = wg7 with the M decays once per head, "wg9" / "wg9d" = wg7 / wg8d with the
@@ -27,5 +27,6 @@ int64_t gdn_bwd_chunk_wg7_launches();
 int64_t gdn_bwd_chunk_wg8d_launches();
 // Launches of the wg9 / wg9d kernels (the row scalars one round trip deep) so far in this process.
 int64_t gdn_bwd_chunk_wg9_launches();
+int64_t gdn_bwd_chunk_wg9d_launches();  // wg9d alone (the default since session 14), explicit or unset
 
 }  // namespace linattn::cuda

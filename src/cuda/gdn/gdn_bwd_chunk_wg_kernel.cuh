@@ -1,7 +1,10 @@
 // The GDN backward chunk kernel on wgmma, every variant of one template (V1 .. V9d, persistent wg6 / wg9p / wg9ps):
 // the body of gdn_bwd_chunk_wg.cu (its header comment describes the variants), split out to keep files under the
-// layout limit. Included once, by gdn_bwd_chunk_wg.cu, inside its anonymous namespace.
-#pragma once
+// layout limit. Included once, by gdn_bwd_chunk_wg.cu, inside its anonymous namespace (its using-directives, kNT,
+// WgSmem): not a stand-alone header.
+#ifndef LINATTN_GDN_BWD_CHUNK_WG_BODY
+#error "gdn_bwd_chunk_wg_kernel.cuh is the body of gdn_bwd_chunk_wg.cu: include it only there"
+#endif
 
 template <class T, int V, bool V2, bool V3, int V4 = 0, bool kPer = false>
 __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {

@@ -45,13 +45,14 @@ void launch_kda_bwd_chunk5(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_
 void launch_kda_bwd_chunk11(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 // chunked12 (LINATTN_CUDA_KDA_BWD=chunked12; kda/kda_bwd_chunk12.cu): chunked11 with the gate work per form, bitwise.
 void launch_kda_bwd_chunk12(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked13 (the default since session 13; kda/kda_bwd_chunk13.cu): chunked12 with the gates as a cp.async
+// chunked13 (LINATTN_CUDA_KDA_BWD=chunked13, session 13's default; kda/kda_bwd_chunk13.cu): chunked12 with the gates
+// as a cp.async
 // tile ahead of the head's tiles and a cheaper split-TF32 hi part, bitwise chunked12.
 void launch_kda_bwd_chunk13(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked14 (LINATTN_CUDA_KDA_BWD=chunked14, opt-in; kda/kda_bwd_chunk14.cu): chunked13 with the split-TF32 lo parts
+// chunked14 (LINATTN_CUDA_KDA_BWD=chunked14; kda/kda_bwd_chunk14.cu): chunked13 with the split-TF32 lo parts
 // truncated by the mask and eg / egl in 8 row steps (not bitwise chunked13).
 void launch_kda_bwd_chunk14(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked15 (LINATTN_CUDA_KDA_BWD=chunked15, opt-in; kda/kda_bwd_chunk15.cu): chunked14 with the head's scalar / v
+// chunked15 (the default since session 14; kda/kda_bwd_chunk15.cu): chunked14 with the head's scalar / v
 // loads ahead of its tiles, bitwise chunked14.
 void launch_kda_bwd_chunk15(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,

@@ -1,4 +1,4 @@
-// chunked15 (kdabwd15, session 14; opt-in LINATTN_CUDA_KDA_BWD=chunked15): the head's global row / scalar loads of
+// chunked15 (kdabwd15, session 14; the default since its A/B at 4e4abfa): the head's global row / scalar loads of
 // the KDA chunk kernel (C15 of kda_bwd_chunk2_kernel.cuh, on chunked14) as a cp.async group of their own issued
 // ahead of the head's tiles (head 0: ahead of q / k), the gate tile in the same group. In chunked14 each of these went
 // out behind the 152 KB of tiles (or behind S / dS) and its first use waited for the queue ahead of it:
