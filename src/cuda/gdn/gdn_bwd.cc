@@ -94,11 +94,11 @@ constexpr bool kKdaChunkedDefault = true;
 
 // LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked15 (the chunked path with its default chunk kernel,
 // since session 14: chunked14 with the head's scalar / v loads ahead of its tiles, bitwise chunked14) | chunked14
-// (chunked13 with cheaper eg / egl and split-TF32 lo parts; default earlier in session 14) | chunked13 (chunked12 with the gates
-// as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate work per form)
-// | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) | token, read on every
-// call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 .. chunked6, chunked8,
-// chunked9 included (session 10), throws at plan time, before any launch.
+// (chunked13 with cheaper eg / egl and split-TF32 lo parts; default earlier in session 14) | chunked13 (chunked12
+// with the gates as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate
+// work per form) | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) | token,
+// read on every call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 ..
+// chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch.
 enum KdaBwd {
   kKdaBwdDefault = -1,
   kKdaChunked,
@@ -226,8 +226,9 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
   if (dstate) return;
   if (f.kda) {
     // chunked15 the default since session 14 (H200 A/B at 4e4abfa, bitwise chunked14 on every test case: backward
-    // 7.79 / 7.77 -> 7.11 / 7.11 ms, fwd+bwd graph 9.66 / 9.66 -> 8.98 / 8.98); chunked14 (A/B at 5bd3b72, chunked13's values within its rel RMS on every
-    // test case: backward 7.77 / 7.75 -> 7.70 / 7.71 ms, fwd+bwd graph 9.66 / 9.63 -> 9.56 / 9.55);
+    // 7.79 / 7.77 -> 7.11 / 7.11 ms, fwd+bwd graph 9.66 / 9.66 -> 8.98 / 8.98); chunked14 (A/B at 5bd3b72,
+    // chunked13's values within its rel RMS on every test case: backward 7.77 / 7.75 -> 7.70 / 7.71 ms, fwd+bwd graph
+    // 9.66 / 9.63 -> 9.56 / 9.55);
     // chunked13 the default in session 13 (H200 A/B at ebf1299, bitwise chunked12: backward 8.06 / 8.08 ->
     // 7.79 / 7.81 ms, fwd+bwd graph 9.93 / 9.94 -> 9.66 / 9.66 at 32/32 1x32768 with the training cache); chunked12
     // (A/B at 678f770, bitwise chunked11: backward 8.27 / 8.26 -> 8.02 / 8.02 ms);

@@ -458,9 +458,13 @@ int gdn_prep_v7_ctas_per_sm(int G) {  // as launch_v7_t and launch() set the car
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>),
                      PrepSmemV7<__nv_bfloat16, 64, true>::bytes(G));
 }
-int gdn_prep_v8_ctas_per_sm(int G) {
-  return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v8_kernel<__nv_bfloat16, 64, true, false>),
-                     PrepSmemV7<__nv_bfloat16, 64, true, true>::bytes(G));
+int gdn_prep_v8_ctas_per_sm(int G) {  // every default GDN forward asks (LINATTN_CUDA_PDL=auto): queried once per G <= 8
+  static std::atomic<int> occ[9] = {};
+  int n = G >= 0 && G <= 8 ? occ[G].load() : 0;
+  if (n == 0) n = ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v8_kernel<__nv_bfloat16, 64, true, false>),
+                              PrepSmemV7<__nv_bfloat16, 64, true, true>::bytes(G));
+  if (G >= 0 && G <= 8) occ[G].store(n);
+  return n;
 }
 int gdn_prep_v7_split_ctas_per_sm(int Gs) {
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false, true>),

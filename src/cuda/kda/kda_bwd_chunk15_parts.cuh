@@ -86,10 +86,9 @@ __device__ __forceinline__ void beta15(KdaChunk15Smem<T, BT, V>& s, const GdnFwd
                   : f.beta_type == ElemType::kBF16 ? __uint_as_float(uint32_t(hw) << 16)
                                                    : __uint_as_float(w);
   float bb = b, dr = 1.f;
-  if (f.beta_sigmoid) {
-    bb = 1.f / (1.f + expf(-b));
-    if (f.neg_eigval) bb *= 2.f;
+  if (f.beta_sigmoid) {  // one sigmoid for both (the same expression in gdn_beta and gdn_beta_draw)
     const float sg = 1.f / (1.f + expf(-b));
+    bb = f.neg_eigval ? sg * 2.f : sg;
     dr = (f.neg_eigval ? 2.f : 1.f) * sg * (1.f - sg);
   }
   s.beta[tid] = bb;
