@@ -2,7 +2,7 @@
 # gdn_bwd_sweep_wg_ring.cuh FwdTmaRing; perf-notes "Sweeps: role 0's refill by TMA (sweep13)"): wg5 (role 1's
 # q / k / Ab / P refills by TMA, opt-in, -1.7% at 4e4abfa) with role 0's k / v / Ab refills by TMA boxes too (one lane
 # per warp, three stage mbarriers; the v tile a swizzled box; a partial last chunk zeroed). Outputs bitwise wg3's.
-# Compiled here, never run on a GPU before. Prediction (backward eager p50, --saved 1): wg5 ~2.77, wg6 ~2.68-2.73.
+# Compiled here, never run on a GPU before. Prediction (backward eager p50, --saved 1): wg5 ~2.77, wg6 ~2.66-2.73.
 # 1. bench 16/32 1x32768 --saved 1 (the bwd eager-live p50 is the row to read): none, wg5, wg6, wg6, wg5, none
 #    (two interleaved rounds) while the piece has >= 110 s left (the tests need up to ~100).
 # 2. tests (test_cuda_gdn_bwd, filtered, each capped at what the piece has left): CudaGdnBwdSweepWg6.* first (fp64
