@@ -688,6 +688,26 @@ TEST(CudaGdnBwdSweepWg5, GraphSequence) {
   for (const char* v : {"wg5", "wg5p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg5_launches);
 }
 
+// wg6 (sweep13: wg5 with role 0's k / v / Ab refills by TMA boxes on three mbarriers, the v tile a swizzled box read
+// at swizzled addresses, a partial last chunk's box rows zeroed): every product reads wg3's operands, so every case
+// is bitwise wg3's; the varlen cases put the partial chunk at each ring stage, the long case turns the three
+// stages' phases 5 times. BT 64 only (BT 32 takes mma.sync), bf16 and fp16; determinism and the graph at bf16 only.
+TEST(CudaGdnBwdSweepWg6, MatchesReferenceAndWg3Bitwise) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_matches(DType::kBF16, 64, "wg6", cuda::gdn_bwd_sweep_wg6_launches, "wg3");
+  sweep_variant_matches(DType::kF16, 64, "wg6", cuda::gdn_bwd_sweep_wg6_launches, "wg3");
+}
+
+TEST(CudaGdnBwdSweepWg6, IsDeterministic) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_deterministic(DType::kBF16, 64, "wg6");
+}
+
+TEST(CudaGdnBwdSweepWg6, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  sweep_variant_graph_sequence("wg6", cuda::gdn_bwd_sweep_wg6_launches);
+}
+
 // A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,
 // the value and the accepted values, never a silent mma.sync sweep.
 TEST(CudaGdnBwdSweepWg, RemovedOrUnknownSwitchValueIsAnError) {
