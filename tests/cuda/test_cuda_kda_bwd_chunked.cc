@@ -20,7 +20,9 @@
 // lo parts truncated, not bitwise; *Chunked14*: the reference and chunked13's bars, a "[kdabwd14]" line per case with
 // both kernels' rel RMS against the fp64 reference, -1000 / -5, graph). The opt-in chunked15 (kdabwd15: chunked14 with
 // the head's scalar / v loads as a cp.async group ahead of its tiles; *Chunked15*: bitwise chunked14, the reference, a
-// "[kdabwd15]" line per case, -1000 / -5, graph).
+// "[kdabwd15]" line per case, -1000 / -5, graph). The opt-in chunked16 (kdabwd16: chunked15 with S / dS prefetched into
+// L2 and the chain's raw gates from shared memory; *Chunked16*: bitwise chunked15, the reference, a "[kdabwd16]" line per
+// case, -1000 / -5, graph).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -202,6 +204,13 @@ TEST_P(CudaKdaBwdChunked, Chunked15MatchesReferenceAndChunked14) {
   variant_vs(dt, bt, "chunked15", "chunked14", true, "kdabwd15", true);
 }
 
+// chunked16 (kdabwd16, opt-in): chunked15 with S / dS prefetched into L2 before the chunk-table loads, at V = 128 the
+// chain's fp32 raw gates loaded into dead tiles during the intra phase: the same values, bitwise chunked15.
+TEST_P(CudaKdaBwdChunked, Chunked16MatchesReferenceAndChunked15) {
+  const auto [dt, bt] = GetParam();
+  variant_vs(dt, bt, "chunked16", "chunked15", true, "kdabwd16", true);
+}
+
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const auto [dt, bt] = GetParam();
   const Case c = cases(dt, bt)[2];
@@ -269,6 +278,11 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked15AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked15");
   all_gates_at_the_limits();
 }
+TEST(CudaKdaBwdChunkedExtreme, Chunked16AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked16");
+  all_gates_at_the_limits();
+}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -314,7 +328,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", "chunked16", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -360,6 +374,13 @@ TEST(CudaKdaBwdChunkedGraph, Chunked14ReplayEqualsEagerFixed) {
 TEST(CudaKdaBwdChunkedGraph, Chunked15ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked15");
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
+}
+
+TEST(CudaKdaBwdChunkedGraph, Chunked16ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked16");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }
