@@ -269,10 +269,6 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     mma_tile_r<T, Tl::NTB, V, false, true>(pm, &s.dO[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
     mma_tile_r<T, Tl::NTB, V, false, true>(lm, &s.y[0][0], Sm::kLdV, 16 * wm, &s.vh[0][0], Sm::kLdV, cb, lane);
     __syncthreads();  // S, dS' dead: the union takes daqk / dL
-    if constexpr (CG16) {  // vh / vt dead until the next head: the chain's raw gates land during the intra phase
-      if (gtile) load_chain_gates16<T, BT, V, Tl::NT>(s, f, t0, len, j, tid);
-      cp_async_commit();
-    }
     [[maybe_unused]] const DecayTab tab{reinterpret_cast<float(*)[kLdT]>(&s.u.st.dS[0][0]),
                                         reinterpret_cast<float(*)[kLdT]>(&s.y[0][0])};
     if constexpr (TAB) build_decay_tab<BT, Tl::NT>(tab, s.a, tid);
@@ -289,6 +285,10 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         }
     }
     __syncthreads();
+    if constexpr (CG16) {  // vh / vt dead until the next head (pm / lm too): the chain's raw gates land during the walks
+      if (gtile) load_chain_gates16<T, BT, V, Tl::NT>(s, f, t0, len, j, tid);
+      cp_async_commit();
+    }
 
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
