@@ -143,10 +143,10 @@ __device__ __forceinline__ void stage_formula12(float (*a)[kLdF], const GdnBwdPa
 }
 
 // The raw gates into a[i][c] (0 past len), batches of 8 loads in flight, each thread its own elements of the
-// formula pass (so no barrier between the two).
-template <int BT, int NT>
-__device__ __forceinline__ void stage_gate_loads12(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len,
-                                                   int j, int tid) {
+// formula pass (so no barrier between the two). Rows: float (*)[kLdF], or chunked16's ChainRows16.
+template <int BT, int NT, class Rows>
+__device__ __forceinline__ void stage_gate_loads12(Rows a, const GdnBwdParams& p, int64_t t0, int len, int j,
+                                                   int tid) {
   constexpr int PER = BT * kK / NT, B = 8, RG = NT / kK;
   static_assert(PER * NT == BT * kK && PER % B == 0 && RG * kK == NT, "whole tile per pass");
   const int c = tid % kK, i0 = tid / kK;

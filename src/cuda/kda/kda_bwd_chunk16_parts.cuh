@@ -6,7 +6,7 @@
 //  - V = 128, fp32 aligned gates: the gate chain's raw gates as a cp.async group issued right after the pm / lm
 //    barrier into tiles dead until the next head (rows < BT / 2 in vh, the rest in the v tile vt): they land during
 //    the intra phase, and the chain reads them from shared memory instead of 16 global loads per thread after its
-//    start (other cases: the loads as before, into the same split rows);
+//    start (16-bit / unaligned gates: chunked12's loads at the same point, into the same rows; one copy of the chain);
 //  - the row-scale pass's lane test from a fresh %laneid (chunked15 reloaded a spilled lane right after the q / k
 //    barrier, an LDL queued behind the head's cp.async stream).
 #pragma once
@@ -51,6 +51,14 @@ __device__ __forceinline__ void load_chain_gates16(KdaChunk15Smem<T, BT, V>& s, 
   const bool more = len > BT / 2;  // else every hi row is zero-filled from a mapped base (row t0)
   load_gate_tile13<BT / 2, NT, kK>(rows.lo, f, t0, len, j, tid);
   load_gate_tile13<BT / 2, NT, kK>(rows.hi, f, more ? t0 + BT / 2 : t0, more ? len - BT / 2 : 0, j, tid);
+}
+
+// The chain's raw gates when they cannot come as cp.async pieces (16-bit or unaligned gates): chunked12's loads
+// (load_gate_raw_r's values), stored into the same rows; synchronous, so the walks start a round trip later.
+template <class T, int BT, int V, int NT>
+__device__ __forceinline__ void stage_chain_gates16(KdaChunk15Smem<T, BT, V>& s, const GdnBwdParams& p, int64_t t0,
+                                                    int len, int j, int tid) {
+  stage_gate_loads12<BT, NT>(chain_rows16(s), p, t0, len, j, tid);
 }
 
 __device__ __forceinline__ int lane_now16() {

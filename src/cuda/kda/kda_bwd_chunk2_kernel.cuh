@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     __syncthreads();
     if constexpr (CG16) {  // vh / vt dead until the next head (pm / lm too): the chain's raw gates land during the walks
       if (gtile) load_chain_gates16<T, BT, V, Tl::NT>(s, f, t0, len, j, tid);
+      else stage_chain_gates16<T, BT, V, Tl::NT>(s, p, t0, len, j, tid);  // the chain's first barrier orders them
       cp_async_commit();
     }
 
@@ -339,12 +340,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    if constexpr (CG16) {  // the raw gates from the rows loaded after the pm / lm barrier, else from global
-      if (gtile) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw, chain_rows16(s));
-      else gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw);
-    } else if constexpr (C15) {
-      gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw);
-    }
+    if constexpr (CG16) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw, chain_rows16(s));
+    else if constexpr (C15) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw);
     else if constexpr (GC12) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     else gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
