@@ -3,11 +3,11 @@
 # chunked15 with (1) the head's S / dS (64 KB) prefetched into L2 before chunk_span's two dependent index loads (next
 # head's at each head start for G > 1), (2) at V = 128 with fp32 aligned gates, the gate chain's raw gates as a cp.async
 # group after the daqk / dL barrier into dead tiles (vh / vt), read from shared memory instead of 16 global loads per
-# thread after the chain's start, (3) the row-scale pass's lane test from %laneid (no spilled-lane LDL behind the
-# cp.async stream after the q / k barrier). The same values: bitwise chunked15 (the tests assert it). Compiled here,
-# never run on a GPU.
+# thread after the chain's start (16-bit gates: the same loads at that point, into the same rows), (3) the row-scale
+# pass's lane test from %laneid (no spilled-lane LDL behind the cp.async stream after the q / k barrier). The same
+# values: bitwise chunked15 (the tests assert it). Compiled here, never run on a GPU.
 # Prediction: chunk kernel -1.5 to -4%, backward 32/32 1x32768 --saved 1 7.11 -> ~6.9-7.05 ms, fwd+bwd graph 8.98 ->
-# ~8.8-8.93 ms. Risk: more spills at phase boundaries (bf16 BT 64 V 128 stack 144 -> 176 B).
+# ~8.8-8.93 ms. Risk: more spills at phase boundaries (bf16 BT 64 V 128 stack 144 -> 160 B).
 # This piece (its own clock, 90 s; every step guarded):
 # 1. bench default vs chunked16, bench-cuda-bwd KDA 32/32 1x32768 --iters 5 --saved 1, two rounds interleaved;
 # 2. test_cuda_kda_bwd_chunked's *Chunked16* tests (every case of bf16 BT 64 and fp16 BT 32 against the reference and
