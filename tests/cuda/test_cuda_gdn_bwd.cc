@@ -688,24 +688,21 @@ TEST(CudaGdnBwdSweepWg5, GraphSequence) {
   for (const char* v : {"wg5", "wg5p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg5_launches);
 }
 
-// wg6 (sweep13: wg5 with role 0's k / v / Ab refills by TMA boxes on three mbarriers, the v tile a swizzled box read
-// at swizzled addresses, a partial last chunk's box rows zeroed): every product reads wg3's operands, so every case
-// is bitwise wg3's; the varlen cases put the partial chunk at each ring stage, the long case turns the three
-// stages' phases 5 times. BT 64 only (BT 32 takes mma.sync), bf16 and fp16; determinism and the graph at bf16 only.
-TEST(CudaGdnBwdSweepWg6, MatchesReferenceAndWg3Bitwise) {
+// Unset, the wgmma sweeps are wg5 (the default since session 15): its launch counter moves, wg3's does not, and the
+// gradients are bitwise wg3's (forced) and within the fp64 reference's bars, on the varlen case and the long GVA case.
+TEST(CudaGdnBwdSweepWg5, DefaultIsWg5) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  sweep_variant_matches(DType::kBF16, 64, "wg6", cuda::gdn_bwd_sweep_wg6_launches, "wg3");
-  sweep_variant_matches(DType::kF16, 64, "wg6", cuda::gdn_bwd_sweep_wg6_launches, "wg3");
-}
-
-TEST(CudaGdnBwdSweepWg6, IsDeterministic) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  sweep_variant_deterministic(DType::kBF16, 64, "wg6");
-}
-
-TEST(CudaGdnBwdSweepWg6, GraphSequence) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  sweep_variant_graph_sequence("wg6", cuda::gdn_bwd_sweep_wg6_launches);
+  for (const Case& c : {cases(DType::kBF16, 64)[1], long_case(DType::kBF16, 64)}) {
+    SCOPED_TRACE(c.name + " default sweep vs wg3");
+    const BwdInputs in = bwd_inputs(c);
+    const ChunkAttnGradTensors wg3 = bwd_with_env(in, kSweepEnv, "wg3");
+    const int64_t wg5_before = cuda::gdn_bwd_sweep_wg5_launches(), wg3_before = cuda::gdn_bwd_sweep_wg3_launches();
+    const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, nullptr);
+    EXPECT_GT(cuda::gdn_bwd_sweep_wg5_launches(), wg5_before) << "the default did not run wg5";
+    EXPECT_EQ(cuda::gdn_bwd_sweep_wg3_launches(), wg3_before) << "the default ran wg3";
+    check_bwd_grads(in, ref_backward(in.d, in.cot), got);
+    EXPECT_TRUE(grads_bitwise(got, wg3)) << "the default differs from wg3";
+  }
 }
 
 // A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,

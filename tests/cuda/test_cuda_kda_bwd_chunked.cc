@@ -20,9 +20,7 @@
 // lo parts truncated, not bitwise; *Chunked14*: the reference and chunked13's bars, a "[kdabwd14]" line per case with
 // both kernels' rel RMS against the fp64 reference, -1000 / -5, graph). chunked15 (kdabwd15, the default: chunked14
 // with the head's scalar / v loads as a cp.async group ahead of its tiles; *Chunked15*: bitwise chunked14, the
-// reference, a "[kdabwd15]" line per case, -1000 / -5, graph; an odd 16-bit beta's edge row). The opt-in chunked16
-// (kdabwd16: chunked15 with S / dS prefetched into L2 and the chain's raw gates from shared memory; *Chunked16*:
-// bitwise chunked15, the reference, a "[kdabwd16]" line per case, -1000 / -5, graph).
+// reference, a "[kdabwd15]" line per case, -1000 / -5, graph; an odd 16-bit beta's edge row).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -206,13 +204,6 @@ TEST_P(CudaKdaBwdChunked, Chunked15MatchesReferenceAndChunked14) {
   variant_vs(dt, bt, "chunked15", "chunked14", true, "kdabwd15", true);
 }
 
-// chunked16 (kdabwd16, opt-in): chunked15 with S / dS prefetched into L2 before the chunk-table loads, at V = 128 the
-// chain's fp32 raw gates loaded into dead tiles during the intra phase: the same values, bitwise chunked15.
-TEST_P(CudaKdaBwdChunked, Chunked16MatchesReferenceAndChunked15) {
-  const auto [dt, bt] = GetParam();
-  variant_vs(dt, bt, "chunked16", "chunked15", true, "kdabwd16", true);
-}
-
 // chunked15 reads a 16-bit beta as the aligned 4-byte word holding it; where that word would reach past the tensor
 // (an odd element count: here 133 x 3, the last element at byte 796) the row loads its 2 bytes alone. The default
 // (chunked15) on such a tensor: the fp64 reference and bitwise chunked14 (which loads beta element by element).
@@ -240,11 +231,6 @@ TEST(CudaKdaBwdChunkedEdge, Chunked15Bf16BetaOddElementCount) {
   EXPECT_TRUE(bwd_close(d, ref_backward(d, cot), got, s.dtype)) << "chunked15 vs fp64 reference";
   EXPECT_TRUE(grads_bitwise(got, b14)) << "chunked15 vs chunked14 on an odd bf16 beta";
   EXPECT_TRUE(grads_finite(got));
-  {
-    KdaBwdMode m("chunked16");  // chunked16 shares chunked15's beta row loads
-    const ChunkAttnGradTensors g16 = run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(g16, b14)) << "chunked16 vs chunked14 on an odd bf16 beta";
-  }
 }
 
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
@@ -314,11 +300,6 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked15AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked15");
   all_gates_at_the_limits();
 }
-TEST(CudaKdaBwdChunkedExtreme, Chunked16AllGatesAtTheLimits) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  KdaBwdMode mode("chunked16");
-  all_gates_at_the_limits();
-}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -364,7 +345,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", "chunked16", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -410,13 +391,6 @@ TEST(CudaKdaBwdChunkedGraph, Chunked14ReplayEqualsEagerFixed) {
 TEST(CudaKdaBwdChunkedGraph, Chunked15ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked15");
-  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
-  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
-}
-
-TEST(CudaKdaBwdChunkedGraph, Chunked16ReplayEqualsEagerFixed) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  KdaBwdMode mode("chunked16");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }

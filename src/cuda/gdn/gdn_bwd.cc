@@ -92,8 +92,7 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 // token, graph and tier-3 backward test with it, memcheck / racecheck clean).
 constexpr bool kKdaChunkedDefault = true;
 
-// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked16 (opt-in: chunked15 with S / dS prefetched into L2 and the
-// chain's raw gates from shared memory, bitwise chunked15) | chunked | chunked15 (the chunked path with its default chunk kernel,
+// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked15 (the chunked path with its default chunk kernel,
 // since session 14: chunked14 with the head's scalar / v loads ahead of its tiles, bitwise chunked14) | chunked14
 // (chunked13 with cheaper eg / egl and split-TF32 lo parts; default earlier in session 14) | chunked13 (chunked12
 // with the gates as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate
@@ -109,13 +108,11 @@ enum KdaBwd {
   kKdaChunked13,
   kKdaToken,
   kKdaChunked14,
-  kKdaChunked15,
-  kKdaChunked16
+  kKdaChunked15
 };
 int kda_bwd_mode() {  // the list in KdaBwd's order
   return env_choice("LINATTN_CUDA_KDA_BWD",
-                    {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14", "chunked15",
-                     "chunked16"},
+                    {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14", "chunked15"},
                     kKdaBwdDefault,
                     "the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed (docs/perf-notes.md)");
 }
@@ -244,7 +241,6 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     else if (kernel == kKdaChunked12) launch_kda_bwd_chunk12(p, w, st);
     else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);
     else if (kernel == kKdaChunked14) launch_kda_bwd_chunk14(p, w, st);
-    else if (kernel == kKdaChunked16) launch_kda_bwd_chunk16(p, w, st);  // opt-in (kdabwd16): bitwise chunked15
     else launch_kda_bwd_chunk15(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

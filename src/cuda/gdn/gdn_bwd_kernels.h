@@ -55,9 +55,6 @@ void launch_kda_bwd_chunk14(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream
 // chunked15 (the default since session 14; kda/kda_bwd_chunk15.cu): chunked14 with the head's scalar / v
 // loads ahead of its tiles, bitwise chunked14.
 void launch_kda_bwd_chunk15(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked16 (LINATTN_CUDA_KDA_BWD=chunked16, opt-in; kda/kda_bwd_chunk16.cu): chunked15 with S / dS prefetched into L2
-// before the chunk-table loads and the gate chain's raw gates from shared memory, bitwise chunked15.
-void launch_kda_bwd_chunk16(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
 

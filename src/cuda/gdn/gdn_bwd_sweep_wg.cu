@@ -18,12 +18,11 @@
 // sequences average >= kWgMinTokens tokens; racecheck reports hazards on the hand-off buffer that the
 // protocol does not explain (docs/perf-notes.md "Sweeps on wgmma"); "wglate" / "wgsync" probe it.
 // The layout, role 0's chain, role 1's loader and the store warpgroup live in gdn_bwd_sweep_wg.cuh;
-// "wg3" (kMode 3, the default) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's
+// "wg3" (kMode 3, the default until session 15) is wg with the store warpgroup's dv stores vectorized (store_warpgroup's
 // kFastDv), same values as wg (perf-notes "Sweeps: the store warpgroup set the reverse step"). wg2 / wg3p /
 // wg3pf (WG1 streaming the input rings on mbarriers) measured 2-5% slower and were removed in session 12.
-// "wg4" / "wg5" / "wg5p" (kMode 4 / 5 / 6, opt-in, sweep12): wg3 with role 1's ring prefetched to L2 / refilled by
-// TMA / both (gdn_bwd_sweep_wg_ring.cuh); same values as wg3. "wg6" (kMode 7, opt-in, sweep13): wg5 with role 0's
-// k / v / Ab ring by TMA too (FwdTmaRing); same values as wg3.
+// "wg4" / "wg5" / "wg5p" (kMode 4 / 5 / 6; wg5 the default since session 15, sweep12): wg3 with role 1's ring prefetched to L2 / refilled by
+// TMA / both (gdn_bwd_sweep_wg_ring.cuh); same values as wg3.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -181,11 +180,9 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
   }
 }
 
-// kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf),
-// 7 wg6 (wg5 + role 0's ring by TMA: FwdTmaRing, vmap its v map).
+// kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf).
 template <class T, int kMode>
-__device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps,
-                                           const CUtensorMap* vmap = nullptr) {
+__device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   SweepWgSmem<T>& s = *reinterpret_cast<SweepWgSmem<T>*>(base);
@@ -204,7 +201,6 @@ __device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs
   const XNamed<kMode >= 3 ? 0 : kMode> xs;
   if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
   else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5>(s, p, w, id, t, maps);
-  else if constexpr (kMode == 7) fwd_chain<T>(s, p, id, t, xs, FwdTmaRing<T>{{s, p.f, w, id, t}, maps, vmap, fwd_bars(s.bar)});
   else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
 }
 
@@ -219,24 +215,17 @@ __global__ void __launch_bounds__(256, 1)
   sweep_body<T, kMode>(p, w, &maps);
 }
 
-template <class T>  // wg6
-__global__ void __launch_bounds__(256, 1)
-    gdn_bwd_sweep_wg_tma6_kernel(GdnBwdParams p, GdnBwdWs w, const __grid_constant__ SweepMaps maps) {
-  sweep_body<T, 7>(p, w, &maps.r, &maps.v);
-}
-
 }  // namespace
 
 namespace {
-std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0},
-    g_wg6_sweep_launches{0};
+std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
 enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepWg5, kSweepWg5p,
-            kSweepWg6, kSweepMma };
+            kSweepMma };
 int sweep_switch() {  // the list in Sweep's order
-  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "wg6", "mma"}, kSweepAuto,
-                    "unset: wg3 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
+  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma"}, kSweepAuto,
+                    "unset: wg5 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
 
@@ -244,7 +233,7 @@ bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
   const int v = sweep_switch();
   if (v == kSweepMma) return false;
   if (v != kSweepAuto) return true;
-  // Default: the wgmma sweeps where sequences average >= kWgMinTokens tokens (capacity in graph mode).
+  // Default: the wgmma sweeps (wg5) where sequences average >= kWgMinTokens tokens (capacity in graph mode).
   // H200 at 73035b5: 1x32768 5.43 -> 4.23 ms, 4096x8 -14%, 1x8192 -21%, but 512x16 +7.5% (per-CTA
   // pipeline fill and drain over 8 chunks).
   return f.N > 0 && f.T_total / f.N >= kWgMinTokens;
@@ -254,7 +243,6 @@ int64_t gdn_bwd_sweep_wg_launches() { return g_wg_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg3_launches() { return g_wg3_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg4_launches() { return g_wg4_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg5_launches() { return g_wg5_sweep_launches.load(); }
-int64_t gdn_bwd_sweep_wg6_launches() { return g_wg6_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -271,16 +259,12 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
     bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, kMode>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
-  auto rev_maps = [&] {  // role 1's q / k / Ab / P maps (built per call)
+  auto go_tma = [&](bool pf) {  // wg5 / wg5p: role 1's q / k / Ab / P by TMA (maps built per call)
     RevMaps m;
     m.q = make_tma_2d_sw128(p.f.q, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
     m.k = make_tma_2d_sw128(p.f.k, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
     m.ab = make_tma_2d_sw128(w.c.Ab, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
     m.p = make_tma_2d_sw128(w.c.P, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
-    return m;
-  };
-  auto go_tma = [&](bool pf) {  // wg5 / wg5p: role 1's q / k / Ab / P by TMA
-    const RevMaps m = rev_maps();
     const dim3 b(256);
     if (bf) {
       auto k = pf ? gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 6> : gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 5>;
@@ -290,20 +274,13 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
       launch(k, grid, b, smem_bytes<__half>(), stream, p, w, m);
     }
   };
-  auto go_tma6 = [&] {  // wg6: wg5's maps + role 0's v map (its k / Ab boxes use role 1's maps)
-    SweepMaps m;
-    m.r = rev_maps();
-    m.v = make_tma_2d_sw128(p.f.v, bf, uint64_t(p.f.T_total), uint64_t(p.f.HV) * p.f.V, uint64_t(p.f.HV) * p.f.V, kBT);
-    bf ? launch(gdn_bwd_sweep_wg_tma6_kernel<__nv_bfloat16>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w, m)
-       : launch(gdn_bwd_sweep_wg_tma6_kernel<__half>, grid, dim3(256), smem_bytes<__half>(), stream, p, w, m);
-  };
   g_wg_sweep_launches.fetch_add(1);
   if (v == kSweepWgr || v == kSweepWgrl) return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == kSweepWgrl);  // _wgr.cu
-  if (v == kSweepWg3 || v == kSweepAuto) g_wg3_sweep_launches.fetch_add(1);
-  if (v == kSweepWg3 || v == kSweepAuto) go(std::integral_constant<int, 3>{});  // wg3 the default since 1ec4943's A/B
+  if (v == kSweepWg3) g_wg3_sweep_launches.fetch_add(1);
+  if (v == kSweepWg3) go(std::integral_constant<int, 3>{});  // wg3: the default from 1ec4943's A/B to session 15
   else if (v == kSweepWg4) g_wg4_sweep_launches.fetch_add(1), go(std::integral_constant<int, 4>{});
-  else if (v == kSweepWg5 || v == kSweepWg5p) g_wg5_sweep_launches.fetch_add(1), go_tma(v == kSweepWg5p);
-  else if (v == kSweepWg6) g_wg6_sweep_launches.fetch_add(1), go_tma6();
+  // wg5, the default since session 15 (H200 at b089b04, two rounds: backward 2.813 / 2.795 -> 2.764 / 2.742 ms)
+  else if (v == kSweepWg5 || v == kSweepWg5p || v == kSweepAuto) g_wg5_sweep_launches.fetch_add(1), go_tma(v == kSweepWg5p);
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

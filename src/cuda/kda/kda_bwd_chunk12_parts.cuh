@@ -11,7 +11,6 @@
 //  - dg: the walk leaves dg in the raw-gate scratch (in place), and after the next barrier every thread stores
 //    8-channel pieces (one 16-byte store for bf16 / fp16), the dtype switch once per piece.
 #pragma once
-#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -143,10 +142,10 @@ __device__ __forceinline__ void stage_formula12(float (*a)[kLdF], const GdnBwdPa
 }
 
 // The raw gates into a[i][c] (0 past len), batches of 8 loads in flight, each thread its own elements of the
-// formula pass (so no barrier between the two). Rows: float (*)[kLdF], or chunked16's ChainRows16.
-template <int BT, int NT, class Rows>
-__device__ __forceinline__ void stage_gate_loads12(Rows a, const GdnBwdParams& p, int64_t t0, int len, int j,
-                                                   int tid) {
+// formula pass (so no barrier between the two).
+template <int BT, int NT>
+__device__ __forceinline__ void stage_gate_loads12(float (*a)[kLdF], const GdnBwdParams& p, int64_t t0, int len,
+                                                   int j, int tid) {
   constexpr int PER = BT * kK / NT, B = 8, RG = NT / kK;
   static_assert(PER * NT == BT * kK && PER % B == 0 && RG * kK == NT, "whole tile per pass");
   const int c = tid % kK, i0 = tid / kK;
@@ -201,12 +200,10 @@ __device__ __forceinline__ void store8_out(void* p, ElemType t, int64_t o, const
 // as there, the gate constants loaded before the barrier, the reverse walk per form unrolled by 4 with dg left in
 // the scratch, then the partials / dbeta as there and dg stored by every thread in 8-channel pieces.
 // bdraw (chunked15): gdn_beta_draw of the rows, formed at the head start (nullptr: loaded here).
-// rows (chunked16, ChainRows16): the raw-gate / dg rows split over two dead tiles, the raw gates already on their way
-// there (a pending cp.async group, waited for before the first barrier): no loads here.
-template <class T, int BT, int V, int NT, class Rows = std::nullptr_t>
+template <class T, int BT, int V, int NT>
 __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const GdnBwdParams& p, const GdnBwdWs& w,
                                              int64_t r, int64_t t0, int len, int j, int tid,
-                                             const float* bdraw = nullptr, Rows rows = nullptr) {
+                                             const float* bdraw = nullptr) {
   constexpr int RG = NT / kK, RPG = BT / RG, PC = kK / 8;
   static_assert(RG * kK == NT && RG * RPG == BT, "row groups tile the chunk");
   static_assert(RG * kK * 2 <= BT * (BT + 4), "scratch fits in daqk / dL");
@@ -215,25 +212,16 @@ __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const G
   const int c = tid % kK, grp = tid / kK, i0 = grp * RPG;
   float* gs = &s.u.in.daqk[0][0];  // [RG][kK] group sums of dgam
   float* gp = &s.u.in.dL[0][0];    // [RG][kK][2] group gate partials
-  [[maybe_unused]] float (*graw)[kK] = gate_scratch(s);  // raw gates, then dg (rows < len)
-  constexpr bool SPLIT_ROWS = !std::is_same_v<Rows, std::nullptr_t>;
-  const auto row = [&](int i) -> float* {
-    if constexpr (SPLIT_ROWS) return rows[i];
-    else return graw[i];
-  };
-  [[maybe_unused]] float raw[RPG];
-  if constexpr (!SPLIT_ROWS) load_gate_raw_r<RPG, 1>(raw, f, t0, i0, len, j, c);
+  float (*graw)[kK] = gate_scratch(s);  // raw gates, then dg (rows < len)
+  float raw[RPG];
+  load_gate_raw_r<RPG, 1>(raw, f, t0, i0, len, j, c);
   const GateConst gc = gate_const(f, j, c);
   float ps = 0.f;
 #pragma unroll
   for (int u = 0; u < RPG; ++u) ps += s.a[i0 + u][c];
   gs[grp * kK + c] = ps;
-  if constexpr (!SPLIT_ROWS) {
 #pragma unroll
-    for (int u = 0; u < RPG; ++u) graw[i0 + u][c] = raw[u];
-  } else {
-    cp_async_wait<0>();
-  }
+  for (int u = 0; u < RPG; ++u) graw[i0 + u][c] = raw[u];
   __syncthreads();
   float zs = 0.f;
 #pragma unroll
@@ -251,7 +239,7 @@ __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const G
       float rw[kChainBlk];
 #pragma unroll
       for (int m = kChainBlk - 1; m >= 0; --m) {
-        rw[m] = row(i0 + u0 + m)[c];
+        rw[m] = graw[i0 + u0 + m][c];
         ev[m].pre(rw[m], gc);
       }
       GateDeriv gd[kChainBlk];
@@ -266,7 +254,7 @@ __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const G
             pA += acc * gd[m].dA;
             pT += dgo;
           }
-          row(i)[c] = dgo;
+          graw[i][c] = dgo;
         }
       }
     }
@@ -297,8 +285,8 @@ __device__ __forceinline__ void gate_chain12(KdaChunk2Smem<T, BT, V>& s, const G
     for (int idx = tid; idx < BT * PC; idx += NT) {
       const int i = idx / PC, c0 = (idx % PC) * 8;
       if (i >= len) continue;
-      const float4 lo = *reinterpret_cast<const float4*>(row(i) + c0);
-      const float4 hi = *reinterpret_cast<const float4*>(row(i) + c0 + 4);
+      const float4 lo = *reinterpret_cast<const float4*>(&graw[i][c0]);
+      const float4 hi = *reinterpret_cast<const float4*>(&graw[i][c0 + 4]);
       const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
       store8_out(p.dg.p, p.dg.t, ((t0 + i) * f.HV + j) * int64_t(kK) + c0, x, vec);
     }

@@ -24,10 +24,9 @@ __device__ __forceinline__ bool gate_tile_ok(const GdnFwdParams& f) {
   return f.g_type == ElemType::kF32 && (reinterpret_cast<uintptr_t>(f.g) & 15u) == 0;
 }
 
-// a[i][0..K) <- g[t0 + i, j, 0..K) for rows i < len, zeros for len <= i < BT: 16-byte pieces, rolled (LD: the row
-// pitch; chunked16's chain rows are unpadded).
-template <int BT, int NT, int LD = kLdF>
-__device__ __forceinline__ void load_gate_tile13(float (*a)[LD], const GdnFwdParams& f, int64_t t0, int len, int j,
+// a[i][0..K) <- g[t0 + i, j, 0..K) for rows i < len, zeros for len <= i < BT: 16-byte pieces, rolled.
+template <int BT, int NT>
+__device__ __forceinline__ void load_gate_tile13(float (*a)[kLdF], const GdnFwdParams& f, int64_t t0, int len, int j,
                                                  int tid) {
   constexpr int P = kK / 4;
   const float* src = static_cast<const float*>(f.g) + (t0 * f.HV + j) * int64_t(kK);

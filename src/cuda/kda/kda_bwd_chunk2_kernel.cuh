@@ -19,7 +19,6 @@
 #include "cuda/kda/kda_bwd_chunk13_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk14_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk15_parts.cuh"
-#include "cuda/kda/kda_bwd_chunk16_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -49,11 +48,7 @@ constexpr bool tables_fit() {
 // C15 (chunked15, kda_bwd_chunk15_parts.cuh; with C14): dt_bias / A_log, beta, the Y.v rows of v and the gate tile as
 // one cp.async group ahead of the head's tiles (head 0: ahead of q / k); the beta draw of the dbeta store formed with
 // beta at the head start (shared memory) instead of loaded in the chain's tail. The same values.
-// C16 (chunked16, kda_bwd_chunk16_parts.cuh; with C15): S / dS prefetched into L2 before chunk_span; at V = 128 the
-// chain's raw gates a cp.async group after the pm / lm barrier (read from shared memory); the row-scale lane test from
-// %laneid. The same values.
-template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false,
-          bool C16 = false>
+template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
   using Tl = KTiling<BT, V>;
@@ -64,8 +59,6 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   static_assert(!C13 || (SPLIT && GC12), "chunked13 is chunked12's kernel");
   static_assert(!C14 || C13, "chunked14 is chunked13's kernel");
   static_assert(!C15 || C14, "chunked15 is chunked14's kernel");
-  static_assert(!C16 || C15, "chunked16 is chunked15's kernel");
-  constexpr bool CG16 = C16 && V == 128;  // the chain's raw gates into vh / vt (dead there: TAB keeps y / dO, dS)
   static_assert(!C15 || (sizeof(Sm) <= 227 * 1024 && sizeof(KdaChunk2Smem<T, BT, V>) % 16 == 0),
                 "chunked15's tiles fit; its v tile 16-byte aligned");
   using S0 = KdaChunkSmem<T, BT, V>;
@@ -78,7 +71,6 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   const int h = blockIdx.y, G = f.HV / f.H;
   int64_t t0;
   int len;
-  if constexpr (C16) prefetch_states16<T, V, Tl::NT>(w, f, r, h * G, tid);  // flies with chunk_span's index loads
   if (!chunk_span(f, w.chunk_indices, w.nts, r, BT, t0, len)) return;  // sentinel row / empty chunk
   const int wm = warp % Tl::WM, wn = warp / Tl::WM, r0 = 16 * wm + g;
   const int ck = wn * Tl::CK, cv = wn * Tl::CV, cb = wn * Tl::CB;
@@ -97,8 +89,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     for (int i = warp; i < 2 * BT; i += Tl::NW) {
       const T* row = i < BT ? &s.q[i][0] : &s.k[i - BT][0];
       const float ss = row_sumsq_warp<T, kK>(row, lane);
-      const int ln = C16 ? lane_now16() : lane;  // C16: no spilled lane reloaded behind the cp.async stream
-      if (ln == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = f.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+      if (lane == 0) (i < BT ? s.rq : s.rk)[i < BT ? i : i - BT] = f.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
     }
   };
 
@@ -118,7 +109,6 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     // one copy of the tile loads; the first head's stream while the row scales run (C14: S / dS a group of their own)
     load_head<T, BT, V, C14>(s, p, w, r, t0, len, j, tid);
     cp_async_commit();
-    if (C16 && jj + 1 < G) prefetch_states16<T, V, Tl::NT>(w, f, r, j + 1, tid);  // the next head's S / dS
     if (jj == 0) {
       if constexpr (C15) {
         cp_async_wait<2>();  // head 0's pre group and q / k (the head's two groups in flight)
@@ -285,11 +275,6 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         }
     }
     __syncthreads();
-    if constexpr (CG16) {  // vh / vt dead until the next head (pm / lm too): the chain's raw gates land during the walks
-      if (gtile) load_chain_gates16<T, BT, V, Tl::NT>(s, f, t0, len, j, tid);
-      else stage_chain_gates16<T, BT, V, Tl::NT>(s, p, t0, len, j, tid);  // the chain's first barrier orders them
-      cp_async_commit();
-    }
 
     {  // row side: dq^ += dq2; r = beta rp into dk^; dbeta += k^ . rp
       float dq2[NTK][4], rp[NTK][4];
@@ -340,8 +325,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     flush_rowdot<BT>(s.red, 0, dbp, r0, wn, tq);
     __syncthreads();
 
-    if constexpr (CG16) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw, chain_rows16(s));
-    else if constexpr (C15) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw);
+    if constexpr (C15) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid, s.bdraw);
     else if constexpr (GC12) gate_chain12<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     else gate_chain_r<T, BT, V, Tl::NT>(s, p, w, r, t0, len, j, tid);
     __syncthreads();
@@ -392,32 +376,32 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C16>
+template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14, bool C15>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
-  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14, C15, C16>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14, C15>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(Sm), stream, p, w);
 }
 
-template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C16>
+template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14, bool C15>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14, C15, C16>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14, C15, C16>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14, C15>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false, bool C16 = false>
+template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14, C15, C16>(p, w, stream)
-       : launch_bt<__half, 64, SPLIT, GC12, C13, C14, C15, C16>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream)
+       : launch_bt<__half, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14, C15, C16>(p, w, stream)
-       : launch_bt<__half, 32, SPLIT, GC12, C13, C14, C15, C16>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14, C15>(p, w, stream)
+       : launch_bt<__half, 32, SPLIT, GC12, C13, C14, C15>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }
