@@ -361,6 +361,29 @@ __device__ void rev_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w,
   }
 }
 
+// The store warpgroup's state pieces: x's S^T / dS^T fragments (128 keys) to stg [key][v] by stmatrix.trans, and
+// stg's rows to hS / hdS at chunk row r (16-byte pieces, rows orow + 16u; nothing past the capacity).
+template <class T>
+__device__ __forceinline__ void stage_state(KSmem<T>& s, const Xch& x, int t, int st_row, int st_col) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint4 u = x.s[kk][t];
+    const uint32_t rr[4] = {u.x, u.y, u.z, u.w};
+    stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
+  }
+}
+template <class T>
+__device__ __forceinline__ void store_state(T* sdst, const KSmem<T>& s, const GdnBwdWs& w, const GdnFwdParams& f,
+                                            const Ids& id, int64_t r, int orow, int och) {
+  if (r < w.nt_cap) {
+    T* base = sdst + ((r * f.HV + id.j) * int64_t(kK)) * f.V + id.v0;
+#pragma unroll
+    for (int u = 0; u < kK / 16; ++u)
+      *reinterpret_cast<uint4*>(base + int64_t(orow + 16 * u) * f.V + och) =
+          *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
+  }
+}
+
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk
 // (sweep_wg::store_warpgroup's stores, over XSync::kN hand-off buffers xb).
 template <class T, class XSync>
@@ -380,12 +403,7 @@ __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, con
     const int len = chunk_len(id.bos, id.eos, c);
     Xch& x = xb[cc % NX];
     xs.wait_full(cc);
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      const uint4 u = x.s[kk][t];
-      const uint32_t rr[4] = {u.x, u.y, u.z, u.w};
-      stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
-    }
+    stage_state(s, x, t, st_row, st_col);
     uint4 vfr[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) vfr[i] = x.v[i][t];
@@ -396,13 +414,7 @@ __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, con
     }
     xs.release(cc, id.nchunks);
     named_barrier(kBarStore, 128);
-    if (r < w.nt_cap) {
-      T* base = sdst + ((r * f.HV + id.j) * int64_t(kK)) * f.V + id.v0;
-#pragma unroll
-      for (int u = 0; u < kK / 16; ++u)
-        *reinterpret_cast<uint4*>(base + int64_t(orow + 16 * u) * f.V + och) =
-            *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
-    }
+    store_state(sdst, s, w, f, id, r, orow, och);
     named_barrier(kBarStore, 128);
 #pragma unroll
     for (int kk = 0; kk < kBT / 16; ++kk) {
@@ -461,12 +473,7 @@ __device__ void store_rev2(KSmem<T>& s, Stg2<T>& stg2, const GdnBwdParams& p, co
     const int64_t t0 = id.bos + int64_t(c) * kBT, r = id.rbase + c;
     const int len = chunk_len(id.bos, id.eos, c);
     xs.wait_full(cc);
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      const uint4 u = x.s[kk][t];
-      const uint32_t rr[4] = {u.x, u.y, u.z, u.w};
-      stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
-    }
+    stage_state(s, x, t, st_row, st_col);
 #pragma unroll
     for (int kk = 0; kk < kBT / 16; ++kk) {
       const uint4 u = x.v[kk][t];
@@ -484,13 +491,7 @@ __device__ void store_rev2(KSmem<T>& s, Stg2<T>& stg2, const GdnBwdParams& p, co
     }
     xs.release(cc, id.nchunks);
     named_barrier(kBarStore, 128);
-    if (r < w.nt_cap) {
-      T* base = static_cast<T*>(w.hdS) + ((r * f.HV + id.j) * int64_t(kK)) * f.V + id.v0;
-#pragma unroll
-      for (int u = 0; u < kK / 16; ++u)
-        *reinterpret_cast<uint4*>(base + int64_t(orow + 16 * u) * f.V + och) =
-            *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
-    }
+    store_state(static_cast<T*>(w.hdS), s, w, f, id, r, orow, och);
 #pragma unroll
     for (int u = 0; u < kBT / 16; ++u) {
       const int row = orow + 16 * u;
