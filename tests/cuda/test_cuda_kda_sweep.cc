@@ -11,6 +11,9 @@
 // bitwise equal to wg (same products, only the protocol differs), its graph replay == eager. With the
 // switch exported as wgm, the wg tests above run wgm in place of wg (the sanitizer runs use that: their
 // filter then runs no wg kernel).
+// wg2 (LINATTN_CUDA_KDA_SWEEP=wg2: role 1's store warpgroup on two barriers a chunk, 16-byte dv stores when dv
+// has the io type; else wg's store warpgroup): every case against the fp64 reference and bitwise equal to wg (cases
+// with fp32 and with io-typed gradients: both store paths), determinism, graph replay == eager (fp32 / fp16 dv).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -122,6 +125,37 @@ TEST_P(CudaKdaSweep, WgmMatchesReferenceAndWgBitwise) {
   }
 }
 
+// wg2 vs wg on every case: the fp64 reference, bitwise equal, padding zero, finite, dh0 of zero-length sequences;
+// wg2 runs at BT 64 only.
+TEST_P(CudaKdaSweep, Wg2MatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  std::vector<BwdCase> all = kda_bwd_cases(dt, bt);
+  if (sanitized()) all = {all[1]};
+  else all.push_back(long_case(dt, bt));
+  for (const BwdCase& c : all) {
+    SCOPED_TRACE(c.name);
+    const BwdInputs in = bwd_inputs(c);
+    const ChunkAttnGradTensors wg = bwd_with_env(in, kEnv, "wg");
+    const int64_t before = cuda::kda_bwd_sweep_wg2_launches();
+    const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, "wg2");
+    EXPECT_EQ(cuda::kda_bwd_sweep_wg2_launches() > before, bt == 64) << "wg2 runs at BT 64 only";
+    check_bwd_grads(in, ref_backward(in.d, in.cot), got, "wg2 sweeps vs fp64 reference");
+    EXPECT_TRUE(grads_bitwise(wg, got)) << "wg2 vs wg sweeps";
+  }
+}
+
+TEST_P(CudaKdaSweep, Wg2IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  ScopedEnv e(kEnv, "wg2");
+  const BwdCase c = long_case(dt, bt);
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(17);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
+  EXPECT_TRUE(grads_bitwise(a, b));
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaSweep,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
                          dtype_bt_name);
@@ -154,9 +188,11 @@ void graph_cases(const char* mode) {
                                 {ChunkOp::kKda, DType::kF16, 64, false, false, DType::kF16}};
   if (sanitized()) gcs.resize(1);
   const int64_t before = cuda::kda_bwd_sweep_wg_launches(), before_m = cuda::kda_bwd_sweep_wgm_launches();
+  const int64_t before_2 = cuda::kda_bwd_sweep_wg2_launches();
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
   EXPECT_GT(cuda::kda_bwd_sweep_wg_launches(), before);
   EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before_m, std::string(mode) == "wgm") << mode;
+  EXPECT_EQ(cuda::kda_bwd_sweep_wg2_launches() > before_2, std::string(mode) == "wg2") << mode;
 }
 
 TEST(CudaKdaSweepGraph, ReplayEqualsEagerFixed) {
@@ -167,6 +203,11 @@ TEST(CudaKdaSweepGraph, ReplayEqualsEagerFixed) {
 TEST(CudaKdaSweepGraph, WgmReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   graph_cases("wgm");
+}
+
+TEST(CudaKdaSweepGraph, Wg2ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  graph_cases("wg2");
 }
 
 }  // namespace

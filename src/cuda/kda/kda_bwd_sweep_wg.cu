@@ -17,6 +17,7 @@
 // buffer fits next to its 2-stage ring (full / empty of buffer 0 only then). w.dstate_only: role 1
 // only, one CTA per (slice, head, sequence). Scope: KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16
 // (BT 32 keeps the mma.sync sweeps). Not bitwise the mma.sync sweeps (accumulation order differs).
+// wg2 (flag kSt2): wg with role 1's store warpgroup on store_rev2 (two barriers a chunk, 16-byte dv stores; bitwise wg).
 // Hand-off protocol (kernel template flag kMbar): named barriers (XS, "wg", the default) or mbarriers
 // (XM, "wgm": the mbarrier protocol of gdn_bwd_sweep_wg.cuh's XMbar, which racecheck verifies); same products on the
 // same operands in the same order, so wgm's outputs equal wg's bit for bit.
@@ -86,6 +87,12 @@ __device__ __forceinline__ KBars* kbars(unsigned char* base) { return reinterpre
 template <class T, bool kMbar>
 constexpr size_t kda_smem_bytes_m() { return kda_smem_bytes<T>() + (kMbar ? sizeof(KBars) : 0); }
 static_assert(kda_smem_bytes_m<__nv_bfloat16, true>() <= 227 * 1024, "kda bwd sweep (wgm): shared memory over the limit");
+// wg2's second staging tile [row][v] (dV^ rows 0..63, dv rows 64..127), right after KSmem (wg's layout untouched).
+template <class T>
+using Stg2 = T[kK][kLdV];
+template <class T>
+constexpr size_t kda_smem_bytes_2() { return kda_smem_bytes<T>() + sizeof(Stg2<T>); }
+static_assert(kda_smem_bytes_2<__nv_bfloat16>() <= 227 * 1024, "kda bwd sweep (wg2): shared memory over the limit");
 
 // Hand-off of NX fragment buffers (producer WG0, consumer WG1): full kBarXFull + c % NX, empty
 // kBarXEmpty + c % NX (bar.arrive by one side, bar.sync by the other, 256 threads). With NX = 1 the
@@ -354,6 +361,29 @@ __device__ void rev_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w,
   }
 }
 
+// The store warpgroup's state pieces: x's S^T / dS^T fragments (128 keys) to stg [key][v] by stmatrix.trans, and
+// stg's rows to hS / hdS at chunk row r (16-byte pieces, rows orow + 16u; nothing past the capacity).
+template <class T>
+__device__ __forceinline__ void stage_state(KSmem<T>& s, const Xch& x, int t, int st_row, int st_col) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint4 u = x.s[kk][t];
+    const uint32_t rr[4] = {u.x, u.y, u.z, u.w};
+    stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
+  }
+}
+template <class T>
+__device__ __forceinline__ void store_state(T* sdst, const KSmem<T>& s, const GdnBwdWs& w, const GdnFwdParams& f,
+                                            const Ids& id, int64_t r, int orow, int och) {
+  if (r < w.nt_cap) {
+    T* base = sdst + ((r * f.HV + id.j) * int64_t(kK)) * f.V + id.v0;
+#pragma unroll
+    for (int u = 0; u < kK / 16; ++u)
+      *reinterpret_cast<uint4*>(base + int64_t(orow + 16 * u) * f.V + och) =
+          *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
+  }
+}
+
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk
 // (sweep_wg::store_warpgroup's stores, over XSync::kN hand-off buffers xb).
 template <class T, class XSync>
@@ -373,12 +403,7 @@ __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, con
     const int len = chunk_len(id.bos, id.eos, c);
     Xch& x = xb[cc % NX];
     xs.wait_full(cc);
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      const uint4 u = x.s[kk][t];
-      const uint32_t rr[4] = {u.x, u.y, u.z, u.w};
-      stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
-    }
+    stage_state(s, x, t, st_row, st_col);
     uint4 vfr[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) vfr[i] = x.v[i][t];
@@ -389,13 +414,7 @@ __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, con
     }
     xs.release(cc, id.nchunks);
     named_barrier(kBarStore, 128);
-    if (r < w.nt_cap) {
-      T* base = sdst + ((r * f.HV + id.j) * int64_t(kK)) * f.V + id.v0;
-#pragma unroll
-      for (int u = 0; u < kK / 16; ++u)
-        *reinterpret_cast<uint4*>(base + int64_t(orow + 16 * u) * f.V + och) =
-            *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
-    }
+    store_state(sdst, s, w, f, id, r, orow, och);
     named_barrier(kBarStore, 128);
 #pragma unroll
     for (int kk = 0; kk < kBT / 16; ++kk) {
@@ -435,6 +454,58 @@ __device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, con
   }
 }
 
+// wg2's store warpgroup of role 1 (the dS chain), where dv has the io type T: two CTA barriers per chunk instead of
+// eight, 16-byte dv stores instead of 32 typed scalar ones. dS^T's fragments go to stg ([key][v]), dV^T's and dv^T's
+// (packed to T: the rounding store_out gives dv) to stg2 rows 0..63 / 64..127 ([token][v]) by stmatrix.trans;
+// then each thread writes its 16-byte pieces of hdS, dvh and dv. Same values and rows as store_warpgroup.
+template <class T>
+__device__ void store_rev2(KSmem<T>& s, Stg2<T>& stg2, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
+  const XS<1> xs;
+  const GdnFwdParams& f = p.f;
+  const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address
+  const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
+  const int orow = t >> 3, och = (t & 7) * 8;  // 16-byte pieces: rows t / 8 + 16u, chunk t % 8
+  T* const vdst = static_cast<T*>(w.dvh) + int64_t(id.j) * w.c.T_cap * f.V + id.v0;
+  T* const ddst = static_cast<T*>(p.dv.p);
+  Xch& x = s.u.rev.x[0];
+  for (int cc = 0; cc < id.nchunks; ++cc) {
+    const int c = id.nchunks - 1 - cc;
+    const int64_t t0 = id.bos + int64_t(c) * kBT, r = id.rbase + c;
+    const int len = chunk_len(id.bos, id.eos, c);
+    xs.wait_full(cc);
+    stage_state(s, x, t, st_row, st_col);
+#pragma unroll
+    for (int kk = 0; kk < kBT / 16; ++kk) {
+      const uint4 u = x.v[kk][t];
+      const uint32_t rr[4] = {u.x, u.y, u.z, u.w};
+      stmatrix_x4_trans(&stg2[16 * kk + st_row][st_col], rr);
+    }
+    if (ddst) {  // x.d[i] = dv^T accumulator registers 4i .. 4i + 3: fragment 2i + {0, 1} as acc_to_frag packs them
+#pragma unroll
+      for (int kk = 0; kk < kBT / 16; ++kk) {
+        const float4 a = x.d[2 * kk][t], b = x.d[2 * kk + 1][t];
+        const uint32_t rr[4] = {MmaType<T>::pack(a.x, a.y), MmaType<T>::pack(a.z, a.w), MmaType<T>::pack(b.x, b.y),
+                                MmaType<T>::pack(b.z, b.w)};
+        stmatrix_x4_trans(&stg2[kBT + 16 * kk + st_row][st_col], rr);
+      }
+    }
+    xs.release(cc, id.nchunks);
+    named_barrier(kBarStore, 128);
+    store_state(static_cast<T*>(w.hdS), s, w, f, id, r, orow, och);
+#pragma unroll
+    for (int u = 0; u < kBT / 16; ++u) {
+      const int row = orow + 16 * u;
+      if (row < len) {
+        *reinterpret_cast<uint4*>(vdst + (t0 + row) * f.V + och) = *reinterpret_cast<const uint4*>(&stg2[row][och]);
+        if (ddst)
+          *reinterpret_cast<uint4*>(ddst + ((t0 + row) * f.HV + id.j) * int64_t(f.V) + id.v0 + och) =
+              *reinterpret_cast<const uint4*>(&stg2[kBT + row][och]);
+      }
+    }
+    named_barrier(kBarStore, 128);
+  }
+}
+
 // The hand-off of NX buffers: XM on the mbarriers after KSmem (wgm) or XS (wg).
 template <int NX, bool kMbar, class T>
 __device__ __forceinline__ auto hand_off(unsigned char* base) {
@@ -442,8 +513,11 @@ __device__ __forceinline__ auto hand_off(unsigned char* base) {
   else return XS<NX>{};
 }
 
-template <class T, bool kMbar>
+// kSt2 (wg2, named barriers only): role 1's store warpgroup is store_rev2 when dv is absent or of the io type and
+// 16-byte aligned (else store_warpgroup, as wg).
+template <class T, bool kMbar, bool kSt2 = false>
 __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+  static_assert(!(kMbar && kSt2), "wg2 runs the named-barrier hand-off");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   KSmem<T>& s = *reinterpret_cast<KSmem<T>*>(base);
@@ -469,6 +543,12 @@ __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p
   const auto x2 = hand_off<2, kMbar, T>(base);  // role 0: double buffer
   const auto x1 = hand_off<1, kMbar, T>(base);  // role 1: single buffer
   if (tid >= 128) {
+    if constexpr (kSt2) {
+      if (role && (!p.dv.p || (p.dv.t == p.f.io && (reinterpret_cast<uintptr_t>(p.dv.p) & 15) == 0))) {
+        store_rev2<T>(s, *reinterpret_cast<Stg2<T>*>(base + sizeof(KSmem<T>)), p, w, id, t);
+        return;
+      }
+    }
     if (role) store_warpgroup<T>(s, s.u.rev.x, p, w, id, role, t, x1);
     else store_warpgroup<T>(s, s.u.fwd.x, p, w, id, role, t, x2);
   } else if (role) {
@@ -478,23 +558,24 @@ __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p
   }
 }
 
-std::atomic<int64_t> g_launches{0}, g_wgm_launches{0};
+std::atomic<int64_t> g_launches{0}, g_wgm_launches{0}, g_wg2_launches{0};
 
-template <class T, bool kMbar>
+template <class T, bool kMbar, bool kSt2>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, dim3 grid, cudaStream_t stream) {
-  launch(kda_bwd_sweep_wg_kernel<T, kMbar>, grid, dim3(256), kda_smem_bytes_m<T, kMbar>(), stream, p, w);
+  launch(kda_bwd_sweep_wg_kernel<T, kMbar, kSt2>, grid, dim3(256),
+         kSt2 ? kda_smem_bytes_2<T>() : kda_smem_bytes_m<T, kMbar>(), stream, p, w);
 }
-template <bool kMbar>
+template <bool kMbar, bool kSt2 = false>
 void launch_m(const GdnBwdParams& p, const GdnBwdWs& w, dim3 grid, cudaStream_t stream) {
-  if (p.f.io == ElemType::kBF16) launch_t<__nv_bfloat16, kMbar>(p, w, grid, stream);
-  else launch_t<__half, kMbar>(p, w, grid, stream);
+  if (p.f.io == ElemType::kBF16) launch_t<__nv_bfloat16, kMbar, kSt2>(p, w, grid, stream);
+  else launch_t<__half, kMbar, kSt2>(p, w, grid, stream);
 }
 
 }  // namespace
 
 namespace {
-enum KdaSweep { kSweepWg, kSweepWgm, kSweepMma };  // the order of kda_sweep's list
-int kda_sweep() { return env_choice("LINATTN_CUDA_KDA_SWEEP", {"wg", "wgm", "mma"}, kSweepWg); }
+enum KdaSweep { kSweepWg, kSweepWgm, kSweepMma, kSweepWg2 };  // the order of kda_sweep's list
+int kda_sweep() { return env_choice("LINATTN_CUDA_KDA_SWEEP", {"wg", "wgm", "mma", "wg2"}, kSweepWg); }
 }  // namespace
 
 // Default since the H200 A/B at 3d4b025 (tests pass with it; KDA backward 32/32 1x32768 11.20 -> 9.98 ms, fwd+bwd
@@ -508,14 +589,19 @@ bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f) {
 
 int64_t kda_bwd_sweep_wg_launches() { return g_launches.load(); }
 int64_t kda_bwd_sweep_wgm_launches() { return g_wgm_launches.load(); }
+int64_t kda_bwd_sweep_wg2_launches() { return g_wg2_launches.load(); }
 
 void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(kda_bwd_sweep_wg_supported(p.f), "kda bwd sweeps (wg): needs KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16");
   const dim3 grid((w.dstate_only ? 1 : 2) * (p.f.V / kVS), p.f.HV, p.f.N);
   g_launches.fetch_add(1);
-  if (kda_sweep() == kSweepWgm) {
+  const int v = kda_sweep();
+  if (v == kSweepWgm) {
     g_wgm_launches.fetch_add(1);
     launch_m<true>(p, w, grid, stream);
+  } else if (v == kSweepWg2) {
+    g_wg2_launches.fetch_add(1);
+    launch_m<false, true>(p, w, grid, stream);
   } else {
     launch_m<false>(p, w, grid, stream);
   }

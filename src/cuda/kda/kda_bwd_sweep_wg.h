@@ -13,13 +13,15 @@ namespace linattn::cuda {
 
 // LINATTN_CUDA_KDA_SWEEP (read per call): unset or "wg" (the default since 3d4b025) selects the wgmma sweeps
 // where supported (BT 64), "wgm" the same sweeps with the hand-off on mbarriers (bitwise equal; racecheck-clean
-// protocol); "mma" keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy); any other value is an error.
+// protocol); "wg2" wg with role 1's store warpgroup on two barriers per chunk and 16-byte dv stores (bitwise wg);
+// "mma" keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy); any other value is an error.
 bool kda_bwd_sweep_wg_enabled();
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f);
 // Launches of the wgmma KDA sweeps so far in this process (tests check which kernel ran).
 int64_t kda_bwd_sweep_wg_launches();
-// Of those, launches of the mbarrier hand-off ("wgm").
+// Of those, launches of the mbarrier hand-off ("wgm") and of wg2.
 int64_t kda_bwd_sweep_wgm_launches();
+int64_t kda_bwd_sweep_wg2_launches();
 void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 
 }  // namespace linattn::cuda
