@@ -5,11 +5,12 @@
 //    and runs the 8 butterflies interleaved, instead of one row per step (a dependent chain of 4 shared loads and 5
 //    shuffles per row, 5.5% of the stall samples). The same elements in the same order per lane, the same butterfly:
 //    the same bits;
-//  - the bf16 pairs of the hot per-element loops unpacked by a shift and a mask (ld_pair_x), not by the PRMT + shift
-//    of __bfloat162float on each half: one instruction less per pair, the same floats (bf16 -> fp32 is exact);
-//  - eg / egl walked two row steps per loop turn, each step one basic block (frag_eg14 / frag_egl14 with C17: the
-//    lane's row test as a select of the factor 1, no divergent branch; 16 shared loads in flight instead of 8; the same
-//    multiplies in the same order).
+//  - the bf16 pairs of the diagonal walks, the <S, dS'> row dots, Y.v and the L2-norm tail unpacked by a shift and a
+//    mask (ld_pair_x, kda_bwd_chunk11_parts.cuh), not by the PRMT + shift of __bfloat162float on each half: one
+//    instruction less per pair, the same floats (bf16 -> fp32 is exact);
+//  - eg / egl steps as one basic block each (frag_eg14 / frag_egl14 with C17): the lane's row test as a select of the
+//    factor 1 instead of a divergent branch around the loads (x * 1 = x: the same values). Unrolled by 2 too it
+//    spilled (stack 144 -> 152 B, STL / LDL 73 / 68 -> 95 / 82), so the loop stays rolled.
 #pragma once
 #include "cuda/kda/kda_bwd_chunk14_parts.cuh"
 

@@ -49,8 +49,9 @@ constexpr bool tables_fit() {
 // C15 (chunked15, kda_bwd_chunk15_parts.cuh; with C14): dt_bias / A_log, beta, the Y.v rows of v and the gate tile as
 // one cp.async group ahead of the head's tiles (head 0: ahead of q / k); the beta draw of the dbeta store formed with
 // beta at the head start (shared memory) instead of loaded in the chain's tail. The same values.
-// C17 (chunked17, kda_bwd_chunk17_parts.cuh; with C15): the row scales batched (8 rows per warp at once), bf16 pairs of
-// the diagonal walks and row dots unpacked by shift / mask, eg / egl two row steps per turn. The same values.
+// C17 (chunked17, kda_bwd_chunk17_parts.cuh; with C15): the row scales batched (8 rows per warp at once), bf16 pairs
+// unpacked by shift / mask (diagonal walks, row dots, Y.v, the L2-norm tail), eg / egl steps by selects instead of
+// divergent branches. The same values.
 template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false,
           bool C17 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         for (int nt = 0; nt < Tl::NTV; ++nt) {
           float2 vv;
           if constexpr (C15)  // the v tile (landed with the pre group) where v is 16-byte aligned
-            vv = vtile ? ld_pair(&s.vt[rr][cv + nt * 8 + 2 * tq]) : ld_pair(vrow + cv + nt * 8 + 2 * tq);
+            vv = vtile ? ld_pair_x<C17>(&s.vt[rr][cv + nt * 8 + 2 * tq]) : ld_pair_x<C17>(vrow + cv + nt * 8 + 2 * tq);
           else
             vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
           dbp[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
@@ -344,7 +345,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
       const int rr = r0 + 8 * hf, col = ck + nt * 8 + 2 * tq;
-      const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
+      const float2 qv = ld_pair_x<C17>(&s.q[rr][col]), kv = ld_pair_x<C17>(&s.k[rr][col]);
       pq2[hf] += dqA[nt][2 * hf] * qv.x + dqA[nt][2 * hf + 1] * qv.y;
       pk2[hf] += dkA[nt][2 * hf] * kv.x + dkA[nt][2 * hf + 1] * kv.y;
     }
@@ -368,7 +369,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
       const int col = ck + nt * 8 + 2 * tq;
-      const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
+      const float2 qv = ld_pair_x<C17>(&s.q[rr][col]), kv = ld_pair_x<C17>(&s.k[rr][col]);
       float* oq = &s.a[rr][col];
       float* ok = stage_dk(s) + rr * kLdF + col;
       oq[0] = fq * dqA[nt][2 * hf] - cq * qv.x;
