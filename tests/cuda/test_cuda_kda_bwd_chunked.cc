@@ -20,7 +20,9 @@
 // lo parts truncated, not bitwise; *Chunked14*: the reference and chunked13's bars, a "[kdabwd14]" line per case with
 // both kernels' rel RMS against the fp64 reference, -1000 / -5, graph). chunked15 (kdabwd15, the default: chunked14
 // with the head's scalar / v loads as a cp.async group ahead of its tiles; *Chunked15*: bitwise chunked14, the
-// reference, a "[kdabwd15]" line per case, -1000 / -5, graph; an odd 16-bit beta's edge row).
+// reference, a "[kdabwd15]" line per case, -1000 / -5, graph; an odd 16-bit beta's edge row). chunked17 (kdabwd17,
+// opt-in: chunked15 with batched row scales, shift / mask bf16 unpacks, eg / egl steps without divergent branches;
+// *Chunked17*: bitwise chunked15, the reference, a "[kdabwd17]" line per case, -1000 / -5, graph).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -204,6 +206,14 @@ TEST_P(CudaKdaBwdChunked, Chunked15MatchesReferenceAndChunked14) {
   variant_vs(dt, bt, "chunked15", "chunked14", true, "kdabwd15", true);
 }
 
+// chunked17 (kdabwd17, opt-in): chunked15 with the row scales batched, bf16 pairs unpacked by shift / mask in the
+// diagonal walks and row dots, eg / egl steps with selects instead of divergent branches: the same values, bitwise
+// chunked15.
+TEST_P(CudaKdaBwdChunked, Chunked17MatchesReferenceAndChunked15) {
+  const auto [dt, bt] = GetParam();
+  variant_vs(dt, bt, "chunked17", "chunked15", true, "kdabwd17", true);
+}
+
 // chunked15 reads a 16-bit beta as the aligned 4-byte word holding it; where that word would reach past the tensor
 // (an odd element count: here 133 x 3, the last element at byte 796) the row loads its 2 bytes alone. The default
 // (chunked15) on such a tensor: the fp64 reference and bitwise chunked14 (which loads beta element by element).
@@ -300,6 +310,11 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked15AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked15");
   all_gates_at_the_limits();
 }
+TEST(CudaKdaBwdChunkedExtreme, Chunked17AllGatesAtTheLimits) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked17");
+  all_gates_at_the_limits();
+}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -345,7 +360,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", "chunked17", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -391,6 +406,13 @@ TEST(CudaKdaBwdChunkedGraph, Chunked14ReplayEqualsEagerFixed) {
 TEST(CudaKdaBwdChunkedGraph, Chunked15ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked15");
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
+  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
+}
+
+TEST(CudaKdaBwdChunkedGraph, Chunked17ReplayEqualsEagerFixed) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  KdaBwdMode mode("chunked17");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }

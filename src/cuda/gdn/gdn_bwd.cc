@@ -98,7 +98,8 @@ constexpr bool kKdaChunkedDefault = true;
 // with the gates as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate
 // work per form) | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) | token,
 // read on every call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 ..
-// chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch.
+// chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch. chunked17 (opt-in,
+// session 15): chunked15 with batched row scales, cheaper bf16 unpacks, eg / egl unrolled by 2 (bitwise chunked15).
 enum KdaBwd {
   kKdaBwdDefault = -1,
   kKdaChunked,
@@ -108,11 +109,13 @@ enum KdaBwd {
   kKdaChunked13,
   kKdaToken,
   kKdaChunked14,
-  kKdaChunked15
+  kKdaChunked15,
+  kKdaChunked17
 };
 int kda_bwd_mode() {  // the list in KdaBwd's order
   return env_choice("LINATTN_CUDA_KDA_BWD",
-                    {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14", "chunked15"},
+                    {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14", "chunked15",
+                     "chunked17"},
                     kKdaBwdDefault,
                     "the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed (docs/perf-notes.md)");
 }
@@ -241,6 +244,7 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     else if (kernel == kKdaChunked12) launch_kda_bwd_chunk12(p, w, st);
     else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);
     else if (kernel == kKdaChunked14) launch_kda_bwd_chunk14(p, w, st);
+    else if (kernel == kKdaChunked17) launch_kda_bwd_chunk17(p, w, st);
     else launch_kda_bwd_chunk15(p, w, st);
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

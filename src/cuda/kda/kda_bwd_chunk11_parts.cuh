@@ -15,13 +15,27 @@
 // beta k^), A rows 8..15 zero. Not bitwise chunked7 (the square's sum is a product): checked against the
 // fp64 reference.
 #pragma once
+#include <type_traits>
+
 #include "cuda/kda/kda_bwd_chunk2_parts.cuh"
 
 namespace linattn::cuda {
 namespace kda_bwd {
 
+// ld_pair, with UP (chunked17) a bf16 pair unpacked by one shift and one mask instead of __bfloat162float's PRMT +
+// shift per half: the same floats (bf16 -> fp32 is exact); fp16 and UP = false: ld_pair.
+template <bool UP, class T>
+__device__ __forceinline__ float2 ld_pair_x(const T* src) {
+  if constexpr (UP && std::is_same_v<T, __nv_bfloat16>) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+  } else {
+    return ld_pair(src);
+  }
+}
+
 // dq2 / rp (rows r0, r0 + 8) += the diagonal block's terms (intra_rows over the block, init = false).
-template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false>
+template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false, bool UP = false>
 __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s, float (&dq2)[NTK][4],
                                                 float (&rp)[NTK][4], int wm, int ck, int g, int tq,
                                                 const DecayTab& tb) {
@@ -39,7 +53,7 @@ __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s,
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
       const int col = ck + nt * 8 + 2 * tq;
-      const float2 k0 = ld_pair(&s.k[jr][col]), k1 = ld_pair(&s.k[jh][col]);
+      const float2 k0 = ld_pair_x<UP>(&s.k[jr][col]), k1 = ld_pair_x<UP>(&s.k[jh][col]);
       const float2 a0 = *reinterpret_cast<const float2*>(&s.a[jr][col]);
       const float2 a1 = *reinterpret_cast<const float2*>(&s.a[jh][col]);
       const float kx[4] = {k0.x, k0.y, k1.x, k1.y}, ax[4] = {a0.x, a0.y, a1.x, a1.y};
@@ -79,7 +93,7 @@ __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s,
 
 // One Horner step of the column walk at rows i (column r0) and i + 8 (column r1): h = a_{i+1} h + X_i with
 // X_i = daqk_ij q^_i + beta_i dL_ij k^_i (MUL = false: h + X_i, the walk's first row).
-template <bool MUL, class T, int BT, int V, int NTK>
+template <bool MUL, class T, int BT, int V, int NTK, bool UP = false>
 __device__ __forceinline__ void horner_cols_step(const KdaChunkSmem<T, BT, V>& s, float (&h)[NTK][4], int i, int r0,
                                                  int ck, int tq) {
   const int ih = i + 8, r1 = r0 + 8;
@@ -88,8 +102,8 @@ __device__ __forceinline__ void horner_cols_step(const KdaChunkSmem<T, BT, V>& s
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt) {
     const int col = ck + nt * 8 + 2 * tq;
-    const float2 q0 = ld_pair(&s.q[i][col]), k0 = ld_pair(&s.k[i][col]);
-    const float2 q1 = ld_pair(&s.q[ih][col]), k1 = ld_pair(&s.k[ih][col]);
+    const float2 q0 = ld_pair_x<UP>(&s.q[i][col]), k0 = ld_pair_x<UP>(&s.k[i][col]);
+    const float2 q1 = ld_pair_x<UP>(&s.q[ih][col]), k1 = ld_pair_x<UP>(&s.k[ih][col]);
     const float qx[4] = {q0.x, q0.y, q1.x, q1.y}, kx[4] = {k0.x, k0.y, k1.x, k1.y};
     float ax[4] = {1.f, 1.f, 1.f, 1.f};
     if constexpr (MUL) {
@@ -114,7 +128,7 @@ __device__ __forceinline__ void horner_cols_step(const KdaChunkSmem<T, BT, V>& s
 // without the multiply. Rows past len carry zero coefficients (daqk = dL = 0, beta = 0, zero q / k rows, a = 0),
 // so the walks need no len. The square: A[m][k] = daqk / dL of row j0 + 8 + k at column j0 + m (m < 8; rows
 // m >= 8 zero), B[k][n] = rq_i q_i E_iR / beta_i rk_i k_i E_iR at i = j0 + 8 + k, channel ck + 8 nt + n.
-template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false>
+template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false, bool UP = false>
 __device__ __forceinline__ void diag_cols_horner(const KdaChunkSmem<T, BT, V>& s, float (&ca)[NTK][4], int wm,
                                                  int ck, int g, int tq, const DecayTab& tb) {
   const int j0 = 16 * wm, r0 = j0 + g, R = j0 + 7;
@@ -143,8 +157,8 @@ __device__ __forceinline__ void diag_cols_horner(const KdaChunkSmem<T, BT, V>& s
       h[nt][2] = h[nt][3] = 0.f;
     }
   }
-  horner_cols_step<false>(s, h, R, r0, ck, tq);
-  for (int i = R - 1; i >= r0; --i) horner_cols_step<true>(s, h, i, r0, ck, tq);
+  horner_cols_step<false, T, BT, V, NTK, UP>(s, h, R, r0, ck, tq);
+  for (int i = R - 1; i >= r0; --i) horner_cols_step<true, T, BT, V, NTK, UP>(s, h, i, r0, ck, tq);
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll

@@ -27,6 +27,18 @@ __device__ __forceinline__ void mul_row14(float (&x)[NTK][2], const float (*a)[k
   }
 }
 
+// C17 (chunked17): x[nt][0..1] *= the float2 of row t where on, else *= 1 (exact: the same values), the row's loads
+// unconditional (t < BT) so a walk step is one basic block: no divergent branch on the lane's row.
+template <int NTK>
+__device__ __forceinline__ void mul_row17(float (&x)[NTK][2], const float (*a)[kLdF], int t, int ck, int tq, bool on) {
+#pragma unroll
+  for (int nt = 0; nt < NTK; ++nt) {
+    const float2 av = *reinterpret_cast<const float2*>(&a[t][ck + nt * 8 + 2 * tq]);
+    x[nt][0] *= on ? av.x : 1.f;
+    x[nt][1] *= on ? av.y : 1.f;
+  }
+}
+
 // The product of the 16-row block products blk[b] for b in [b0, b1) at the fragment's channels (b increasing).
 template <int NTK>
 __device__ __forceinline__ void blk_prod14(float (&x)[NTK][2], const float (*blk)[kK], int b0, int b1, int ck,
@@ -43,7 +55,8 @@ __device__ __forceinline__ void blk_prod14(float (&x)[NTK][2], const float (*blk
     }
 }
 
-template <int BT, int NTK>
+// C17: the steps by mul_row17, two per loop turn (16 shared loads in flight instead of 8), the same multiplies.
+template <int BT, int NTK, bool C17 = false>
 __device__ __forceinline__ void frag_eg14(float (&eg)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK], int wm,
                                           int r0, int ck, int tq) {
   float lo[NTK][2], w[NTK][2];
@@ -51,10 +64,18 @@ __device__ __forceinline__ void frag_eg14(float (&eg)[NTK][4], const float (*a)[
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt) w[nt][0] = w[nt][1] = 1.f;
   const int g = r0 - 16 * wm;
+  if constexpr (C17) {
 #pragma unroll 1
-  for (int s = 0; s < 8; ++s) {
-    if (s <= g) mul_row14<NTK>(lo, a, 16 * wm + s, ck, tq);
-    mul_row14<NTK>(w, a, r0 + 1 + s, ck, tq);
+    for (int s = 0; s < 8; ++s) {
+      mul_row17<NTK>(lo, a, 16 * wm + s, ck, tq, s <= g);
+      mul_row17<NTK>(w, a, r0 + 1 + s, ck, tq, true);
+    }
+  } else {
+#pragma unroll 1
+    for (int s = 0; s < 8; ++s) {
+      if (s <= g) mul_row14<NTK>(lo, a, 16 * wm + s, ck, tq);
+      mul_row14<NTK>(w, a, r0 + 1 + s, ck, tq);
+    }
   }
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt)
@@ -65,7 +86,7 @@ __device__ __forceinline__ void frag_eg14(float (&eg)[NTK][4], const float (*a)[
     }
 }
 
-template <int BT, int NTK>
+template <int BT, int NTK, bool C17 = false>
 __device__ __forceinline__ void frag_egl14(float (&egl)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK],
                                            int wm, int r0, int ck, int tq, int len) {
   float hi[NTK][2], w[NTK][2];
@@ -73,10 +94,18 @@ __device__ __forceinline__ void frag_egl14(float (&egl)[NTK][4], const float (*a
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt) w[nt][0] = w[nt][1] = 1.f;
   const int tend = min(len, 16 * wm + 16);
+  if constexpr (C17) {  // row r0 + 9 + s may pass BT (then not < tend): read row BT - 1 and multiply by 1
 #pragma unroll 1
-  for (int s = 0; s < 8; ++s) {
-    if (r0 + 1 + s < len) mul_row14<NTK>(w, a, r0 + 1 + s, ck, tq);
-    if (r0 + 9 + s < tend) mul_row14<NTK>(hi, a, r0 + 9 + s, ck, tq);
+    for (int s = 0; s < 8; ++s) {
+      mul_row17<NTK>(w, a, r0 + 1 + s, ck, tq, r0 + 1 + s < len);
+      mul_row17<NTK>(hi, a, min(r0 + 9 + s, BT - 1), ck, tq, r0 + 9 + s < tend);
+    }
+  } else {
+#pragma unroll 1
+    for (int s = 0; s < 8; ++s) {
+      if (r0 + 1 + s < len) mul_row14<NTK>(w, a, r0 + 1 + s, ck, tq);
+      if (r0 + 9 + s < tend) mul_row14<NTK>(hi, a, r0 + 9 + s, ck, tq);
+    }
   }
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt)

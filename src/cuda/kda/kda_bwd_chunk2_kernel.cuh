@@ -19,6 +19,7 @@
 #include "cuda/kda/kda_bwd_chunk13_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk14_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk15_parts.cuh"
+#include "cuda/kda/kda_bwd_chunk17_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk5_parts.cuh"
 
 namespace linattn::cuda {
@@ -48,7 +49,11 @@ constexpr bool tables_fit() {
 // C15 (chunked15, kda_bwd_chunk15_parts.cuh; with C14): dt_bias / A_log, beta, the Y.v rows of v and the gate tile as
 // one cp.async group ahead of the head's tiles (head 0: ahead of q / k); the beta draw of the dbeta store formed with
 // beta at the head start (shared memory) instead of loaded in the chain's tail. The same values.
-template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false>
+// C17 (chunked17, kda_bwd_chunk17_parts.cuh; with C15): the row scales batched (8 rows per warp at once), bf16 pairs
+// unpacked by shift / mask (diagonal walks, row dots, Y.v, the L2-norm tail), eg / egl steps by selects instead of
+// divergent branches. The same values.
+template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false,
+          bool C17 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
   using Tl = KTiling<BT, V>;
@@ -59,6 +64,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   static_assert(!C13 || (SPLIT && GC12), "chunked13 is chunked12's kernel");
   static_assert(!C14 || C13, "chunked14 is chunked13's kernel");
   static_assert(!C15 || C14, "chunked15 is chunked14's kernel");
+  static_assert(!C17 || C15, "chunked17 is chunked15's kernel");
   static_assert(!C15 || (sizeof(Sm) <= 227 * 1024 && sizeof(KdaChunk2Smem<T, BT, V>) % 16 == 0),
                 "chunked15's tiles fit; its v tile 16-byte aligned");
   using S0 = KdaChunkSmem<T, BT, V>;
@@ -117,7 +123,8 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         else cp_async_wait<C14 ? 2 : 1>();
       }
       __syncthreads();
-      row_scales_r();
+      if constexpr (C17) row_scales17<T, BT, Tl::NW>(s.rq, s.rk, s.q, s.k, f.l2norm, warp, lane);
+      else row_scales_r();
     }
     if constexpr (!C15) {
       if (tid < BT) s.beta[tid] = tid < len ? gdn_beta(f, t0 + tid, j) : 0.f;
@@ -159,7 +166,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         for (int nt = 0; nt < Tl::NTV; ++nt) {
           float2 vv;
           if constexpr (C15)  // the v tile (landed with the pre group) where v is 16-byte aligned
-            vv = vtile ? ld_pair(&s.vt[rr][cv + nt * 8 + 2 * tq]) : ld_pair(vrow + cv + nt * 8 + 2 * tq);
+            vv = vtile ? ld_pair_x<C17>(&s.vt[rr][cv + nt * 8 + 2 * tq]) : ld_pair_x<C17>(vrow + cv + nt * 8 + 2 * tq);
           else
             vv = ld_pair(vrow + cv + nt * 8 + 2 * tq);
           dbp[hf] += Y[nt][2 * hf] * vv.x + Y[nt][2 * hf + 1] * vv.y;
@@ -184,7 +191,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         float acc = 0.f;
 #pragma unroll 4
         for (int cc = 2 * qq; cc < V; cc += 2 * TPR) {
-          const float2 a = ld_pair(&s.u.st.S[d][cc]), b = ld_pair(&s.u.st.dS[d][cc]);
+          const float2 a = ld_pair_x<C17>(&s.u.st.S[d][cc]), b = ld_pair_x<C17>(&s.u.st.dS[d][cc]);
           acc += a.x * b.x + a.y * b.y;
         }
 #pragma unroll
@@ -198,7 +205,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
         for (int nt = 0; nt < Tl::NTV; ++nt)
           st_pair(&s.y[r0 + 8 * hf][cv + nt * 8 + 2 * tq], Y[nt][2 * hf], Y[nt][2 * hf + 1]);
     }
-    if constexpr (C14) frag_eg14<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
+    if constexpr (C14) frag_eg14<BT, NTK, C17>(eg, s.a, s.blk, wm, r0, ck, tq);
     else frag_eg_blk_r<BT, NTK>(eg, s.a, s.blk, wm, r0, ck, tq);
     {  // dq_inter = eg (.) scale (dO S^T)
       float t[NTK][4] = {};
@@ -217,7 +224,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
     {  // dk_inter = egl (.) (V^ dS'^T); its column sums of k^ (.) dk_inter feed the last row
       float t[NTK][4] = {}, egl[NTK][4];
       mma_tile_r<T, NTK, V, false, true>(t, &s.vh[0][0], Sm::kLdV, 16 * wm, &s.u.st.dS[0][0], Sm::kLdV, ck, lane);
-      if constexpr (C14) frag_egl14<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
+      if constexpr (C14) frag_egl14<BT, NTK, C17>(egl, s.a, s.blk, wm, r0, ck, tq, len);
       else frag_egl_blk_r<BT, NTK>(egl, s.a, s.blk, wm, r0, ck, tq, len);
 #pragma unroll
       for (int nt = 0; nt < NTK; ++nt) {
@@ -280,7 +287,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
       offdiag_rows<T, BT, V, NTK, TAB, C13, C14>(s, dq2, rp, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB, C13, C14>(s, dq2, rp, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB, C13, C14, C17>(s, dq2, rp, wm, ck, g, tq, tab);
       else intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
@@ -300,7 +307,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float ca[NTK][4];
       // blocks below the diagonal
       offdiag_cols<T, BT, V, NTK, TAB, C13, C14>(s, ca, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB, C13, C14>(s, ca, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB, C13, C14, C17>(s, ca, wm, ck, g, tq, tab);
       else intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
       if constexpr (SPLIT) frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // the same values, 16 registers free
 #pragma unroll
@@ -338,7 +345,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
       const int rr = r0 + 8 * hf, col = ck + nt * 8 + 2 * tq;
-      const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
+      const float2 qv = ld_pair_x<C17>(&s.q[rr][col]), kv = ld_pair_x<C17>(&s.k[rr][col]);
       pq2[hf] += dqA[nt][2 * hf] * qv.x + dqA[nt][2 * hf + 1] * qv.y;
       pk2[hf] += dkA[nt][2 * hf] * kv.x + dkA[nt][2 * hf + 1] * kv.y;
     }
@@ -362,7 +369,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 #pragma unroll
     for (int nt = 0; nt < NTK; ++nt) {
       const int col = ck + nt * 8 + 2 * tq;
-      const float2 qv = ld_pair(&s.q[rr][col]), kv = ld_pair(&s.k[rr][col]);
+      const float2 qv = ld_pair_x<C17>(&s.q[rr][col]), kv = ld_pair_x<C17>(&s.k[rr][col]);
       float* oq = &s.a[rr][col];
       float* ok = stage_dk(s) + rr * kLdF + col;
       oq[0] = fq * dqA[nt][2 * hf] - cq * qv.x;
@@ -376,32 +383,32 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14, bool C15>
+template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C17>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
-  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14, C15>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14, C15, C17>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
          dim3(KTiling<BT, V>::NT), sizeof(Sm), stream, p, w);
 }
 
-template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14, bool C15>
+template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C17>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14, C15>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false>
+template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false, bool C17 = false>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream)
-       : launch_bt<__half, 64, SPLIT, GC12, C13, C14, C15>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream)
+       : launch_bt<__half, 64, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14, C15>(p, w, stream)
-       : launch_bt<__half, 32, SPLIT, GC12, C13, C14, C15>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream)
+       : launch_bt<__half, 32, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }
