@@ -21,6 +21,11 @@ namespace linattn::cuda {
 std::string gdn_prep_switch();
 bool gdn_prep_v7_env();
 bool gdn_prep_v8_env();
+// "v10" (opt-in; perf-notes "Prep v10"): v8 on an instruction diet, bitwise v8; BT 64 unsplit (BT 32 and the split
+// run v8's kernels).
+bool gdn_prep_v10_env();
+int64_t gdn_prep_v10_launches();
+int gdn_prep_v10_ctas_per_sm(int G);
 // Launches of a v7 / v8 instance so far in this process (tests check it ran).
 int64_t gdn_prep_v7_launches();
 int64_t gdn_prep_v8_launches();
