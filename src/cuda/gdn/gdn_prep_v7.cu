@@ -384,13 +384,15 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
       if constexpr (!kAbLate)
         if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
       if (jj == G) break;
-      if constexpr (V10) lp_item<T, BT, WP, true, true>(p, ws, s, gam, beta, j, t0, len, i, b, aux[jj * kAuxPerHead + b]);
+      if constexpr (V10)
+        lp_item<T, BT, WP, true, true>(p, ws, s, gam, beta, j, t0, len, i, b, aux[jj * kAuxPerHead + b]);
       else lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
       __syncwarp();  // the diagonal block's 16 rows of L are this warp's
       solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
     } else if (role == 1) {
       if (jj == G) break;
-      if constexpr (V10) lp_item<T, BT, WP, false, true>(p, ws, s, gam, beta, j, t0, len, i, b, aux[jj * kAuxPerHead + b]);
+      if constexpr (V10)
+        lp_item<T, BT, WP, false, true>(p, ws, s, gam, beta, j, t0, len, i, b, aux[jj * kAuxPerHead + b]);
       else lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
     } else if (role == 2) {
       if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
@@ -436,8 +438,8 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v8_kernel
 
 // Prep v10 (opt-in LINATTN_CUDA_GDN_PREP=v10, BT 64 unsplit; perf-notes "Prep v10"): v8's body on an instruction diet.
 template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
-__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v10_kernel(GdnFwdParams p, GdnChunkWs ws,
-                                                                                 const int32_t* chunk_indices, int nts) {
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3)
+    gdn_prep_v10_kernel(GdnFwdParams p, GdnChunkWs ws, const int32_t* chunk_indices, int nts) {
   static_assert(BT == 64 && !SPLIT, "v10: BT 64, unsplit");
   prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, true, true>(p, ws, chunk_indices, nts);
 }

@@ -14,8 +14,8 @@
 
 namespace linattn::cuda {
 
-// LINATTN_CUDA_GDN_PREP, checked: "" (v8), "v8", "v7", "v6", "v5" or "v2"; any other value is an error naming the
-// variable, the value and the accepted ones (no silent fallback to an older prep). gdn_prep_v7_env(): v7 or v8
+// LINATTN_CUDA_GDN_PREP, checked: "" (v8), "v8", "v7", "v6", "v5", "v2" or "v10"; any other value is an error naming
+// the variable, the value and the accepted ones (no silent fallback to an older prep). gdn_prep_v7_env(): v7 or v8
 // (both launch through launch_gdn_prep_v7); gdn_prep_v8_env(): v8 (the default since session 13; perf-notes "Prep
 // v8": v7's values, bitwise, with fewer shared-memory wavefronts and round trips; split as v7).
 std::string gdn_prep_switch();
