@@ -1,7 +1,7 @@
 # prepv10 (session 15, issue 5): GDN prep v10, opt-in LINATTN_CUDA_GDN_PREP=v10 (src/cuda/gdn/gdn_prep_v7.cu,
 # gdn_prep_parts.cuh; perf-notes "Prep v10"): v8 on an instruction diet, bitwise v8 (BT 64 unsplit; BT 32 and the
-# split run v8). Compiled here, never run on a GPU. Prediction: ~-11% warp instructions per CTA (25.4k -> ~22.6k),
-# prep 505 -> ~455-480 us, forward graph 16/64 1x32768 ~-2 to -4%, 4096x8 ~-2 to -3%.
+# split run v8). Compiled here, never run on a GPU. Prediction: ~-15% warp instructions per CTA (25.4k -> ~21.5k),
+# prep 505 -> ~440-475 us, forward graph 16/64 1x32768 ~-3 to -5%, 4096x8 ~-2 to -4%.
 # 1. bench (the rows that decide): 16/64 1x32768 none / v10 / v10 / none, then 4096x8 none / v10;
 # 2. test_cuda_gdn_prep's v10 tests (they set the switch themselves): bitwise v8 first (also negative betas), then
 #    the fp64 bars, tma3 records, P fused, backward and training cache, bf16 first.

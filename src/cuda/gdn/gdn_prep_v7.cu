@@ -317,11 +317,11 @@ __device__ __forceinline__ void merge_column_packed(Smem& s, float (*tw)[20], in
     }
   }
 }
-template <int NB, int B = 0, bool LDA = false, class Smem>
+template <int NB, int B = 0, class Smem>
 __device__ __forceinline__ void merge_column_any(Smem& s, int chain, int lane) {
   if constexpr (B < NB - 1) {
-    if (chain == B) merge_column_packed<NB, B, LDA>(s, s.tscr[B], lane);
-    else merge_column_any<NB, B + 1, LDA>(s, chain, lane);
+    if (chain == B) merge_column_packed<NB, B>(s, s.tscr[B], lane);
+    else merge_column_any<NB, B + 1>(s, chain, lane);
   }
 }
 
@@ -376,51 +376,79 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
   // waited at the barrier) instead of at the start of head j + 1's phase, on that phase's critical path (ncu 13: the
   // barrier after the L / P phase holds ~17% of v7's samples). X_aa is final after the solve; the chains only read it.
   constexpr bool kAbLate = V8 && BT == 64;
-  for (int jj = 0; jj <= G; ++jj) {
-    const int j = h * G + jj;
-    const float* gam = gam_all + jj * BT;
-    const float* beta = beta_all + jj * BT;
-    if (role == 0) {
-      if constexpr (!kAbLate)
-        if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
-      if (jj == G) break;
-      if constexpr (V10)
-        lp_item<T, BT, WP, true, true>(p, ws, s, gam, beta, j, t0, len, i, b, aux[jj * kAuxPerHead + b]);
-      else lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
-      __syncwarp();  // the diagonal block's 16 rows of L are this warp's
-      solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
-    } else if (role == 1) {
-      if (jj == G) break;
-      if constexpr (V10)
-        lp_item<T, BT, WP, false, true>(p, ws, s, gam, beta, j, t0, len, i, b, aux[jj * kAuxPerHead + b]);
-      else lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
-    } else if (role == 2) {
-      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
-      if constexpr (V10) {
+  if constexpr (V10) {  // v8's phases in v8's order, one loop per role (v8's shared loop rematerialised the roles,
+    static_assert(BT == 64 && kAbLate, "v10: BT 64");  // the chain and the head pointers after every barrier); every
+    if (role == 0) {                                     // role passes the same 2 G CTA barriers
+      for (int jj = 0; jj < G; ++jj) {
+        const int j = h * G + jj;
+        lp_item<T, BT, WP, true, true>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, j, t0, len, i, b,
+                                       aux[jj * kAuxPerHead + b]);
+        __syncwarp();  // the diagonal block's 16 rows of L are this warp's
+        solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
+        __syncthreads();
+        ab_item<T, BT>(ws, s, beta_all + jj * BT, j, t0, len, i, b);  // kAbLate
+        __syncthreads();
+      }
+    } else if (role == 1) {  // warps 2, 3, 6: chains 1 (warp 3) and 0 (warp 6)
+      for (int jj = 0; jj < G; ++jj) {
+        lp_item<T, BT, WP, false, true>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, h * G + jj, t0, len, i, b,
+                                        aux[jj * kAuxPerHead + b]);
+        __syncthreads();
+        if (chain == 0) merge_column_packed<NB, 0, true>(s, s.tscr[0], lane);
+        else if (chain == 1) merge_column_packed<NB, 1, true>(s, s.tscr[1], lane);
+        __syncthreads();
+      }
+    } else {  // role 2, warps 4, 5, 7: chain 2 (warp 7)
+      for (int jj = 0;; ++jj) {
+        const int j = h * G + jj;
+        const float* betap = beta_all + (jj - 1) * BT;
+        if (jj > 0) ab_item<T, BT>(ws, s, betap, j - 1, t0, len, i, b);
         const bool zb = jj > 0 && aux[(jj - 1) * kAuxPerHead + 4] != 0.f;
 #pragma unroll
         for (int k = 0; k < 2; ++k)
-          zero_item<T, BT, true>(ws, beta - BT, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k], zb);
-      } else {
+          zero_item<T, BT, true>(ws, betap, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k], zb);
+        if (jj == G) break;
+        __syncthreads();
+        if (chain == 2) merge_column_packed<NB, 2, true>(s, s.tscr[2], lane);
+        __syncthreads();
+      }
+    }
+  } else {  // v7 / v8
+    for (int jj = 0; jj <= G; ++jj) {
+      const int j = h * G + jj;
+      const float* gam = gam_all + jj * BT;
+      const float* beta = beta_all + jj * BT;
+      if (role == 0) {
+        if constexpr (!kAbLate)
+          if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
+        if (jj == G) break;
+        lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
+        __syncwarp();  // the diagonal block's 16 rows of L are this warp's
+        solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
+      } else if (role == 1) {
+        if (jj == G) break;
+        lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
+      } else if (role == 2) {
+        if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
 #pragma unroll
         for (int k = 0; k < 2; ++k)
           zero_item<T, BT>(ws, beta - BT, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k]);
+        if (jj == G) break;
+      } else if (jj == G) {
+        break;
       }
-      if (jj == G) break;
-    } else if (jj == G) {
-      break;
-    }
-    __syncthreads();
-    if constexpr (V8) {
-      if (kAbLate && role == 0) ab_item<T, BT>(ws, s, beta, j, t0, len, i, b);
-      if (chain >= 0) merge_column_any<NB, 0, V10>(s, chain, lane);
-    } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
-      for (int aa = chain + 1; aa < NB; ++aa) {
-        merge_block_packed(s, s.tscr[chain], aa, chain, lane);
-        __syncwarp();
+      __syncthreads();
+      if constexpr (V8) {
+        if (kAbLate && role == 0) ab_item<T, BT>(ws, s, beta, j, t0, len, i, b);
+        if (chain >= 0) merge_column_any<NB>(s, chain, lane);
+      } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
+        for (int aa = chain + 1; aa < NB; ++aa) {
+          merge_block_packed(s, s.tscr[chain], aa, chain, lane);
+          __syncwarp();
+        }
       }
+      __syncthreads();
     }
-    __syncthreads();
   }
 }
 
