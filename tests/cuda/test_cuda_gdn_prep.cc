@@ -3,6 +3,10 @@
 // upper-triangle zeros), the V-slices, P in the fused kernel, tma3 records, backward, training cache; 4 CTAs per SM.
 // Prep v8 (LINATTN_CUDA_GDN_PREP=v8, opt-in; gdn_prep_v7.cu, perf-notes "Prep v8"): v7's values on another shared
 // layout, so every check bitwise against v7 (short varlen cases with sentinel rows first), also split (v8/s2 vs v7).
+// Prep v10 (LINATTN_CUDA_GDN_PREP=v10, opt-in; BT 64 unsplit, perf-notes "Prep v10"): v8 on an instruction diet, so
+// every check bitwise against v8 (its exp2f fast path on items whose exponents are all >= -126: the strong-decay and
+// -1000-gate cases take both paths; its direct Ab zeros when every beta is non-negative: a case with negative betas
+// takes the other), the fp64 bars, P fused, tma3 records, backward, training cache, 4 CTAs per SM.
 // Prep v7 split (LINATTN_CUDA_GDN_PREP_SPLIT=2 / 4 / auto, gdn_prep_v7.cu): every check below against unsplit v7
 // bitwise (o, final state, gradients, training cache, P in the fused kernel, tma3 records), on short varlen shapes
 // first (4 sequences 128 / 96 / 200 / 88 at GVA 2, edge lengths at GVA 4 and 1: sentinel chunk rows at BT 64 and 32),
@@ -137,6 +141,7 @@ const Variant kS4{"v7/s4", "v7", cuda::gdn_prep_split_launches, even_g, true};
 const Variant kSAuto{"v7/sauto", "v7", cuda::gdn_prep_split_launches, even_g, true};
 const Variant kV8{"v8", "v7", cuda::gdn_prep_v8_launches, nullptr, true};
 const Variant kV8S2{"v8/s2", "v7", cuda::gdn_prep_split_launches, even_g, true};
+const Variant kV10{"v10", "v8", cuda::gdn_prep_v10_launches, nullptr, true};
 
 std::vector<FwdCase> cases_for(const Variant& v, DType dt, int bt) {
   std::vector<FwdCase> r = v.short_first ? short_cases(dt, bt) : std::vector<FwdCase>{};
@@ -425,6 +430,42 @@ TEST_P(CudaGdnPrepTma3, SplitSameBitsWithTma3Records) {
   same_bits_tma3(kS2, dt());
   same_bits_tma3(kS4, dt());
 }
+// ---- prep v10: the same checks against v8 (BT 64; at BT 32 the switch runs v8) ----
+class CudaGdnPrepV10 : public CudaGdnPrepV6 {};
+TEST(CudaGdnPrepV10Occupancy, FourCtasPerSmAtBt64) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device: gpu-labelled tests run only on a GPU machine";
+  for (int G : {1, 4, 8}) EXPECT_EQ(cuda::gdn_prep_v10_ctas_per_sm(G), 4) << "G = " << G;
+}
+TEST_P(CudaGdnPrepV10, SwitchIsRead) {
+  set_prep("v10");  // launches through v7's launcher
+  EXPECT_TRUE(cuda::gdn_prep_v10_env());
+  EXPECT_TRUE(cuda::gdn_prep_v7_env());
+  EXPECT_FALSE(cuda::gdn_prep_v8_env());
+  EXPECT_FALSE(cuda::gdn_prep_v6_env());
+  unsetenv("LINATTN_CUDA_GDN_PREP");
+  EXPECT_FALSE(cuda::gdn_prep_v10_env()) << "v10 is opt-in";
+}
+TEST_P(CudaGdnPrepV10, MatchesReference) { matches_reference(kV10, dt(), bt()); }
+TEST_P(CudaGdnPrepV10, SameBitsAsV8) { same_bits_as_base(kV10, dt(), bt()); }
+TEST_P(CudaGdnPrepV10, SameBitsAsV8WithNegativeBetas) {  // zero_item's v8 path (0 beta = -0 for beta < 0)
+  for (ChunkAttnSpec sp : {varlen_edges_spec(dt(), 64, ChunkOp::kGdn), varlen_strong_spec(dt(), 64, ChunkOp::kGdn)}) {
+    sp.opt.use_beta_sigmoid_in_kernel = false;
+    ChunkAttnData d = make_chunk_attn(sp);
+    for (int64_t i = 0; i < d.beta.numel(); i += 3) d.beta.set(i, -d.beta.get(i));
+    const int64_t before = cuda::gdn_prep_v10_launches();
+    const ChunkAttnOutTensors got = fwd_with(d, "v10");
+    EXPECT_GT(cuda::gdn_prep_v10_launches(), before) << "the v10 prep did not run";
+    expect_same_fwd(fwd_with(d, "v8"), got);
+  }
+}
+TEST_P(CudaGdnPrepV10, SameBitsWithPInTheFusedKernel) { same_bits_p_fused(kV10, dt(), bt()); }
+TEST_P(CudaGdnPrepV10, BackwardSameBitsAsV8) { backward_same_bits(kV10, dt(), bt()); }
+TEST_P(CudaGdnPrepV10, TrainingCacheSameBitsAsV8) { training_cache_same_bits(kV10, dt(), bt()); }
+TEST_P(CudaGdnPrepV10, SameBitsWithTma3Records) { same_bits_tma3(kV10, dt()); }
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepV10,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64)),
+                         dtype_bt_name);
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnPrepTma3,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64)),
                          dtype_bt_name);

@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "cuda/common/mma.cuh"
 #include "cuda/gdn/gdn_chain_scales.cuh"
 #include "cuda/gdn/gdn_common.cuh"
@@ -191,6 +193,73 @@ __device__ __forceinline__ void row_scales(const GdnFwdParams& p, const GdnChunk
   }
 }
 
+// One transpose-reduce level of row_scales_v10 on ss[0 .. 2 HH): lanes with bit D keep the upper half; each kept
+// value = own partial + partner's (v6's butterfly operands). Bit selects: a select of ss[k] / ss[k + HH] may become a
+// select of addresses (ss in local memory).
+template <int HH, int D, int N>
+__device__ __forceinline__ void transpose_reduce(float (&ss)[N], int lane) {
+  if constexpr (HH >= 1) {
+    const uint32_t m = (lane & D) ? 0xffffffffu : 0u;
+#pragma unroll
+    for (int k = 0; k < HH; ++k) {
+      const uint32_t lo = __float_as_uint(ss[k]), hi = __float_as_uint(ss[k + HH]);
+      const float send = __uint_as_float((lo & m) | (hi & ~m));
+      const float keep = __uint_as_float((hi & m) | (lo & ~m));
+      ss[k] = keep + __shfl_xor_sync(0xffffffffu, send, D);
+    }
+    transpose_reduce<HH / 2, D / 2>(ss, lane);
+  }
+}
+
+// Prep v10 (prep_front's V10): v6's row scales with the same sums (same products in the same order, the same
+// butterfly partners: the same bits, every lane of v6's butterfly ends with the same value), fewer instructions:
+// bf16 pairs widened by a shift / mask (v6: PRMT + shift each), and the R rows' butterflies as a transpose-reduce:
+// each of the first log2 R levels keeps half the rows per lane (own partial + partner's partial, v6's operands), so
+// R - 1 + 5 - log2 R shuffles (16 rows: 16) instead of 5 R (80); lane l then holds row (l >> (5 - log2 R)).
+template <class T, int BT, bool SPLIT, class Smem>
+__device__ __forceinline__ void row_scales_v10(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, int h,
+                                               int64_t t0, int len, int warp, int lane) {
+  constexpr int R = 2 * BT / kWarps, RQ = BT / kWarps, LR = R == 16 ? 4 : R == 8 ? 3 : -1;
+  static_assert(kK / 32 == 4 && LR > 0, "one 8-byte load per row and lane, 8 or 16 rows per warp");
+  float ss[R];
+#pragma unroll
+  for (int u = 0; u < R; ++u) {
+    const int i = warp + kWarps * u;
+    const T* row = u < RQ ? &s.u.in.q[i][0] : &s.u.in.k[i - BT][0];
+    const uint2 w = *reinterpret_cast<const uint2*>(row + 4 * lane);
+    float x[4];
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      x[0] = __uint_as_float(w.x << 16);
+      x[1] = __uint_as_float(w.x & 0xffff0000u);
+      x[2] = __uint_as_float(w.y << 16);
+      x[3] = __uint_as_float(w.y & 0xffff0000u);
+    } else {
+      const T* e2 = reinterpret_cast<const T*>(&w);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[e] = MmaType<T>::to_float(e2[e]);
+    }
+    ss[u] = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ss[u] += x[e] * x[e];
+  }
+  transpose_reduce<R / 2, 16>(ss, lane);
+#pragma unroll
+  for (int d = 16 >> LR; d > 0; d >>= 1) ss[0] += __shfl_xor_sync(0xffffffffu, ss[0], d);
+  if ((lane & ((32 >> LR) - 1)) == 0) {
+    const int u = lane >> (5 - LR);
+    const bool isq = u < RQ;
+    const int ri = warp + kWarps * u - (isq ? 0 : BT);
+    const float rs = p.l2norm ? rsqrtf(ss[0] + 1e-6f) : 1.f;
+    (isq ? s.rq : s.rk)[ri] = rs;
+    if (ri < len && (!SPLIT || blockIdx.z == 0)) (isq ? ws.rq : ws.rk)[h * ws.T_cap + t0 + ri] = rs;
+  }
+}
+
+// Prep v10's per-value-head facts, formed by the gate scan's warp (prep_front's V10) after beta_all, 8 floats per
+// head: [0, BT / 16) the largest gam of each 16-column segment (fmaxf: NaNs skipped, as exp2f takes its plain path
+// for them), [4] 1 when every beta of the head is a non-negative finite (0 beta = +0: Ab's upper zeros all +0).
+constexpr int kAuxPerHead = 8;
+
 constexpr int kSeg = 16;  // each thread: 16 contiguous columns of one row of L / P / Ab
 
 // The chunk's front half, shared by every prep version: q / k copies, the G gate scans and betas (gam, beta in
@@ -200,7 +269,7 @@ constexpr int kSeg = 16;  // each thread: 16 contiguous columns of one row of L 
 // SPLIT (prep v7 split): the CTA owns value heads hv G' .. hv G' + G' - 1, G' = HV / H / gridDim.z, hv = h gridDim.z +
 // blockIdx.z (the q/k head's G value heads split in gridDim.z consecutive groups): its gate scans, gam / beta
 // ([G'][BT]) and records only; q / k, row scales and Gram products as unsplit (rq / rk stored by split 0).
-template <class T, int BT, bool WP, bool PE, bool SC, bool RV6, bool SPLIT = false, class Smem>
+template <class T, int BT, bool WP, bool PE, bool SC, bool RV6, bool SPLIT = false, bool V10 = false, class Smem>
 __device__ __forceinline__ bool prep_front(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices,
                                            int nts, Smem& s, float* gam_all, float* beta_all, int64_t& t0, int& len) {
   const int G = SPLIT ? p.HV / p.H / static_cast<int>(gridDim.z) : p.HV / p.H;
@@ -230,12 +299,23 @@ __device__ __forceinline__ bool prep_front(const GdnFwdParams& p, const GdnChunk
       gam_all[jj * BT + i] = gv * kLog2e;
       beta_all[jj * BT + i] = i < len ? gdn_beta(p, t0 + i, j) : 0.f;
       if (i < len) ws.gam[j * ws.T_cap + t0 + i] = gv * kLog2e;
+      if constexpr (V10) {  // the segment maxima of gam and the beta sign test (this lane's own stores, re-read)
+        float gm = gam_all[jj * BT + i];
+#pragma unroll
+        for (int d = 8; d > 0; d >>= 1) gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, d));
+        float* aux = beta_all + G * BT + jj * kAuxPerHead;
+        if ((lane & 15) == 0) aux[2 * half + (lane >> 4)] = gm;
+        const bool bok = __all_sync(0xffffffffu, __float_as_uint(beta_all[jj * BT + i]) < 0x7f800000u);
+        if (half == 0 && lane == 0) aux[4] = bok ? 1.f : 0.f;
+        if (half > 0 && lane == 0 && !bok) aux[4] = 0.f;
+      }
     }
   }
   cp_async_wait<0>();
   __syncthreads();
 
-  row_scales<RV6, T, BT, SPLIT>(p, ws, s, h, t0, len, warp, lane);
+  if constexpr (V10) row_scales_v10<T, BT, SPLIT>(p, ws, s, h, t0, len, warp, lane);
+  else row_scales<RV6, T, BT, SPLIT>(p, ws, s, h, t0, len, warp, lane);
   __syncthreads();
   if constexpr (SC) {  // chain mode tma3: the fused kernel's per-token scales, by its expressions
     static_assert(BT == chain_sc::kTok, "the scale records are per 64-token chunk");

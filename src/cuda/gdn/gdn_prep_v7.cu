@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <functional>
+#include <type_traits>
 
 #include "core/env.h"
 #include "core/util.h"
@@ -110,7 +111,9 @@ __device__ __forceinline__ void zero_chunk(int q, int& i, int& c) {
 // Columns c0 + e4 .. + 3 of row i (segment b = c0 / 16 <= i / 16) of value head j: lv[0..4) (L) and pv[e4..e4+4)
 // (P). One decay per element, v6's expressions: P = scale d qk, L = beta_i d kk (d = 0 past len), masks only in the
 // diagonal segment.
-template <bool WP, bool Diag, class Smem>
+// Fast (prep v10): the row is live and every exponent of the item is >= -126 (or NaN), so exp2f is its plain MUFU op:
+// ex2.approx.ftz (the same op without exp2f's denormal fix-up) and no live select: the same values.
+template <bool WP, bool Diag, bool Fast = false, class Smem>
 __device__ __forceinline__ void lp_group(const GdnFwdParams& p, Smem& s, const float* gam, float gi, float bi,
                                          bool live, int i, int c0, int e4, float (&lv)[4], float (&pv)[kSeg]) {
   const float4 g4 = *reinterpret_cast<const float4*>(gam + c0 + e4);
@@ -122,9 +125,11 @@ __device__ __forceinline__ void lp_group(const GdnFwdParams& p, Smem& s, const f
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int jc = c0 + e4 + e;
-    const float d = exp2f(gi - gv[e]);
+    float d;
+    if constexpr (Fast) d = ex2_ftz(gi - gv[e]);
+    else d = exp2f(gi - gv[e]);
     const float dp = (!Diag || jc <= i) ? d : 0.f;
-    const float dl = live ? dp : 0.f;
+    const float dl = (Fast || live) ? dp : 0.f;
     lv[e] = (!Diag || jc < i) ? bi * dl * kkv[e] : 0.f;
     if constexpr (WP) pv[e4 + e] = p.scale * dp * qkv[e];
   }
@@ -133,13 +138,34 @@ __device__ __forceinline__ void lp_group(const GdnFwdParams& p, Smem& s, const f
 // Row i, segment b (b <= i / 16) of value head j: L into shared memory (rows >= len: v6's zeros), P stored (rows
 // < len), by lp_group. v7: each group's L stored before the next group's loads (the compiler cannot tell L from kk /
 // qk / gam, so those loads wait behind the store); V8: every load of the item first, then the four L stores.
-template <class T, int BT, bool WP, bool Diag, class Smem>
+// V10 (prep v10, V8's layout): gmx = the largest gam of segment b (fmaxf, NaNs skipped); when the row is live and gi -
+// gmx >= -126, every exponent gi - gam_c of the item is >= -126 or NaN (gam_c <= gmx, rounding is monotone): lp_group's
+// Fast path, else v8's.
+template <class T, int BT, bool WP, bool Diag, bool V10 = false, class Smem>
 __device__ __forceinline__ void lp_item(const GdnFwdParams& p, const GdnChunkWs& ws, Smem& s, const float* gam,
-                                        const float* beta, int j, int64_t t0, int len, int i, int b) {
+                                        const float* beta, int j, int64_t t0, int len, int i, int b,
+                                        float gmx = 0.f) {
   const float gi = gam[i], bi = beta[i];
   const bool live = i < len;
   const int c0 = 16 * b;
   float* Lr = s.Lb(i >> 4, b)[i & 15];
+  if constexpr (V10) {  // each path with its own stores (a join would hold 32 values live: spills)
+    static_assert(Smem::kV8, "v10 runs on v8's layout");
+    auto item = [&](auto fast) {
+      float lv[kSeg / 4][4], pv[kSeg];
+#pragma unroll
+      for (int e4 = 0; e4 < kSeg; e4 += 4)
+        lp_group<WP, Diag, decltype(fast)::value>(p, s, gam, gi, bi, live, i, c0, e4, lv[e4 / 4], pv);
+#pragma unroll
+      for (int e4 = 0; e4 < kSeg; e4 += 4)
+        *reinterpret_cast<float4*>(Lr + e4) = make_float4(lv[e4 / 4][0], lv[e4 / 4][1], lv[e4 / 4][2], lv[e4 / 4][3]);
+      if constexpr (WP)
+        if (live) store16<T>(static_cast<T*>(ws.P) + (j * ws.T_cap + t0 + i) * BT + c0, pv);
+    };
+    if (live && gi - gmx >= -126.f) item(std::true_type{});
+    else item(std::false_type{});
+    return;
+  }
   float pv[kSeg];
   if constexpr (Smem::kV8) {
     float lv[kSeg / 4][4];
@@ -182,11 +208,16 @@ __device__ __forceinline__ void ab_item(const GdnChunkWs& ws, const Smem& s, con
 
 // The upper 8-column chunk (row i, columns c..c+7) of value head j's Ab (v6: its zeroed upper X times beta), Ai
 // (zeros) and, for head jp (< 0: none), P (zeros: v6 stored scale 0 qk, zeros of either sign).
-template <class T, int BT>
+// V10 (prep v10): zb = every beta of head j is a non-negative finite, so 0 beta_c = +0: Ab's zeros stored directly.
+template <class T, int BT, bool V10 = false>
 __device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* beta, int j, int jp, int64_t t0, int len,
-                                          int i, int c) {
+                                          int i, int c, bool zb = false) {
   if (i >= len) return;
-  if (j >= 0) {
+  if (V10 && zb && j >= 0) {
+    const int64_t off = (j * ws.T_cap + t0 + i) * BT + c;
+    *reinterpret_cast<uint4*>(static_cast<T*>(ws.Ab) + off) = make_uint4(0u, 0u, 0u, 0u);
+    if (ws.Ai) *reinterpret_cast<uint4*>(static_cast<T*>(ws.Ai) + off) = make_uint4(0u, 0u, 0u, 0u);
+  } else if (j >= 0) {
     float av[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) av[e] = 0.f * beta[c + e];
@@ -198,8 +229,29 @@ __device__ __forceinline__ void zero_item(const GdnChunkWs& ws, const float* bet
       make_uint4(0u, 0u, 0u, 0u);
 }
 
+// mma16x16_tf32 (a0 = ka = kb = nb = 0) with the A fragments by ldmatrix (prep v10): an 8x8 b16 matrix of 32-bit
+// elements gives thread T element T % 4 of row T / 4, i.e. A[g][t]; matrices (rows 0-7 | 8-15) x (columns 0-3 | 4-7)
+// are fa[0..3]. Same fragments, TF32 roundings and products: the same bits; 2 LDSM.x4 instead of 8 LDS per lane.
+template <int LDA, int LDB>
+__device__ __forceinline__ void mma16x16_tf32_ldsm(float (&acc)[2][4], const float (*A)[LDA], const float (*B)[LDB],
+                                                   int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* arow = &A[(lane & 7) + (lane & 8)][4 * (lane >> 4)];  // rows 16-byte aligned
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    uint32_t r[4], fa[4];
+    ldsm_x4(r, arow + 8 * ks);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fa[q] = to_tf32(__uint_as_float(r[q]));
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+      mma1688_tf32(acc[nt], fa, to_tf32(B[8 * ks + t][8 * nt + g]), to_tf32(B[8 * ks + t + 4][8 * nt + g]));
+  }
+}
+
 // X_aB = -X_aa acc from the finished sum acc = sum_m L_am X_mB (merge_block_packed's second half).
-template <class Smem>
+// LDA (prep v10): the A fragments (X_aa here, L blocks in merge_column_packed) by ldmatrix (mma16x16_tf32_ldsm).
+template <bool LDA = false, class Smem>
 __device__ __forceinline__ void merge_finish(Smem& s, float (*tw)[20], const float (&acc)[2][4], int a, int b,
                                              int lane) {
   constexpr int LS = Smem::kLs;
@@ -213,7 +265,8 @@ __device__ __forceinline__ void merge_finish(Smem& s, float (*tw)[20], const flo
   }
   __syncwarp();
   float res[2][4] = {};
-  mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
+  if constexpr (LDA) mma16x16_tf32_ldsm<LS, 20>(res, s.Xb(a, a), tw, lane);
+  else mma16x16_tf32<LS, 20>(res, s.Xb(a, a), 0, 0, tw, 0, 0, lane);
   float (*X)[LS] = s.Xb(a, b);
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
@@ -243,19 +296,25 @@ __device__ __forceinline__ void merge_block_packed(Smem& s, float (*tw)[20], int
 // chains and warps waiting at the CTA barrier (ncu 13: ~25% of v7's stall samples). Here the products L_aB X_BB of
 // every block first (independent), then per block a its finish and the term L_a'a X_aB of every later block a': each
 // sum gets merge_block_packed's terms in its order (m = B, B + 1, ..: the same bits), 2 (NB - 1 - B) deep (6 at BT 64).
-template <int NB, int B, class Smem>
+template <int NB, int B, bool LDA = false, class Smem>
 __device__ __forceinline__ void merge_column_packed(Smem& s, float (*tw)[20], int lane) {
   constexpr int LS = Smem::kLs, NA = NB - 1 - B;
   float acc[NA][2][4] = {};
 #pragma unroll
-  for (int k = 0; k < NA; ++k) mma16x16_tf32<LS, LS>(acc[k], s.Lb(B + 1 + k, B), 0, 0, s.Xb(B, B), 0, 0, lane);
+  for (int k = 0; k < NA; ++k) {
+    if constexpr (LDA) mma16x16_tf32_ldsm<LS, LS>(acc[k], s.Lb(B + 1 + k, B), s.Xb(B, B), lane);
+    else mma16x16_tf32<LS, LS>(acc[k], s.Lb(B + 1 + k, B), 0, 0, s.Xb(B, B), 0, 0, lane);
+  }
 #pragma unroll
   for (int k = 0; k < NA; ++k) {
-    merge_finish(s, tw, acc[k], B + 1 + k, B, lane);
+    merge_finish<LDA>(s, tw, acc[k], B + 1 + k, B, lane);
     __syncwarp();  // X_(B+1+k)B visible to the warp's lanes; tw free again
 #pragma unroll
-    for (int k2 = k + 1; k2 < NA; ++k2)
-      mma16x16_tf32<LS, LS>(acc[k2], s.Lb(B + 1 + k2, B + 1 + k), 0, 0, s.Xb(B + 1 + k, B), 0, 0, lane);
+    for (int k2 = k + 1; k2 < NA; ++k2) {
+      if constexpr (LDA)
+        mma16x16_tf32_ldsm<LS, LS>(acc[k2], s.Lb(B + 1 + k2, B + 1 + k), s.Xb(B + 1 + k, B), lane);
+      else mma16x16_tf32<LS, LS>(acc[k2], s.Lb(B + 1 + k2, B + 1 + k), 0, 0, s.Xb(B + 1 + k, B), 0, 0, lane);
+    }
   }
 }
 template <int NB, int B = 0, class Smem>
@@ -271,7 +330,10 @@ __device__ __forceinline__ void merge_column_any(Smem& s, int chain, int lane) {
 // kPdl (LINATTN_CUDA_PDL=1, the unsplit tma3 instances): launched with PDL; waits for the chunk / segment tables
 // (and, for ws, the previous kernels' reads) before anything else.
 // V8 (gdn_prep_v8_kernel): PrepSmemV7's V8 layout and stores, the same values.
-template <class T, int BT, bool WP, bool SC, bool SPLIT, bool kPdl, bool V8>
+// V10 (gdn_prep_v10_kernel, with V8; BT 64 unsplit): v8 on an instruction diet, the same values (perf-notes "Prep
+// v10"): prep_front's V10 row scales and per-head facts (kAuxPerHead floats per head after beta_all), lp_item's
+// Fast path, zero_item's direct zeros, the merges' A fragments by ldmatrix.
+template <class T, int BT, bool WP, bool SC, bool SPLIT, bool kPdl, bool V8, bool V10 = false>
 __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, const int32_t* chunk_indices, int nts) {
   pdl_wait<kPdl>();
   pdl_launch_dependents<kPdl>();
@@ -287,7 +349,9 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
   const int h = SPLIT ? static_cast<int>(blockIdx.y * gridDim.z + blockIdx.z) : static_cast<int>(blockIdx.y);
   int64_t t0;
   int len;
-  if (!prep_front<T, BT, WP, WP, SC, true, SPLIT>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len)) return;
+  if (!prep_front<T, BT, WP, WP, SC, true, SPLIT, V10>(p, ws, chunk_indices, nts, s, gam_all, beta_all, t0, len))
+    return;
+  const float* aux = beta_all + G * BT;  // V10: [G][kAuxPerHead]
 
   // This thread's items by its logical index lt (roles warp-uniform at BT 64): 0: the diagonal segment of row lt;
   // 1: an off-diagonal lower item (L and P); 2: an off-diagonal lower item (Ab) and two upper 8-column chunks (Ab /
@@ -312,40 +376,79 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
   // waited at the barrier) instead of at the start of head j + 1's phase, on that phase's critical path (ncu 13: the
   // barrier after the L / P phase holds ~17% of v7's samples). X_aa is final after the solve; the chains only read it.
   constexpr bool kAbLate = V8 && BT == 64;
-  for (int jj = 0; jj <= G; ++jj) {
-    const int j = h * G + jj;
-    const float* gam = gam_all + jj * BT;
-    const float* beta = beta_all + jj * BT;
-    if (role == 0) {
-      if constexpr (!kAbLate)
-        if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
-      if (jj == G) break;
-      lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
-      __syncwarp();  // the diagonal block's 16 rows of L are this warp's
-      solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
-    } else if (role == 1) {
-      if (jj == G) break;
-      lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
-    } else if (role == 2) {
-      if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
+  if constexpr (V10) {  // v8's phases in v8's order, one loop per role (v8's shared loop rematerialised the roles,
+    static_assert(BT == 64 && kAbLate, "v10: BT 64");  // the chain and the head pointers after every barrier); every
+    if (role == 0) {                                     // role passes the same 2 G CTA barriers
+      for (int jj = 0; jj < G; ++jj) {
+        const int j = h * G + jj;
+        lp_item<T, BT, WP, true, true>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, j, t0, len, i, b,
+                                       aux[jj * kAuxPerHead + b]);
+        __syncwarp();  // the diagonal block's 16 rows of L are this warp's
+        solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
+        __syncthreads();
+        ab_item<T, BT>(ws, s, beta_all + jj * BT, j, t0, len, i, b);  // kAbLate
+        __syncthreads();
+      }
+    } else if (role == 1) {  // warps 2, 3, 6: chains 1 (warp 3) and 0 (warp 6)
+      for (int jj = 0; jj < G; ++jj) {
+        lp_item<T, BT, WP, false, true>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, h * G + jj, t0, len, i, b,
+                                        aux[jj * kAuxPerHead + b]);
+        __syncthreads();
+        if (chain == 0) merge_column_packed<NB, 0, true>(s, s.tscr[0], lane);
+        else if (chain == 1) merge_column_packed<NB, 1, true>(s, s.tscr[1], lane);
+        __syncthreads();
+      }
+    } else {  // role 2, warps 4, 5, 7: chain 2 (warp 7)
+      for (int jj = 0;; ++jj) {
+        const int j = h * G + jj;
+        const float* betap = beta_all + (jj - 1) * BT;
+        if (jj > 0) ab_item<T, BT>(ws, s, betap, j - 1, t0, len, i, b);
+        const bool zb = jj > 0 && aux[(jj - 1) * kAuxPerHead + 4] != 0.f;
 #pragma unroll
-      for (int k = 0; k < 2; ++k)
-        zero_item<T, BT>(ws, beta - BT, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k]);
-      if (jj == G) break;
-    } else if (jj == G) {
-      break;
-    }
-    __syncthreads();
-    if constexpr (V8) {
-      if (kAbLate && role == 0) ab_item<T, BT>(ws, s, beta, j, t0, len, i, b);
-      if (chain >= 0) merge_column_any<NB>(s, chain, lane);
-    } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
-      for (int aa = chain + 1; aa < NB; ++aa) {
-        merge_block_packed(s, s.tscr[chain], aa, chain, lane);
-        __syncwarp();
+        for (int k = 0; k < 2; ++k)
+          zero_item<T, BT, true>(ws, betap, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k], zb);
+        if (jj == G) break;
+        __syncthreads();
+        if (chain == 2) merge_column_packed<NB, 2, true>(s, s.tscr[2], lane);
+        __syncthreads();
       }
     }
-    __syncthreads();
+  } else {  // v7 / v8
+    for (int jj = 0; jj <= G; ++jj) {
+      const int j = h * G + jj;
+      const float* gam = gam_all + jj * BT;
+      const float* beta = beta_all + jj * BT;
+      if (role == 0) {
+        if constexpr (!kAbLate)
+          if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);  // X_aa of head j - 1: this warp's rows
+        if (jj == G) break;
+        lp_item<T, BT, WP, true>(p, ws, s, gam, beta, j, t0, len, i, b);
+        __syncwarp();  // the diagonal block's 16 rows of L are this warp's
+        solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
+      } else if (role == 1) {
+        if (jj == G) break;
+        lp_item<T, BT, WP, false>(p, ws, s, gam, beta, j, t0, len, i, b);
+      } else if (role == 2) {
+        if (jj > 0) ab_item<T, BT>(ws, s, beta - BT, j - 1, t0, len, i, b);
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+          zero_item<T, BT>(ws, beta - BT, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k]);
+        if (jj == G) break;
+      } else if (jj == G) {
+        break;
+      }
+      __syncthreads();
+      if constexpr (V8) {
+        if (kAbLate && role == 0) ab_item<T, BT>(ws, s, beta, j, t0, len, i, b);
+        if (chain >= 0) merge_column_any<NB>(s, chain, lane);
+      } else if (chain >= 0) {  // column chain b: X_(b+1)b, X_(b+2)b, ... (merge order as v6)
+        for (int aa = chain + 1; aa < NB; ++aa) {
+          merge_block_packed(s, s.tscr[chain], aa, chain, lane);
+          __syncwarp();
+        }
+      }
+      __syncthreads();
+    }
   }
 }
 
@@ -361,7 +464,15 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v8_kernel
   prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, true>(p, ws, chunk_indices, nts);
 }
 
-std::atomic<int64_t> g_v7_launches{0}, g_v8_launches{0}, g_split_launches{0};
+// Prep v10 (opt-in LINATTN_CUDA_GDN_PREP=v10, BT 64 unsplit; perf-notes "Prep v10"): v8's body on an instruction diet.
+template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+__global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3)
+    gdn_prep_v10_kernel(GdnFwdParams p, GdnChunkWs ws, const int32_t* chunk_indices, int nts) {
+  static_assert(BT == 64 && !SPLIT, "v10: BT 64, unsplit");
+  prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, true, true>(p, ws, chunk_indices, nts);
+}
+
+std::atomic<int64_t> g_v7_launches{0}, g_v8_launches{0}, g_v10_launches{0}, g_split_launches{0};
 
 // Resident CTAs per SM of a kernel at `bytes` of dynamic shared memory (after the carveout / opt-in launch() sets).
 int ctas_per_sm(const void* kernel, size_t bytes) {
@@ -372,21 +483,26 @@ int ctas_per_sm(const void* kernel, size_t bytes) {
   return n;
 }
 
-// The kernel instance of prep v7 (V8 false) or v8.
-template <bool V8, class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
+// The kernel instance of prep v7, v8 or v10 (V), and its dynamic shared memory at G value heads.
+template <int V, class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
 constexpr auto prep_kernel() {
-  if constexpr (V8) return gdn_prep_v8_kernel<T, BT, WP, SC, SPLIT, kPdl>;
+  if constexpr (V == 10) return gdn_prep_v10_kernel<T, BT, WP, SC, SPLIT, kPdl>;
+  else if constexpr (V == 8) return gdn_prep_v8_kernel<T, BT, WP, SC, SPLIT, kPdl>;
   else return gdn_prep_v7_kernel<T, BT, WP, SC, SPLIT, kPdl>;
 }
+template <int V, class T, int BT, bool WP>
+size_t prep_bytes(int G) {
+  return PrepSmemV7<T, BT, WP>::bytes(G) + (V == 10 ? size_t(G) * kAuxPerHead * sizeof(float) : 0);
+}
 
-template <class T, int BT, bool WP, bool SC, bool V8>
+template <class T, int BT, bool WP, bool SC, int V>
 void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                  cudaStream_t stream) {
   const int nts = p.cu_seqlens ? 0 : static_cast<int>((p.T_seq + BT - 1) / BT);
   const int G = p.HV / p.H;
   const GdnPrepSplit sw = gdn_prep_split_env();
   if (sw.value != 1) {  // opt-in: the value heads of a (chunk, q/k head) over S CTAs
-    auto ks = prep_kernel<V8, T, BT, WP, SC, true>();
+    auto ks = prep_kernel<V == 10 ? 8 : V, T, BT, WP, SC, true>();  // v10 splits as v8
     const int S = gdn_prep_split_pick(sw, G, nt_cap * p.H, [&](int s) {
       static std::atomic<int> occ[9] = {};  // per instance and G / s <= 8: queried once
       const int gs = G / s;
@@ -403,33 +519,33 @@ void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci,
       return;
     }
   }
-  auto kernel = prep_kernel<V8, T, BT, WP, SC>();
+  auto kernel = prep_kernel<V, T, BT, WP, SC>();
   if constexpr (SC) {
     if (pdl_enabled()) {
-      auto kp = prep_kernel<V8, T, BT, WP, SC, false, true>();
+      auto kp = prep_kernel<V, T, BT, WP, SC, false, true>();
       prefer_max_shared_carveout(reinterpret_cast<const void*>(kp));
-      launch_pdl(true, kp, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
+      launch_pdl(true, kp, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), prep_bytes<V, T, BT, WP>(G),
                  stream, p, ws, ci, nts);
       return;
     }
   }
   prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
-  launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), PrepSmemV7<T, BT, WP>::bytes(G),
+  launch(kernel, dim3(static_cast<unsigned>(nt_cap), p.H), dim3(kThreads), prep_bytes<V, T, BT, WP>(G),
          stream, p, ws, ci, nts);
 }
 
-template <class T, int BT, bool V8>
+template <class T, int BT, int V>
 void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci, int64_t nt_cap,
                   cudaStream_t stream) {
   if constexpr (BT == chain_sc::kTok) {
     if (ws.sc) {
-      ws.P ? launch_v7_t<T, BT, true, true, V8>(p, ws, ci, nt_cap, stream)
-           : launch_v7_t<T, BT, false, true, V8>(p, ws, ci, nt_cap, stream);
+      ws.P ? launch_v7_t<T, BT, true, true, V>(p, ws, ci, nt_cap, stream)
+           : launch_v7_t<T, BT, false, true, V>(p, ws, ci, nt_cap, stream);
       return;
     }
   }
-  ws.P ? launch_v7_t<T, BT, true, false, V8>(p, ws, ci, nt_cap, stream)
-       : launch_v7_t<T, BT, false, false, V8>(p, ws, ci, nt_cap, stream);
+  ws.P ? launch_v7_t<T, BT, true, false, V>(p, ws, ci, nt_cap, stream)
+       : launch_v7_t<T, BT, false, false, V>(p, ws, ci, nt_cap, stream);
 }
 
 }  // namespace
@@ -439,19 +555,21 @@ void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci
 // 1x32768 1.047 -> 1.014); v7 the default since 1ec4943 (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph).
 std::string gdn_prep_switch() {
   std::string v = env_or("LINATTN_CUDA_GDN_PREP", "");
-  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v8", "v7", "v6", "v5", "v2"}, 0);
+  choice_index("LINATTN_CUDA_GDN_PREP", v, {"v8", "v7", "v6", "v5", "v2", "v10"}, 0);
   return v;
 }
-bool gdn_prep_v7_env() {  // v8 runs through launch_gdn_prep_v7 too
+bool gdn_prep_v7_env() {  // v8 and v10 run through launch_gdn_prep_v7 too
   const std::string v = gdn_prep_switch();
-  return v.empty() || v == "v7" || v == "v8";
+  return v.empty() || v == "v7" || v == "v8" || v == "v10";
 }
+bool gdn_prep_v10_env() { return gdn_prep_switch() == "v10"; }
 bool gdn_prep_v8_env() {  // the default since session 13 (bitwise v7; H200 A/B at ebf1299: 16/64 1x32768 -3.4%)
   const std::string v = gdn_prep_switch();
   return v.empty() || v == "v8";
 }
 int64_t gdn_prep_v7_launches() { return g_v7_launches.load(); }
 int64_t gdn_prep_v8_launches() { return g_v8_launches.load(); }
+int64_t gdn_prep_v10_launches() { return g_v10_launches.load(); }
 int64_t gdn_prep_split_launches() { return g_split_launches.load(); }
 
 int gdn_prep_v7_ctas_per_sm(int G) {  // as launch_v7_t and launch() set the carveout and the opt-in
@@ -465,6 +583,10 @@ int gdn_prep_v8_ctas_per_sm(int G) {  // every default GDN forward asks (LINATTN
                               PrepSmemV7<__nv_bfloat16, 64, true, true>::bytes(G));
   if (G >= 0 && G <= 8) occ[G].store(n);
   return n;
+}
+int gdn_prep_v10_ctas_per_sm(int G) {
+  return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v10_kernel<__nv_bfloat16, 64, true, false>),
+                     prep_bytes<10, __nv_bfloat16, 64, true>(G));
 }
 int gdn_prep_v7_split_ctas_per_sm(int Gs) {
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false, true>),
@@ -493,13 +615,20 @@ int gdn_prep_split_pick(GdnPrepSplit sw, int G, int64_t ctas, const std::functio
 template <class T, int BT>
 void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
                         cudaStream_t stream) {
-  if (gdn_prep_v8_env()) {
+  if constexpr (BT == 64) {
+    if (gdn_prep_v10_env()) {  // opt-in; BT 32 runs v8
+      g_v10_launches.fetch_add(1);
+      launch_v7_bt<T, BT, 10>(p, ws, chunk_indices, nt_cap, stream);
+      return;
+    }
+  }
+  if (gdn_prep_v8_env() || gdn_prep_v10_env()) {
     g_v8_launches.fetch_add(1);
-    launch_v7_bt<T, BT, true>(p, ws, chunk_indices, nt_cap, stream);
+    launch_v7_bt<T, BT, 8>(p, ws, chunk_indices, nt_cap, stream);
     return;
   }
   g_v7_launches.fetch_add(1);
-  launch_v7_bt<T, BT, false>(p, ws, chunk_indices, nt_cap, stream);
+  launch_v7_bt<T, BT, 7>(p, ws, chunk_indices, nt_cap, stream);
 }
 template void launch_gdn_prep_v7<__nv_bfloat16, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,
                                                     cudaStream_t);
