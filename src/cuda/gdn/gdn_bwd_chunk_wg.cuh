@@ -254,27 +254,21 @@ __device__ __forceinline__ void rowdot_words(float (&part)[2], const float (&x)[
     }
 }
 
-// Dot product of 8 packed 16-bit pairs.
-template <class T>
+// Dot product of 8 packed 16-bit pairs (W, wg11: the elements widened by pair_f2, the same values).
+template <class T, bool W = false>
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
   float s = 0.f;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const float2 x = ld_pair(reinterpret_cast<const T*>(&av[e])), y = ld_pair(reinterpret_cast<const T*>(&bv[e]));
-    s += x.x * y.x + x.y * y.y;
-  }
-  return s;
-}
-
-// wg11: dot8 with pair_f2's conversions (the same value bit for bit).
-template <class T>
-__device__ __forceinline__ float dot8_w(const uint4& a, const uint4& b) {
-  const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
-  float s = 0.f;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float2 x = pair_f2<T>(av[e]), y = pair_f2<T>(bv[e]);
+    float2 x, y;
+    if constexpr (W) {
+      x = pair_f2<T>(av[e]);
+      y = pair_f2<T>(bv[e]);
+    } else {
+      x = ld_pair(reinterpret_cast<const T*>(&av[e]));
+      y = ld_pair(reinterpret_cast<const T*>(&bv[e]));
+    }
     s += x.x * y.x + x.y * y.y;
   }
   return s;

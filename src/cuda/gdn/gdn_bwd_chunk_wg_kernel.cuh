@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
               a[u & 1] = pS[(u + 2) * kNT];
               b[u & 1] = pD[(u + 2) * kNT];
             }
-            acc += dot8_w<T>(x, y);
+            acc += dot8<T, true>(x, y);
           }
         } else {
           for (int idx = tid; idx < kK * V / 8; idx += kNT)
