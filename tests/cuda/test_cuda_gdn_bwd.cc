@@ -20,7 +20,8 @@
 // wg9 / wg9d (wg7 / wg8d with the row scalars split over 8 warps, head 1's loaded at head 0's start) the same,
 // bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start). wg9p (wg6 with the
 // same row scalars) as wg6's tests, bitwise vs wg4, also capped at 3 / 1 CTAs; wg9ps (wg9 in persistent CTAs) the
-// same, bitwise vs wg7.
+// same, bitwise vs wg7. wg11 (wg9d with the finishing passes' shared loads ahead of the wgmma waits) the same,
+// bitwise vs wg9d.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -353,6 +354,21 @@ TEST_P(CudaGdnBwd, Wg9IsDeterministic) {
   for (const char* v : {"wg9", "wg9d"}) variant_deterministic(dt, bt, v);
 }
 
+// wg11 (wg9d with the finishing passes' shared-memory reads ahead of the wgmma waits; V = 128, V = 64 cases take V2),
+// bitwise vs wg9d, also on the long GVA varlen case; at BT 64 the wg11 kernel must have run.
+TEST_P(CudaGdnBwd, Wg11MatchesReferenceAndWg9d) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg11_launches();
+  variant_matches(dt, bt, "wg11", "wg9d");
+  if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), "wg11", "wg9d");
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg11_launches() > before, bt == 64) << "wg11 runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg11IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg11");
+}
+
 // wg9p (wg6 with wg9's row scalars; persistent CTAs walking items with G = 1 / 2 / 3, sentinel rows and short chunks
 // in between when capped), bitwise vs wg4 (as wg6); at BT 64 the kernel must have run.
 TEST_P(CudaGdnBwd, Wg9pMatchesReferenceAndWg4) {
@@ -540,6 +556,11 @@ TEST(CudaGdnBwdWg9, GraphSequence) {
 TEST(CudaGdnBwdWg9d, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   variant_graph_sequence("wg9d");
+}
+
+TEST(CudaGdnBwdWg11, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg11");
 }
 
 TEST(CudaGdnBwdWg9p, GraphSequence) {

@@ -44,6 +44,9 @@
 // an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit. V9ps ("wg9ps", "wg9ps:N"; V4 = 9,
 // kPer): V9 in persistent CTAs (split loads for the next item too: its Ai / dV^ at the last head's second barrier,
 // the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
+// V11 ("wg11", opt-in; V4 = 10): V9d with the shared-memory reads of the finishing passes (the M halves' decays and
+// row / column scales, the k words of xn's and R K^'s row dots, <S, dS'>'s tiles) issued before the wgmma wait they
+// follow and the Y.v row dot's v loads before the head's first barrier. Same values as V9d bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
 #include <cuda_runtime.h>
 
@@ -71,7 +74,7 @@ using namespace gdn_bwd_chunk_wg_detail;
 #include "cuda/gdn/gdn_bwd_chunk_wg_kernel.cuh"  // gdn_bwd_chunk_wg_kernel<T, V, V2, V3, V4, kPer>
 
 std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0},
-    g_wg9d_launches{0};
+    g_wg9d_launches{0}, g_wg11_launches{0};
 
 // The switch's value, checked: a value that names no chunk kernel (the removed wg8, a typo) is an error, not a
 // silent V4.
@@ -84,7 +87,7 @@ std::string chunk_switch() {
   const bool capped = pn > 0 && v.size() > pn && v.find_first_not_of("0123456789", pn) == std::string::npos;
   if (!capped)
     choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v,
-                 {"wg7", "wg8d", "wg9", "wg9d", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+                 {"wg7", "wg8d", "wg9", "wg9d", "wg11", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
                  "or wg6:N / wg9p:N / wg9ps:N (persistent with at most N CTAs); wg8 was removed");
   return v;
 }
@@ -137,6 +140,9 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
           g_wg9d_launches.fetch_add(1);
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
         }
+      } else if (mode == "wg11") {  // opt-in (gdnbwd13: the finishing passes' shared loads ahead of the waits)
+        g_wg11_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 10>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
@@ -163,7 +169,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (the default until session 14);
 // "wg8d" = V8d (opt-in); "wg9d" = V9d (unset: the default since session 14); "wg9" / "wg9p" / "wg9ps" = V9 / V9p /
-// V9ps (opt-in). Since session 12 a value that names none of these (the removed "wg8" / "wg10", a typo) is an error
+// V9ps (opt-in); "wg11" = V11 (opt-in). Since session 12 a value that names none of these (the removed "wg8" / "wg10", a typo) is an error
 // (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;
@@ -176,6 +182,7 @@ int64_t gdn_bwd_chunk_wg7_launches() { return g_wg7_launches.load(); }
 int64_t gdn_bwd_chunk_wg8d_launches() { return g_wg8d_launches.load(); }
 int64_t gdn_bwd_chunk_wg9_launches() { return g_wg9_launches.load(); }
 int64_t gdn_bwd_chunk_wg9d_launches() { return g_wg9d_launches.load(); }
+int64_t gdn_bwd_chunk_wg11_launches() { return g_wg11_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

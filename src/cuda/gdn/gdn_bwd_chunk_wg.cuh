@@ -6,6 +6,8 @@
 // holds rows 16w + g (+8), columns 8 nt + 2q (+1)), so the epilogues carry over unchanged.
 // Operands: K-major = stored [m or n][k]; MN-major = stored [k][m or n] (wgmma transpose).
 #pragma once
+#include <type_traits>
+
 #include "cuda/common/wgmma.cuh"
 #include "cuda/gdn/gdn_bwd_load.cuh"
 
@@ -223,14 +225,50 @@ __device__ __forceinline__ void rowdot_v(float (&part)[2], const float (&x)[NTW]
   else rowdot_sw<T, 64, NTW>(part, x, m, r0, cbase, tq);
 }
 
-// Dot product of 8 packed 16-bit pairs.
+// wg11: the two elements of a packed 16-bit pair as floats (ld_pair's values bit for bit; bf16 by a shift and a
+// mask, the exact widening, instead of PRMT + shift for the high half).
 template <class T>
+__device__ __forceinline__ float2 pair_f2(uint32_t w) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+  else return ld_pair(reinterpret_cast<const T*>(&w));
+}
+
+// wg11: a thread's fragment words of a swizzled tile (the pairs rowdot_fb reads), loaded ahead of a wgmma wait.
+template <int NTW>
+__device__ __forceinline__ void frag_words(uint32_t (&wd)[2][NTW], const uint8_t* m, uint32_t fb) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt) wd[hf][nt] = *reinterpret_cast<const uint32_t*>(m + frag_off(fb, hf, nt));
+}
+
+// wg11: rowdot_fb on preloaded fragment words (same operations, same order).
+template <class T, int NTW>
+__device__ __forceinline__ void rowdot_words(float (&part)[2], const float (&x)[NTW][4], const uint32_t (&wd)[2][NTW]) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt) {
+      const float2 mv = pair_f2<T>(wd[hf][nt]);
+      part[hf] += x[nt][2 * hf] * mv.x + x[nt][2 * hf + 1] * mv.y;
+    }
+}
+
+// Dot product of 8 packed 16-bit pairs (W, wg11: the elements widened by pair_f2, the same values).
+template <class T, bool W = false>
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
   float s = 0.f;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const float2 x = ld_pair(reinterpret_cast<const T*>(&av[e])), y = ld_pair(reinterpret_cast<const T*>(&bv[e]));
+    float2 x, y;
+    if constexpr (W) {
+      x = pair_f2<T>(av[e]);
+      y = pair_f2<T>(bv[e]);
+    } else {
+      x = ld_pair(reinterpret_cast<const T*>(&av[e]));
+      y = ld_pair(reinterpret_cast<const T*>(&bv[e]));
+    }
     s += x.x * y.x + x.y * y.y;
   }
   return s;

@@ -6,7 +6,8 @@
 // reduction order), "mma" = the mma.sync kernel of gdn_bwd_chunk.cu (A/B runs). Later versions and
 // the current default: gdn_bwd_chunk_wg.cu's header ("wg6" = persistent CTAs, "wg6:N" at most N;
 // "wg7" = split head loads, "wg8d" = wg7 with the M decays once per head, "wg9" / "wg9d" = wg7 / wg8d with the
-// row scalars one global round trip deep and head 1's loaded at head 0's start). A value that names no kernel
+// row scalars one global round trip deep and head 1's loaded at head 0's start; "wg11" = wg9d with the
+// finishing passes' shared loads ahead of the wgmma waits, opt-in). A value that names no kernel
 // (the removed "wg8", a typo) is an error naming the variable, the value and the accepted values.
 #pragma once
 #include <cuda_runtime.h>
@@ -28,5 +29,7 @@ int64_t gdn_bwd_chunk_wg8d_launches();
 // Launches of the wg9 / wg9d kernels (the row scalars one round trip deep) so far in this process.
 int64_t gdn_bwd_chunk_wg9_launches();
 int64_t gdn_bwd_chunk_wg9d_launches();  // wg9d alone (the default since session 14), explicit or unset
+// Launches of the opt-in wg11 kernel (wg9d with the finishing passes' shared loads ahead of the waits).
+int64_t gdn_bwd_chunk_wg11_launches();
 
 }  // namespace linattn::cuda

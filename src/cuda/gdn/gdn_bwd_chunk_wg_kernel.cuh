@@ -21,7 +21,12 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   // q / k after the epilogue), the row scalars as wg9p's, the last finish where wg7 has it
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
   static_assert((V4 != 8 && V4 != 9) || kPer, "wg9p / wg9ps are persistent");
-  constexpr bool kW8 = V4 == 5 || V4 == 7, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
+  // wg11 (V4 == 10): wg9d with the operands of the finishing passes (the M halves' decays and row / column scales,
+  // the k words of xn's and R K^'s row dots, <S, dS'>'s tiles) loaded ahead of the wgmma wait they follow and the
+  // Y.v row dot's v pairs ahead of the head's first barrier, so their round trips overlap the product / the wait.
+  // (The same for dq_inter / dk_inter's q / k words spilled: 14 reloads per head; not done.)
+  constexpr bool kW11 = V4 == 10;
+  constexpr bool kW8 = V4 == 5 || V4 == 7 || kW11, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
   // wg9 / wg9d: the last head's finish (warp 0) after the epilogue's stores instead of before its first barrier
   constexpr bool kLateFin = kSplit && kD9 && !kPer;
   static_assert(!kSplit || !kPer || V4 == 9, "wg7 / wg8d / wg9 / wg9d are not persistent");
@@ -104,6 +109,18 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           p, w, r, t0, len, h * G + jf, lane);
     };
 
+    // wg7: this thread's v pairs of head j's Y.v row dot (rows r0, r0 + 8; 0 past len)
+    auto load_vraw = [&](uint32_t(&vraw)[2][NTV], int j) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        int rv = r0 + 8 * hf;
+        asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rv));
+        const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
+#pragma unroll
+        for (int nt = 0; nt < NTV; ++nt)
+          vraw[hf][nt] = rv < len ? *reinterpret_cast<const uint32_t*>(vrow + cv + nt * 8 + 2 * tq) : 0u;
+      }
+    };
     if constexpr (kSplit && !kPer) {  // wg7: head 0's Ai / dV^ first (its own group), then q / k and the rest
       // wg9: the row scalars of heads 0 (threads 0-255) and 1 (256-511, G > 1) in roles of 64 threads
       // (row_scalar_load), their loads issued ahead of the 152 KB of tiles, stored after them
@@ -161,6 +178,9 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         rs.dA[b][i] = rd.dA;
         rs.bdraw[b][i] = rd.beta;
       }
+      // wg11: this head's v pairs of the Y.v row dot (below) go out before the head's first barrier
+      [[maybe_unused]] uint32_t vraw[2][NTV];
+      if constexpr (kW11) load_vraw(vraw, j);
       if constexpr (kPer && kSplit) {  // wg9ps: head 0 needs Ai / dV^ of three groups, a later head of two
         if (jj == 0) cp_async_wait<2>();
         else cp_async_wait<1>();
@@ -193,21 +213,12 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         float Y[NTV][4] = {};
         // wg7: this thread's v pairs of the Y.v row dot are loaded while Y is on the tensor pipe
         // (same values, same operations after it: ld_pair of the same 32-bit words)
-        [[maybe_unused]] uint32_t vraw[2][NTV];
         if constexpr (kSplit) {
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
           wgmma_fence();
           wg_issue_v<V2, T, CV, kBT, true, true, kBT>(Y, s.ai, s.dvh, cv);
           wgmma_commit();
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            int rv = r0 + 8 * hf;
-            asm volatile("mov.b32 %0, %1;" : "=r"(rv) : "r"(rv));
-            const T* vrow = static_cast<const T*>(f.v) + ((t0 + rv) * f.HV + j) * int64_t(V);
-#pragma unroll
-            for (int nt = 0; nt < NTV; ++nt)
-              vraw[hf][nt] = rv < len ? *reinterpret_cast<const uint32_t*>(vrow + cv + nt * 8 + 2 * tq) : 0u;
-          }
+          if constexpr (!kW11) load_vraw(vraw, j);
           // the previous head's finish (warp 0), under Y and the other warps' Y.v: its partial set is
           // not the one this head writes, its row scalars not the buffer this head's start wrote
           if (jj > 0 && warp == 0) finish_wg7(jj - 1);
@@ -296,6 +307,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       };
       // wg4: dq_inter = scale e^gam (dO S^T), dk_inter = e^(gL - gam) (V^ dS'^T) finished as the
       // else branch below does (same operations, same order)
+      // wg11: the k fragment words of xn's / R K^'s row dots, loaded ahead of the product's wait
+      [[maybe_unused]] uint32_t kw[2][NTK];
       auto inter_q = [&](float (&t)[NTK][4]) {
         const float sc[2] = {f.scale * eg[0], f.scale * eg[1]};
         scale_rows(t, sc);
@@ -364,8 +377,25 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       // <S, dS'> (same layout: 16-byte pieces in address order; block partials in a fixed order)
       auto s_dot_ds = [&] {
         float acc = 0.f;
-        for (int idx = tid; idx < kK * V / 8; idx += kNT)
-          acc += dot8<T>(reinterpret_cast<const uint4*>(s.S)[idx], reinterpret_cast<const uint4*>(s.dS)[idx]);
+        if constexpr (kW11) {  // the pieces two passes ahead of their sums (same sums, same order)
+          constexpr int NP = kK * V / 8 / kNT;
+          static_assert(NP >= 2 && NP * kNT == kK * V / 8, "s_dot_ds: whole passes");
+          const uint4* const pS = reinterpret_cast<const uint4*>(s.S) + tid;
+          const uint4* const pD = reinterpret_cast<const uint4*>(s.dS) + tid;
+          uint4 a[2] = {pS[0], pS[kNT]}, b[2] = {pD[0], pD[kNT]};
+#pragma unroll
+          for (int u = 0; u < NP; ++u) {
+            const uint4 x = a[u & 1], y = b[u & 1];
+            if (u + 2 < NP) {
+              a[u & 1] = pS[(u + 2) * kNT];
+              b[u & 1] = pD[(u + 2) * kNT];
+            }
+            acc += dot8<T, true>(x, y);
+          }
+        } else {
+          for (int idx = tid; idx < kK * V / 8; idx += kNT)
+            acc += dot8<T>(reinterpret_cast<const uint4*>(s.S)[idx], reinterpret_cast<const uint4*>(s.dS)[idx]);
+        }
         acc = warp_sum(acc);
         if (lane == 0) (kSplit && (jj & 1) ? rd2.wred : s.wred)[warp] = acc;
       };
@@ -383,13 +413,15 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           wg_issue_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
           wgmma_commit();
           s_dot_ds();
+          if constexpr (kW11) frag_words<NTK>(kw, s.k, fbk);
           wgmma_wait<0>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
         } else {
           wg_tile_v<V2, T, 32, V, false, false, kK>(t, s.y, s.S, ck);
         }
         float pk[2] = {};
-        rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
+        if constexpr (kW11) rowdot_words<T, NTK>(pk, t, kw);
+        else rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
         flush_rowdot<kBT>(red_of(jj & 1), 5, pk, r0, wn, tq);
         add_scaled(dkA, t, neg_beg);
       }
@@ -426,12 +458,32 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
                   }
               }
             }
+            // wg11: what the element loops below read of shared memory (the decays in the staging slots, the row /
+            // column scales), loaded ahead of the wait (the same values: only when the loads go out moves)
+            [[maybe_unused]] float pd[2][NTB][2], prk[NTB][2], prq[2], pbk[2];
+            if constexpr (kW11) {
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) {
+                const int i = r0 + 8 * hf;
+                prq[hf] = s.rq[i];
+                pbk[hf] = bv[hf] * s.rk[i];
+#pragma unroll
+                for (int nt = 0; nt < NTB; ++nt)
+#pragma unroll
+                  for (int e = 0; e < 2; ++e)
+                    pd[hf][nt][e] = *reinterpret_cast<const float*>((e ? s.rb : s.rm) + frag_off(fbb, hf, nt));
+              }
+#pragma unroll
+              for (int nt = 0; nt < NTB; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) prk[nt][e] = s.rk[cb + nt * 8 + 2 * tq + e];
+            }
             wgmma_wait<1>();
             wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTB]>(pl));
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
               const int i = r0 + 8 * hf;
-              const float gi = gam[i], rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+              const float gi = gam[i], rqi = kW11 ? prq[hf] : s.rq[i], brk = kW11 ? pbk[hf] : bv[hf] * s.rk[i];
 #pragma unroll
               for (int nt = 0; nt < NTB; ++nt) {
                 const int c0 = cb + nt * 8 + 2 * tq;
@@ -441,9 +493,10 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
                 for (int e = 0; e < 2; ++e) {
                   const int jc = c0 + e;
                   float d;
-                  if constexpr (kW8) d = *reinterpret_cast<const float*>((e ? s.rb : s.rm) + frag_off(fbb, hf, nt));
+                  if constexpr (kW11) d = pd[hf][nt][e];
+                  else if constexpr (kW8) d = *reinterpret_cast<const float*>((e ? s.rb : s.rm) + frag_off(fbb, hf, nt));
                   else d = (i < len && jc <= i) ? exp2f(gi - gam[jc]) : 0.f;
-                  rkc[e] = s.rk[jc];
+                  rkc[e] = kW11 ? prk[nt][e] : s.rk[jc];
                   X[2 * hf + e] = half == 0 ? f.scale * d * X[2 * hf + e] : jc < i ? -d * X[2 * hf + e] : 0.f;
                 }
                 const uint32_t o = frag_off(fbb, hf, nt);
@@ -458,12 +511,12 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
               const int i = r0 + 8 * hf;
-              const float rqi = s.rq[i], brk = bv[hf] * s.rk[i];
+              const float rqi = kW11 ? prq[hf] : s.rq[i], brk = kW11 ? pbk[hf] : bv[hf] * s.rk[i];
 #pragma unroll
               for (int nt = 0; nt < NTB; ++nt)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                  const float X = pl[nt][2 * hf + e], rkc = s.rk[cb + nt * 8 + 2 * tq + e];
+                  const float X = pl[nt][2 * hf + e], rkc = kW11 ? prk[nt][e] : s.rk[cb + nt * 8 + 2 * tq + e];
                   const float m = half == 0 ? X * (xk[nt][2 * hf + e] * rqi * rkc) : brk * X * (xk[nt][2 * hf + e] * rkc);
                   rowM[hf] += m;
                   colM[nt][e] += m;
@@ -547,13 +600,15 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           wgmma_commit();
           wg_issue_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
           wgmma_commit();
+          if constexpr (kW11) frag_words<NTK>(kw, s.k, fbk);
           wgmma_wait<1>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
         } else {
           wg_tile_v<V2, T, 32, kBT, false, true, kBT>(t, s.rm, s.k, ck);
         }
         float pk[2] = {};
-        rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
+        if constexpr (kW11) rowdot_words<T, NTK>(pk, t, kw);
+        else rowdot_v<V2, T, NTK>(pk, t, s.k, r0, ck, tq, fbk);
         flush_rowdot<kBT>(red_of(jj & 1), 4, pk, r0, wn, tq);
         add_scaled(dkA, t, bv);
       }
