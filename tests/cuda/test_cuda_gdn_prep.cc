@@ -314,7 +314,7 @@ TEST_P(CudaGdnPrepV6, V7SwitchIsRead) {
   EXPECT_FALSE(cuda::gdn_prep_v7_env());
   unsetenv("LINATTN_CUDA_GDN_PREP");
   EXPECT_TRUE(cuda::gdn_prep_v7_env()) << "v8 (launched through v7's launcher) is the default";
-  EXPECT_TRUE(cuda::gdn_prep_v8_env()) << "v8 is the default since session 13";
+  EXPECT_TRUE(cuda::gdn_prep_v8_env()) << "v8: the default at BT 32 and with the split (v10 at BT 64 since session 15)";
   set_prep("v7");
   EXPECT_FALSE(cuda::gdn_prep_v8_env()) << "v7 names the previous prep";
   set_prep("v8");  // v8 launches through v7's launcher
@@ -443,8 +443,14 @@ TEST_P(CudaGdnPrepV10, SwitchIsRead) {
   EXPECT_FALSE(cuda::gdn_prep_v8_env());
   EXPECT_FALSE(cuda::gdn_prep_v6_env());
   unsetenv("LINATTN_CUDA_GDN_PREP");
-  EXPECT_FALSE(cuda::gdn_prep_v10_env()) << "v10 is opt-in";
+  EXPECT_TRUE(cuda::gdn_prep_v10_env()) << "v10 is the default since session 15";
+  set_prep("v8");
+  EXPECT_FALSE(cuda::gdn_prep_v10_env()) << "v8 names the previous prep";
 }
+// Unset, the prep is v10 at BT 64 (the default since session 15): its launch counter moves on every case and the
+// outputs are v8's (forced) bit for bit.
+const Variant kDefaultV10{"", "v8", cuda::gdn_prep_v10_launches, nullptr, true};
+TEST_P(CudaGdnPrepV10, DefaultIsV10) { same_bits_as_base(kDefaultV10, dt(), bt()); }
 TEST_P(CudaGdnPrepV10, MatchesReference) { matches_reference(kV10, dt(), bt()); }
 TEST_P(CudaGdnPrepV10, SameBitsAsV8) { same_bits_as_base(kV10, dt(), bt()); }
 TEST_P(CudaGdnPrepV10, SameBitsAsV8WithNegativeBetas) {  // zero_item's v8 path (0 beta = -0 for beta < 0)

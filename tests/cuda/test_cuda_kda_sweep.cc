@@ -144,6 +144,19 @@ TEST_P(CudaKdaSweep, Wg2MatchesReferenceAndWgBitwise) {
   }
 }
 
+// Unset, the sweeps are wg2 (the default since session 15): its launch counter moves and the gradients are wg's
+// (forced) bit for bit, on the varlen case with io-typed dv (wg2's one-pass store path).
+TEST(CudaKdaSweepDefault, IsWg2) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  const BwdCase c = kda_bwd_cases(DType::kBF16, 64)[1];
+  const BwdInputs in = bwd_inputs(c);
+  const ChunkAttnGradTensors wg = bwd_with_env(in, kEnv, "wg");
+  const int64_t before = cuda::kda_bwd_sweep_wg2_launches();
+  const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, nullptr);
+  EXPECT_GT(cuda::kda_bwd_sweep_wg2_launches(), before) << "the default did not run wg2";
+  EXPECT_TRUE(grads_bitwise(wg, got)) << "the default sweeps vs wg";
+}
+
 TEST_P(CudaKdaSweep, Wg2IsDeterministic) {
   const auto [dt, bt] = GetParam();
   ScopedEnv e(kEnv, "wg2");

@@ -98,8 +98,9 @@ constexpr bool kKdaChunkedDefault = true;
 // with the gates as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate
 // work per form) | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) | token,
 // read on every call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 ..
-// chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch. chunked17 (opt-in,
-// session 15): chunked15 with batched row scales, cheaper bf16 unpacks, eg / egl unrolled by 2 (bitwise chunked15).
+// chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch. chunked17 (the
+// default since session 15, also "chunked"): chunked15 with batched row scales, cheaper bf16 unpacks, eg / egl steps
+// as selects (bitwise chunked15).
 enum KdaBwd {
   kKdaBwdDefault = -1,
   kKdaChunked,
@@ -244,8 +245,8 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     else if (kernel == kKdaChunked12) launch_kda_bwd_chunk12(p, w, st);
     else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);
     else if (kernel == kKdaChunked14) launch_kda_bwd_chunk14(p, w, st);
-    else if (kernel == kKdaChunked17) launch_kda_bwd_chunk17(p, w, st);
-    else launch_kda_bwd_chunk15(p, w, st);
+    else if (kernel == kKdaChunked15) launch_kda_bwd_chunk15(p, w, st);
+    else launch_kda_bwd_chunk17(p, w, st);  // chunked17, the default since session 15 (A/B at a438559: 7.11 -> 6.97)
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {
     launch_gdn_bwd_chunk(p, w, st);

@@ -44,7 +44,7 @@
 // an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit. V9ps ("wg9ps", "wg9ps:N"; V4 = 9,
 // kPer): V9 in persistent CTAs (split loads for the next item too: its Ai / dV^ at the last head's second barrier,
 // the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
-// V11 ("wg11", opt-in; V4 = 10): V9d with the shared-memory reads of the finishing passes (the M halves' decays and
+// V11 ("wg11", the default since session 15; V4 = 10): V9d with the shared-memory reads of the finishing passes (the M halves' decays and
 // row / column scales, the k words of xn's and R K^'s row dots, <S, dS'>'s tiles) issued before the wgmma wait they
 // follow and the Y.v row dot's v loads before the head's first barrier. Same values as V9d bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
@@ -130,8 +130,8 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
       } else if (mode == "wg8d") {  // opt-in (gdnbwd10: the decays once per head)
         g_wg8d_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
-      } else if (mode == "wg9" || mode == "wg9d" || mode.empty()) {
-        // wg9d the default since session 14 (gdnbwd11: the row scalars one round trip deep, bitwise wg7; H200 A/B at
+      } else if (mode == "wg9" || mode == "wg9d") {
+        // wg9d the default from session 14 to session 15 (gdnbwd11: the row scalars one round trip deep, bitwise wg7; H200 A/B at
         // 5bd3b72, 16/32 1x32768 with the cache: backward 3.29 / 3.27 -> 2.787 / 2.785 ms, wg9 2.84 / 2.83)
         g_wg9_launches.fetch_add(1);
         if (mode == "wg9") {
@@ -140,7 +140,9 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
           g_wg9d_launches.fetch_add(1);
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
         }
-      } else if (mode == "wg11") {  // opt-in (gdnbwd13: the finishing passes' shared loads ahead of the waits)
+      } else if (mode == "wg11" || mode.empty()) {
+        // wg11 the default since session 15 (gdnbwd13: the finishing passes' shared loads ahead of the waits, bitwise
+        // wg9d; H200 A/B at a438559, 16/32 1x32768 with the cache: backward 2.771 / 2.775 -> 2.681 / 2.680 ms)
         g_wg11_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 10>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
       } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
@@ -168,8 +170,8 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // V = 128 (V2 at V = 64) where eligible: the default since the H200 A/B at 95f8975 (test_cuda_gdn_bwd
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (the default until session 14);
-// "wg8d" = V8d (opt-in); "wg9d" = V9d (unset: the default since session 14); "wg9" / "wg9p" / "wg9ps" = V9 / V9p /
-// V9ps (opt-in); "wg11" = V11 (opt-in). Since session 12 a value that names none of these (the removed "wg8" / "wg10", a typo) is an error
+// "wg8d" = V8d (opt-in); "wg9d" = V9d (the default in session 14); "wg9" / "wg9p" / "wg9ps" = V9 / V9p /
+// V9ps (opt-in); "wg11" = V11 (unset: the default since session 15). Since session 12 a value that names none of these (the removed "wg8" / "wg10", a typo) is an error
 // (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;

@@ -562,7 +562,10 @@ bool gdn_prep_v7_env() {  // v8 and v10 run through launch_gdn_prep_v7 too
   const std::string v = gdn_prep_switch();
   return v.empty() || v == "v7" || v == "v8" || v == "v10";
 }
-bool gdn_prep_v10_env() { return gdn_prep_switch() == "v10"; }
+bool gdn_prep_v10_env() {  // the default since session 15 at BT 64 unsplit (bitwise v8; H200 A/B at a438559: 16/64
+  const std::string v = gdn_prep_switch();  // 1x32768 eager 1.181 / 1.184 -> 1.161 / 1.160 ms, graph 1.181 / 1.186 -> 1.172 / 1.171)
+  return v.empty() || v == "v10";
+}
 bool gdn_prep_v8_env() {  // the default since session 13 (bitwise v7; H200 A/B at ebf1299: 16/64 1x32768 -3.4%)
   const std::string v = gdn_prep_switch();
   return v.empty() || v == "v8";
@@ -616,7 +619,7 @@ template <class T, int BT>
 void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
                         cudaStream_t stream) {
   if constexpr (BT == 64) {
-    if (gdn_prep_v10_env()) {  // opt-in; BT 32 runs v8
+    if (gdn_prep_v10_env()) {  // the default (and "v10"); BT 32 and the split run v8
       g_v10_launches.fetch_add(1);
       launch_v7_bt<T, BT, 10>(p, ws, chunk_indices, nt_cap, stream);
       return;
