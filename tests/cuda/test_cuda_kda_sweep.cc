@@ -106,10 +106,9 @@ TEST_P(CudaKdaSweep, WgIsDeterministic) {
   }
 }
 
-// wgm (mbarrier hand-off) vs wg (named barriers) on every case: the fp64 reference, bitwise equal,
-// padding zero, finite, dh0 of zero-length sequences; wgm runs at BT 64 only. Runs wg: not for racecheck.
-TEST_P(CudaKdaSweep, WgmMatchesReferenceAndWgBitwise) {
-  const auto [dt, bt] = GetParam();
+// A wgmma sweep variant vs wg on every case (+ the 16-chunk case): the fp64 reference, bitwise equal, padding zero,
+// finite, dh0 of zero-length sequences; the variant runs at BT 64 only (its launch counter moves there).
+void variant_vs_wg(DType dt, int bt, const char* variant, int64_t (*launches)()) {
   std::vector<BwdCase> all = kda_bwd_cases(dt, bt);
   if (sanitized()) all = {all[1]};
   else all.push_back(long_case(dt, bt));
@@ -117,31 +116,24 @@ TEST_P(CudaKdaSweep, WgmMatchesReferenceAndWgBitwise) {
     SCOPED_TRACE(c.name);
     const BwdInputs in = bwd_inputs(c);
     const ChunkAttnGradTensors wg = bwd_with_env(in, kEnv, "wg");
-    const int64_t before = cuda::kda_bwd_sweep_wgm_launches();
-    const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, "wgm");
-    EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before, bt == 64) << "wgm runs at BT 64 only";
-    check_bwd_grads(in, ref_backward(in.d, in.cot), got, "wgm sweeps vs fp64 reference");
-    EXPECT_TRUE(grads_bitwise(wg, got)) << "wgm vs wg sweeps";
+    const int64_t before = launches();
+    const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, variant);
+    EXPECT_EQ(launches() > before, bt == 64) << variant << " runs at BT 64 only";
+    check_bwd_grads(in, ref_backward(in.d, in.cot), got, (std::string(variant) + " sweeps vs fp64 reference").c_str());
+    EXPECT_TRUE(grads_bitwise(wg, got)) << variant << " vs wg sweeps";
   }
 }
 
-// wg2 vs wg on every case: the fp64 reference, bitwise equal, padding zero, finite, dh0 of zero-length sequences;
-// wg2 runs at BT 64 only.
+// wgm (mbarrier hand-off) vs wg (named barriers). Runs wg: not for racecheck.
+TEST_P(CudaKdaSweep, WgmMatchesReferenceAndWgBitwise) {
+  const auto [dt, bt] = GetParam();
+  variant_vs_wg(dt, bt, "wgm", cuda::kda_bwd_sweep_wgm_launches);
+}
+
+// wg2 (role 1's one-pass stores) vs wg: fp32 and io-typed dv (both store paths).
 TEST_P(CudaKdaSweep, Wg2MatchesReferenceAndWgBitwise) {
   const auto [dt, bt] = GetParam();
-  std::vector<BwdCase> all = kda_bwd_cases(dt, bt);
-  if (sanitized()) all = {all[1]};
-  else all.push_back(long_case(dt, bt));
-  for (const BwdCase& c : all) {
-    SCOPED_TRACE(c.name);
-    const BwdInputs in = bwd_inputs(c);
-    const ChunkAttnGradTensors wg = bwd_with_env(in, kEnv, "wg");
-    const int64_t before = cuda::kda_bwd_sweep_wg2_launches();
-    const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, "wg2");
-    EXPECT_EQ(cuda::kda_bwd_sweep_wg2_launches() > before, bt == 64) << "wg2 runs at BT 64 only";
-    check_bwd_grads(in, ref_backward(in.d, in.cot), got, "wg2 sweeps vs fp64 reference");
-    EXPECT_TRUE(grads_bitwise(wg, got)) << "wg2 vs wg sweeps";
-  }
+  variant_vs_wg(dt, bt, "wg2", cuda::kda_bwd_sweep_wg2_launches);
 }
 
 // Unset, the sweeps are wg2 (the default since session 15): its launch counter moves and the gradients are wg's
