@@ -159,7 +159,10 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
   // LINATTN_CUDA_PDL=auto: the whole GDN forward whose prep (nt_cap x H CTAs at the prep's occupancy) runs more
   // than two waves launches plainly (tier 3 runs its stages apart and keeps PDL).
   const PdlLongChain long_chain(stage == GdnFwdStage::kAll && !p.kda && pdl_auto() &&
-                                pdl_long_chain(plan.nt_cap * p.H, gdn_prep_v8_ctas_per_sm(p.HV / p.H),
+                                pdl_long_chain(plan.nt_cap * p.H,
+                                               plan.BT == 64 && gdn_prep_v10_env()
+                                                   ? gdn_prep_v10_ctas_per_sm(p.HV / p.H)  // the default at BT 64
+                                                   : gdn_prep_v8_ctas_per_sm(p.HV / p.H),
                                                current_device_info().sm_count));
   if (prep && supplied && p.cu_seqlens)  // the caller's tables always describe the current layout
     build_chunk_meta(p.cu_seqlens, p.cu_i64, p.N, p.T_total, p.BT, gdn_chunk_capacity(p, p.BT),

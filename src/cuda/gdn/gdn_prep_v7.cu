@@ -1,4 +1,5 @@
-// GDN prep v7 / v8 (v8 the default since session 13, LINATTN_CUDA_GDN_PREP=v7 the previous; gdn_prep_v7.h).
+// GDN prep v7 / v8 / v10 (v10 the default at BT 64 unsplit since session 15, v8 at BT 32 / with the split and under
+// LINATTN_CUDA_GDN_PREP=v8, v7 the one before; gdn_prep_v7.h).
 // Grid, front half (q / k
 // copies, gate scans, row scales, tma3 records, K K^T and Q K^T: prep_front, gdn_prep_parts.cuh) as v6; then per
 // value head j one phase of three warp-uniform roles (BT 64: warps 0-1; 2, 3, 6; 4, 5, 7):
@@ -464,7 +465,7 @@ __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3) gdn_prep_v8_kernel
   prep_v7_body<T, BT, WP, SC, SPLIT, kPdl, true>(p, ws, chunk_indices, nts);
 }
 
-// Prep v10 (opt-in LINATTN_CUDA_GDN_PREP=v10, BT 64 unsplit; perf-notes "Prep v10"): v8's body on an instruction diet.
+// Prep v10 (the default since session 15, BT 64 unsplit; perf-notes "Prep v10"): v8's body on an instruction diet.
 template <class T, int BT, bool WP, bool SC, bool SPLIT = false, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads, BT == 64 ? 4 : 3)
     gdn_prep_v10_kernel(GdnFwdParams p, GdnChunkWs ws, const int32_t* chunk_indices, int nts) {
@@ -550,7 +551,8 @@ void launch_v7_bt(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci
 
 }  // namespace
 
-// v8 unless LINATTN_CUDA_GDN_PREP names another prep ("v7", "v6", "v5", "v2"): the default since the H200 A/B at
+// v10 at BT 64 unsplit, else v8, unless LINATTN_CUDA_GDN_PREP names another prep ("v8", "v7", "v6", "v5", "v2"); v10
+// the default since session 15 (gdn_prep_v10_env), v8 the default since the H200 A/B at
 // ebf1299 (bitwise v7; 16/64 1x32768 1.248 / 1.258 -> 1.214 / 1.209 ms graph, 4096x8 1.306 -> 1.253 / 1.265, 16/32
 // 1x32768 1.047 -> 1.014); v7 the default since 1ec4943 (16/64 1x32768 1.309 / 1.304 -> 1.292 / 1.295 ms graph).
 std::string gdn_prep_switch() {
@@ -587,9 +589,13 @@ int gdn_prep_v8_ctas_per_sm(int G) {  // every default GDN forward asks (LINATTN
   if (G >= 0 && G <= 8) occ[G].store(n);
   return n;
 }
-int gdn_prep_v10_ctas_per_sm(int G) {
-  return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v10_kernel<__nv_bfloat16, 64, true, false>),
-                     prep_bytes<10, __nv_bfloat16, 64, true>(G));
+int gdn_prep_v10_ctas_per_sm(int G) {  // as v8's: queried once per G <= 8 (v10 has G * kAuxPerHead floats more)
+  static std::atomic<int> occ[9] = {};
+  int n = G >= 0 && G <= 8 ? occ[G].load() : 0;
+  if (n == 0) n = ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v10_kernel<__nv_bfloat16, 64, true, false>),
+                              prep_bytes<10, __nv_bfloat16, 64, true>(G));
+  if (G >= 0 && G <= 8) occ[G].store(n);
+  return n;
 }
 int gdn_prep_v7_split_ctas_per_sm(int Gs) {
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false, true>),
