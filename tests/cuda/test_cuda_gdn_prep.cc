@@ -3,7 +3,7 @@
 // upper-triangle zeros), the V-slices, P in the fused kernel, tma3 records, backward, training cache; 4 CTAs per SM.
 // Prep v8 (LINATTN_CUDA_GDN_PREP=v8, opt-in; gdn_prep_v7.cu, perf-notes "Prep v8"): v7's values on another shared
 // layout, so every check bitwise against v7 (short varlen cases with sentinel rows first), also split (v8/s2 vs v7).
-// Prep v10 (LINATTN_CUDA_GDN_PREP=v10, opt-in; BT 64 unsplit, perf-notes "Prep v10"): v8 on an instruction diet, so
+// Prep v10 (LINATTN_CUDA_GDN_PREP=v10, default; BT 64 unsplit, perf-notes "Prep v10"): v8 on an instruction diet, so
 // every check bitwise against v8 (its exp2f fast path on items whose exponents are all >= -126: the strong-decay and
 // -1000-gate cases take both paths; its direct Ab zeros when every beta is non-negative: a case with negative betas
 // takes the other), the fp64 bars, P fused, tma3 records, backward, training cache, 4 CTAs per SM.

@@ -206,7 +206,7 @@ TEST_P(CudaKdaBwdChunked, Chunked15MatchesReferenceAndChunked14) {
   variant_vs(dt, bt, "chunked15", "chunked14", true, "kdabwd15", true);
 }
 
-// chunked17 (kdabwd17, opt-in): chunked15 with the row scales batched, bf16 pairs unpacked by shift / mask in the
+// chunked17 (kdabwd17, default): chunked15 with the row scales batched, bf16 pairs unpacked by shift / mask in the
 // diagonal walks and row dots, eg / egl steps with selects instead of divergent branches: the same values, bitwise
 // chunked15.
 TEST_P(CudaKdaBwdChunked, Chunked17MatchesReferenceAndChunked15) {

@@ -92,8 +92,9 @@ const char* shape_refusal(const GdnFwdParams& f, bool aligned16) {
 // token, graph and tier-3 backward test with it, memcheck / racecheck clean).
 constexpr bool kKdaChunkedDefault = true;
 
-// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked | chunked15 (the chunked path with its default chunk kernel,
-// since session 14: chunked14 with the head's scalar / v loads ahead of its tiles, bitwise chunked14) | chunked14
+// LINATTN_CUDA_KDA_BWD = unset / "" (default) | chunked (the chunked path with its default chunk kernel, chunked17
+// since session 15) | chunked17 | chunked15 (the session-14 default: chunked14 with the head's scalar / v loads ahead
+// of its tiles, bitwise chunked14) | chunked14
 // (chunked13 with cheaper eg / egl and split-TF32 lo parts; default earlier in session 14) | chunked13 (chunked12
 // with the gates as a cp.async tile, bitwise chunked12; the session-13 default) | chunked12 (chunked11 with its gate
 // work per form) | chunked11 (split diagonal blocks, the session-12 default) | chunked7 (the kernel before) | token,

@@ -52,11 +52,11 @@ void launch_kda_bwd_chunk13(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream
 // chunked14 (LINATTN_CUDA_KDA_BWD=chunked14; kda/kda_bwd_chunk14.cu): chunked13 with the split-TF32 lo parts
 // truncated by the mask and eg / egl in 8 row steps (not bitwise chunked13).
 void launch_kda_bwd_chunk14(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked15 (the default since session 14; kda/kda_bwd_chunk15.cu): chunked14 with the head's scalar / v
-// loads ahead of its tiles, bitwise chunked14.
+// chunked15 (LINATTN_CUDA_KDA_BWD=chunked15, the default in session 14; kda/kda_bwd_chunk15.cu): chunked14 with the
+// head's scalar / v loads ahead of its tiles, bitwise chunked14.
 void launch_kda_bwd_chunk15(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked17 (LINATTN_CUDA_KDA_BWD=chunked17; kda/kda_bwd_chunk17.cu): chunked15 with batched row scales, cheaper bf16
-// unpacks and eg / egl unrolled by 2, bitwise chunked15.
+// chunked17 (the default since session 15, also "chunked" / "chunked17"; kda/kda_bwd_chunk17.cu): chunked15 with
+// batched row scales, cheaper bf16 unpacks and eg / egl steps by selects (loop kept rolled), bitwise chunked15.
 void launch_kda_bwd_chunk17(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);

@@ -14,15 +14,16 @@
 
 namespace linattn::cuda {
 
-// LINATTN_CUDA_GDN_PREP, checked: "" (v8), "v8", "v7", "v6", "v5", "v2" or "v10"; any other value is an error naming
-// the variable, the value and the accepted ones (no silent fallback to an older prep). gdn_prep_v7_env(): v7 or v8
-// (both launch through launch_gdn_prep_v7); gdn_prep_v8_env(): v8 (the default since session 13; perf-notes "Prep
-// v8": v7's values, bitwise, with fewer shared-memory wavefronts and round trips; split as v7).
+// LINATTN_CUDA_GDN_PREP, checked: "" (v10 at BT 64 unsplit, else v8), "v8", "v7", "v6", "v5", "v2" or "v10"; any
+// other value is an error naming the variable, the value and the accepted ones (no silent fallback to an older prep).
+// gdn_prep_v7_env(): v7, v8 or v10 (all launch through launch_gdn_prep_v7); gdn_prep_v8_env(): v8 (the default from
+// session 13 to session 15, still the default at BT 32 and with the split; perf-notes "Prep v8": v7's values,
+// bitwise, with fewer shared-memory wavefronts and round trips; split as v7).
 std::string gdn_prep_switch();
 bool gdn_prep_v7_env();
 bool gdn_prep_v8_env();
-// "v10" (opt-in; perf-notes "Prep v10"): v8 on an instruction diet, bitwise v8; BT 64 unsplit (BT 32 and the split
-// run v8's kernels).
+// "v10" or unset (the default since session 15; perf-notes "Prep v10"): v8 on an instruction diet, bitwise v8; BT 64
+// unsplit (BT 32 and the split run v8's kernels).
 bool gdn_prep_v10_env();
 int64_t gdn_prep_v10_launches();
 int gdn_prep_v10_ctas_per_sm(int G);

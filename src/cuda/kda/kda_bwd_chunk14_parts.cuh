@@ -55,7 +55,8 @@ __device__ __forceinline__ void blk_prod14(float (&x)[NTK][2], const float (*blk
     }
 }
 
-// C17: the steps by mul_row17, two per loop turn (16 shared loads in flight instead of 8), the same multiplies.
+// C17: the steps by mul_row17 (the row test a select of the factor 1, no divergent branch), the same multiplies; the
+// loop stays rolled (unrolled by 2 it spilled: kda_bwd_chunk17_parts.cuh).
 template <int BT, int NTK, bool C17 = false>
 __device__ __forceinline__ void frag_eg14(float (&eg)[NTK][4], const float (*a)[kLdF], const float (*blk)[kK], int wm,
                                           int r0, int ck, int tq) {

@@ -1,6 +1,6 @@
-// chunked17 (kdabwd17, session 15; opt-in LINATTN_CUDA_KDA_BWD=chunked17): chunked15 with three cuts that keep every
-// value (C17 of kda_bwd_chunk2_kernel.cuh), aimed at the profile of chunked15 (bench/results/h200-ncu-deep-20261202-
-// b089b04, docs/perf-notes.md "chunked17"):
+// chunked17 (kdabwd17, session 15; the default since e829969, also LINATTN_CUDA_KDA_BWD=chunked17): chunked15 with
+// three cuts that keep every value (C17 of kda_bwd_chunk2_kernel.cuh), aimed at the profile of chunked15
+// (bench/results/h200-ncu-deep-20261202-b089b04, docs/perf-notes.md "chunked17"):
 //  - the row scales (rq / rk) batched: every warp loads its 8 q / k rows at once (one 8-byte load per row and lane)
 //    and runs the 8 butterflies interleaved, instead of one row per step (a dependent chain of 4 shared loads and 5
 //    shuffles per row, 5.5% of the stall samples). The same elements in the same order per lane, the same butterfly:

@@ -1,4 +1,4 @@
-// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; the default, LINATTN_CUDA_KDA_SWEEP=wg / wgm):
+// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; the default, LINATTN_CUDA_KDA_SWEEP=wg2 / wg / wgm):
 // the two roles, outputs and grid of gdn_bwd_sweep.cu's KDA policy, laid out as the GDN wgmma sweeps
 // (gdn_bwd_sweep_wg.cu): the fp32 state is held transposed (S^T / dS^T [v][key], one warpgroup's
 // accumulator, 64 registers per thread), every product that starts from the state or a per-chunk

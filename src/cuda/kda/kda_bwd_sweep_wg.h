@@ -11,9 +11,10 @@
 
 namespace linattn::cuda {
 
-// LINATTN_CUDA_KDA_SWEEP (read per call): unset or "wg" (the default since 3d4b025) selects the wgmma sweeps
+// LINATTN_CUDA_KDA_SWEEP (read per call): "wg" (the default from 3d4b025 to session 15) selects the wgmma sweeps
 // where supported (BT 64), "wgm" the same sweeps with the hand-off on mbarriers (bitwise equal; racecheck-clean
-// protocol); "wg2" wg with role 1's store warpgroup on two barriers per chunk and 16-byte dv stores (bitwise wg);
+// protocol); unset or "wg2" (the default since session 15): wg with role 1's store warpgroup on two barriers per
+// chunk and 16-byte dv stores where dv is absent or io-typed and 16-byte aligned (else wg's; bitwise wg);
 // "mma" keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy); any other value is an error.
 bool kda_bwd_sweep_wg_enabled();
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f);
