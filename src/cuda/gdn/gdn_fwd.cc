@@ -160,7 +160,7 @@ void gdn_fwd(const GdnFwdParams& p, const GdnFwdPlan& plan, int32_t* chunk_indic
   // than two waves launches plainly (tier 3 runs its stages apart and keeps PDL).
   const PdlLongChain long_chain(stage == GdnFwdStage::kAll && !p.kda && pdl_auto() &&
                                 pdl_long_chain(plan.nt_cap * p.H,
-                                               plan.BT == 64 && gdn_prep_v10_env()
+                                               plan.BT == 64 && gdn_prep_v10_runs(p.HV / p.H)
                                                    ? gdn_prep_v10_ctas_per_sm(p.HV / p.H)  // the default at BT 64
                                                    : gdn_prep_v8_ctas_per_sm(p.HV / p.H),
                                                current_device_info().sm_count));

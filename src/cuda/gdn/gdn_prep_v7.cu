@@ -568,6 +568,11 @@ bool gdn_prep_v10_env() {  // the default since session 15 at BT 64 unsplit (bit
   const std::string v = gdn_prep_switch();  // 1x32768 eager 1.181 / 1.184 -> 1.161 / 1.160 ms, graph 1.181 / 1.186 -> 1.172 / 1.171)
   return v.empty() || v == "v10";
 }
+bool gdn_prep_v10_runs(int G) {  // BT 64 unsplit: "v10" forces it; unset takes it where it keeps v8's CTAs per SM
+  const std::string v = gdn_prep_switch();  // (v10's G * kAuxPerHead floats cost a CTA per SM at G = 12; same bits)
+  if (v == "v10") return true;
+  return v.empty() && gdn_prep_v10_ctas_per_sm(G) >= gdn_prep_v8_ctas_per_sm(G);
+}
 bool gdn_prep_v8_env() {  // the default since session 13 (bitwise v7; H200 A/B at ebf1299: 16/64 1x32768 -3.4%)
   const std::string v = gdn_prep_switch();
   return v.empty() || v == "v8";
@@ -581,20 +586,21 @@ int gdn_prep_v7_ctas_per_sm(int G) {  // as launch_v7_t and launch() set the car
   return ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v7_kernel<__nv_bfloat16, 64, true, false>),
                      PrepSmemV7<__nv_bfloat16, 64, true>::bytes(G));
 }
-int gdn_prep_v8_ctas_per_sm(int G) {  // every default GDN forward asks (LINATTN_CUDA_PDL=auto): queried once per G <= 8
-  static std::atomic<int> occ[9] = {};
-  int n = G >= 0 && G <= 8 ? occ[G].load() : 0;
+constexpr int kOccCacheG = 64;  // occupancy queried once per value-head group size G <= 64 (host path of every call)
+int gdn_prep_v8_ctas_per_sm(int G) {  // every default GDN forward asks (LINATTN_CUDA_PDL=auto): queried once per G
+  static std::atomic<int> occ[kOccCacheG + 1] = {};
+  int n = G >= 0 && G <= kOccCacheG ? occ[G].load() : 0;
   if (n == 0) n = ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v8_kernel<__nv_bfloat16, 64, true, false>),
                               PrepSmemV7<__nv_bfloat16, 64, true, true>::bytes(G));
-  if (G >= 0 && G <= 8) occ[G].store(n);
+  if (G >= 0 && G <= kOccCacheG) occ[G].store(n);
   return n;
 }
-int gdn_prep_v10_ctas_per_sm(int G) {  // as v8's: queried once per G <= 8 (v10 has G * kAuxPerHead floats more)
-  static std::atomic<int> occ[9] = {};
-  int n = G >= 0 && G <= 8 ? occ[G].load() : 0;
+int gdn_prep_v10_ctas_per_sm(int G) {  // as v8's: queried once per G (v10 has G * kAuxPerHead floats more)
+  static std::atomic<int> occ[kOccCacheG + 1] = {};
+  int n = G >= 0 && G <= kOccCacheG ? occ[G].load() : 0;
   if (n == 0) n = ctas_per_sm(reinterpret_cast<const void*>(gdn_prep_v10_kernel<__nv_bfloat16, 64, true, false>),
                               prep_bytes<10, __nv_bfloat16, 64, true>(G));
-  if (G >= 0 && G <= 8) occ[G].store(n);
+  if (G >= 0 && G <= kOccCacheG) occ[G].store(n);
   return n;
 }
 int gdn_prep_v7_split_ctas_per_sm(int Gs) {
@@ -625,7 +631,7 @@ template <class T, int BT>
 void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* chunk_indices, int64_t nt_cap,
                         cudaStream_t stream) {
   if constexpr (BT == 64) {
-    if (gdn_prep_v10_env()) {  // the default (and "v10"); BT 32 and the split run v8
+    if (gdn_prep_v10_runs(p.HV / p.H)) {  // the default (and "v10"); BT 32, the split and a lost CTA per SM run v8
       g_v10_launches.fetch_add(1);
       launch_v7_bt<T, BT, 10>(p, ws, chunk_indices, nt_cap, stream);
       return;

@@ -25,6 +25,9 @@ bool gdn_prep_v8_env();
 // "v10" or unset (the default since session 15; perf-notes "Prep v10"): v8 on an instruction diet, bitwise v8; BT 64
 // unsplit (BT 32 and the split run v8's kernels).
 bool gdn_prep_v10_env();
+// Whether a BT 64 unsplit prep with G value heads per q / k head runs v10: forced by "v10"; unset where v10 fits as many
+// CTAs per SM as v8 (bitwise v8 either way).
+bool gdn_prep_v10_runs(int G);
 int64_t gdn_prep_v10_launches();
 int gdn_prep_v10_ctas_per_sm(int G);
 // Launches of a v7 / v8 instance so far in this process (tests check it ran).
