@@ -226,6 +226,17 @@ inline ::testing::AssertionResult grads_bitwise(const ChunkAttnGradTensors& a, c
 
 // The gradients `got` of `in`: within the fp64 reference `ref`'s bars, padding rows zero, finite, d_final_state
 // passed to dh0 for zero-length sequences.
+// Two backward runs of a case on the same inputs and cotangents (from Rng(seed)) give the same bits.
+inline void expect_bwd_deterministic(const BwdCase& c, uint64_t seed,
+                                     api::CudaGdnPath path = api::CudaGdnPath::kChunked) {
+  const ChunkAttnData d = make_chunk_attn(c.spec);
+  Rng rng(seed);
+  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
+  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, path);
+  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, path);
+  EXPECT_TRUE(grads_bitwise(a, b));
+}
+
 inline void check_bwd_grads(const BwdInputs& in, const ChunkAttnGradTensors& ref, const ChunkAttnGradTensors& got,
                             const std::string& what = "") {
   EXPECT_TRUE(bwd_close(in.d, ref, got, in.d.spec.dtype)) << what;

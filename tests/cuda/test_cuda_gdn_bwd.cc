@@ -182,12 +182,7 @@ void variant_deterministic(DType dt, int bt, const char* variant) {
   ScopedEnv e(kChunkEnv, variant);
   for (const Case& c : cases(dt, bt)) {
     SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(9);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(a, b));
+    expect_bwd_deterministic(c, 9);
   }
 }
 
@@ -229,12 +224,7 @@ TEST_P(CudaGdnBwd, ChunkedEveryVSlice) {
 TEST_P(CudaGdnBwd, ChunkedIsDeterministic) {
   const auto [dt, bt] = GetParam();
   const Case c = cases(dt, bt)[0];
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(5);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  EXPECT_TRUE(grads_bitwise(a, b));
+  expect_bwd_deterministic(c, 5);
 }
 
 TEST_P(CudaGdnBwd, Wg3MatchesReferenceAndWg2) {
@@ -417,12 +407,7 @@ TEST_P(CudaGdnBwd, SweepWgIsDeterministic) {
   const std::string wg = sweep_wg_value();
   ScopedEnv e(kSweepEnv, wg.c_str());
   const Case c = cases(dt, bt)[2];  // varlen, GVA 3, no h0
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(13);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  EXPECT_TRUE(grads_bitwise(a, b));
+  expect_bwd_deterministic(c, 13);
 }
 
 // Every case (under compute-sanitizer: the varlen case, up to 3 chunks) and the long case through a
@@ -441,12 +426,7 @@ void sweep_variant_deterministic(DType dt, int bt, const char* variant) {
   ScopedEnv e(kSweepEnv, variant);
   for (const Case& c : {cases(dt, bt)[2], long_case(dt, bt)}) {
     SCOPED_TRACE(c.name + " " + variant);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(17);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(a, b));
+    expect_bwd_deterministic(c, 17);
   }
 }
 

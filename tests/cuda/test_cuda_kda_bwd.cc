@@ -76,12 +76,7 @@ TEST_P(CudaKdaBwd, MatchesReferenceForEveryOption) {
 TEST_P(CudaKdaBwd, IsDeterministic) {
   const auto [dt, bt] = GetParam();
   const Case c = cases(dt, bt)[1];
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(5);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kAuto);
-  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kAuto);
-  EXPECT_TRUE(grads_bitwise(a, b));
+  expect_bwd_deterministic(c, 5, api::CudaGdnPath::kAuto);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwd,

@@ -246,12 +246,7 @@ TEST(CudaKdaBwdChunkedEdge, Chunked15Bf16BetaOddElementCount) {
 TEST_P(CudaKdaBwdChunked, IsDeterministic) {
   const auto [dt, bt] = GetParam();
   const Case c = cases(dt, bt)[2];
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(5);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  EXPECT_TRUE(grads_bitwise(a, b));
+  expect_bwd_deterministic(c, 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaBwdChunked,

@@ -97,12 +97,7 @@ TEST_P(CudaKdaSweep, WgIsDeterministic) {
   if (!sanitized()) cs.push_back(long_case(dt, bt));
   for (const BwdCase& c : cs) {
     SCOPED_TRACE(c.name);
-    const ChunkAttnData d = make_chunk_attn(c.spec);
-    Rng rng(13);
-    const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-    const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-    EXPECT_TRUE(grads_bitwise(a, b));
+    expect_bwd_deterministic(c, 13);
   }
 }
 
@@ -153,12 +148,7 @@ TEST_P(CudaKdaSweep, Wg2IsDeterministic) {
   const auto [dt, bt] = GetParam();
   ScopedEnv e(kEnv, "wg2");
   const BwdCase c = long_case(dt, bt);
-  const ChunkAttnData d = make_chunk_attn(c.spec);
-  Rng rng(17);
-  const ChunkAttnCotangents cot = random_cotangents(d, rng, c.cot_dtype, true);
-  const ChunkAttnGradTensors a = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  const ChunkAttnGradTensors b = run_cuda_bwd(d, cot, c.grad_dtype, api::CudaGdnPath::kChunked);
-  EXPECT_TRUE(grads_bitwise(a, b));
+  expect_bwd_deterministic(c, 17);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaSweep,
