@@ -44,16 +44,20 @@ for ln in range(32):
         for x in range(4):
             t=kx[x]*e[ln,x]; dq[ln,x]+=cf[x&2]*t; rp[ln,x]+=cf[(x&2)+1]*t; e[ln,x]*=ax[x]
 # q4 squares
-fq=[];fl=[];bb=[]
-for ln in range(32):
-    g,tq=ln>>2,ln&3; own=g>=4; ra=j0+g; rb=ra+8; ja=j0+tq; jb=ja+8
-    fq.append([daqk[ra,ja] if own else 0,0,0,daqk[rb,jb] if own else 0])
-    fl.append([dL[ra,ja] if own else 0,0,0,dL[rb,jb] if own else 0])
+fa=[];bb=[]
+for ln in range(32):  # one A fragment: daqk rows of lanes g >= 4, dL of lane g + 4's rows in lanes g < 4
+    g,tq=ln>>2,ln&3; own=g>=4; ra=j0+(g|4); rb=ra+8; ja=j0+tq; jb=ja+8
+    src=daqk if own else dL
+    fa.append([src[ra,ja],0,0,src[rb,jb]])
     d=g
     bb.append([rk[ja]*k[ja,d]*q4_decay(True,j0,d,tq), rk[jb]*k[jb,d]*q4_decay(True,j0+8,d,tq)])
-aq=mma(fq,bb); al=mma(fl,bb)
+ac=mma(fa,bb)
 for ln in range(32):
-    for x in range(4): dq[ln,x]+=e[ln,x]*aq[ln][x]; rp[ln,x]+=e[ln,x]*al[ln][x]
+    own=(ln>>2)>=4
+    for x in range(4):
+        v=ac[ln-16][x] if ln>=16 else ac[ln][x]  # shfl.up 16
+        dq[ln,x]+=e[ln,x]*(ac[ln][x] if own else 0); rp[ln,x]+=e[ln,x]*(v if own else 0)
+for ln in range(32):
     g,tq=ln>>2,ln&3; col=2*tq
     f=[np.prod(a[j0+8:j0+12,col]),np.prod(a[j0+8:j0+12,col+1])]
     if g>=4: e[ln,2]*=f[0]; e[ln,3]*=f[1]

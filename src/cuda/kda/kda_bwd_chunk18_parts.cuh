@@ -3,8 +3,9 @@
 // triangle = two 4 x 4 triangles (walked, <= 4 steps per lane instead of <= 8) + one 4 x 4 square on 3xTF32 mma.sync.
 // The block's two 4 x 4 squares (rows 16 I + 4.., columns 16 I..; rows 16 I + 12.., columns 16 I + 8..) share one
 // m16n8k8: k 0..3 = the upper square's columns (row side) / rows (column side), k 4..7 the lower square's; A rows m = g
-// and m = g + 8 are the lane's own fragment rows (row side: rows r0 / r1 of lanes g >= 4; column side: columns r0 / r1
-// of lanes g < 4), the other A entries zero. Separable through the square's reference row R' (its last column,
+// and m = g + 8 are the lane's own fragment rows (row side: daqk of rows r0 / r1 of lanes g >= 4, and in the idle rows
+// of lanes g < 4 the dL of lane g + 4's rows, moved there by shfl.up 16; column side: columns r0 / r1 of lanes g < 4,
+// the other A entries zero). Separable through the square's reference row R' (its last column,
 // 16 I + 3 / 16 I + 11): E_ij = E_iR' E_R'j, both factors products of <= 4 decays a <= 1 (no exponent positive, no
 // division: safe at -1000 gates, a = 0). The row side's outer factor E_iR' is the (shorter) triangle walk's running
 // product at its end; the 8 x 8 square then needs E_{r1, 16 I + 7} = E_{r1, 16 I + 11} prod_{16 I + 8..16 I + 11} a
@@ -58,16 +59,18 @@ __device__ __forceinline__ void q4_frag_a(Tf32x2 (&fa)[4], float x0, float x3, b
 }
 
 // Row side: dq2 / rp (rows r0 = j0 + g, r1 = r0 + 8) += E_{row, R'} (.) sum_{j in the square} daqk / dL_{row, j} k^_j
-// E_{R', j} for lanes g >= 4; e = the walk's end products E_{r0, j0 + 3}, E_{r1, j0 + 11} (fragment layout).
+// E_{R', j} for lanes g >= 4; e = the walk's end products E_{r0, j0 + 3}, E_{r1, j0 + 11} (fragment layout). One A
+// fragment: lanes g >= 4 put their rows' daqk in A rows g / g + 8, lanes g < 4 the dL of lane g + 4's rows (idle
+// otherwise), so one 3xTF32 product per n-tile; the dL sums reach their lanes by shfl.up 16 (lane g + 4 = lane + 16).
 template <class T, int BT, int V, int NTK, bool FS, bool LT>
 __device__ __forceinline__ void diag_rows_q4(const KdaChunkSmem<T, BT, V>& s, float (&dq2)[NTK][4],
                                              float (&rp)[NTK][4], const float (&e)[NTK][4], int j0, int ck, int g,
                                              int tq) {
   const bool own = g >= 4;
-  const int ra = j0 + g, rb = ra + 8, ja = j0 + tq, jb = ja + 8;
-  Tf32x2 fq[4], fl[4];
-  q4_frag_a<FS, LT>(fq, s.u.in.daqk[ra][ja], s.u.in.daqk[rb][jb], own);
-  q4_frag_a<FS, LT>(fl, s.u.in.dL[ra][ja], s.u.in.dL[rb][jb], own);
+  const int ra = j0 + (g | 4), rb = ra + 8, ja = j0 + tq, jb = ja + 8;
+  const auto& src = own ? s.u.in.daqk : s.u.in.dL;
+  Tf32x2 fa[4];
+  q4_frag_a<FS, LT>(fa, src[ra][ja], src[rb][jb], true);
   const float rka = s.rk[ja], rkb = s.rk[jb];
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt) {
@@ -75,13 +78,13 @@ __device__ __forceinline__ void diag_rows_q4(const KdaChunkSmem<T, BT, V>& s, fl
     const Tf32x2 b0 = split_tf32_t<FS, LT>(rka * MmaType<T>::to_float(s.k[ja][d]) * q4_decay<true>(s.a, j0, d, tq));
     const Tf32x2 b1 =
         split_tf32_t<FS, LT>(rkb * MmaType<T>::to_float(s.k[jb][d]) * q4_decay<true>(s.a, j0 + 8, d, tq));
-    float aq[4] = {0.f, 0.f, 0.f, 0.f}, al[4] = {0.f, 0.f, 0.f, 0.f};
-    mma_3xtf32(aq, fq, b0, b1);
-    mma_3xtf32(al, fl, b0, b1);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    mma_3xtf32(acc, fa, b0, b1);
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
-      dq2[nt][x] += e[nt][x] * aq[x];
-      rp[nt][x] += e[nt][x] * al[x];
+      const float l = __shfl_up_sync(0xffffffffu, acc[x], 16);
+      dq2[nt][x] += e[nt][x] * (own ? acc[x] : 0.f);
+      rp[nt][x] += e[nt][x] * (own ? l : 0.f);
     }
   }
 }
