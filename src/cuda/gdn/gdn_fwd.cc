@@ -115,6 +115,14 @@ GdnFwdPlan plan_gdn_fwd(const GdnFwdParams& p, int sm_count, bool aligned16) {
       break;
     }
   }
+  // LINATTN_CUDA_GDN_VS (read per plan; an A/B probe of the rule above): "auto" (default) or a forced V-slice.
+  const int forced = env_choice("LINATTN_CUDA_GDN_VS", {"auto", "32", "64", "128"}, 0);
+  if (forced > 0) {
+    const int vs = 16 << forced;
+    LINATTN_CHECK(p.V % vs == 0 && !(p.kda && vs == 128), "LINATTN_CUDA_GDN_VS: V-slice ", vs,
+                  " needs V % V-slice == 0 (V = ", p.V, ") and, for KDA, V-slice <= 64");
+    plan.vs = vs;
+  }
   std::ostringstream os;
   os << "N*HV=" << heads << " on " << sm_count << " SMs -> " << (p.V / plan.vs) << " V-slices";
   plan.reason = os.str();
