@@ -17,4 +17,6 @@ done
 for e in none LINATTN_CUDA_GDN_VS=32 LINATTN_CUDA_GDN_VS=64; do
   s16 $e bench-cuda --hqk 16 --hv 64 --lengths 4096x8 --segments 1 --iters 10 --check 0
 done
+# The rewritten default-path test of the GDN sweeps (session 15, not GPU-run yet): unset runs wg5 at >= 2048 tokens.
+ab_test LINATTN_S16_NOOP=1 test_cuda_gdn_bwd 'CudaGdnBwdSweepWg5.DefaultIsWg5'
 true

@@ -520,6 +520,7 @@ void launch_v7_t(const GdnFwdParams& p, const GdnChunkWs& ws, const int32_t* ci,
       return;
     }
   }
+  (V == 10 ? g_v10_launches : V == 8 ? g_v8_launches : g_v7_launches).fetch_add(1);  // unsplit launches only
   auto kernel = prep_kernel<V, T, BT, WP, SC>();
   if constexpr (SC) {
     if (pdl_enabled()) {
@@ -632,17 +633,14 @@ void launch_gdn_prep_v7(const GdnFwdParams& p, const GdnChunkWs& ws, const int32
                         cudaStream_t stream) {
   if constexpr (BT == 64) {
     if (gdn_prep_v10_runs(p.HV / p.H)) {  // the default (and "v10"); BT 32, the split and a lost CTA per SM run v8
-      g_v10_launches.fetch_add(1);
       launch_v7_bt<T, BT, 10>(p, ws, chunk_indices, nt_cap, stream);
       return;
     }
   }
   if (gdn_prep_v8_env() || gdn_prep_v10_env()) {
-    g_v8_launches.fetch_add(1);
     launch_v7_bt<T, BT, 8>(p, ws, chunk_indices, nt_cap, stream);
     return;
   }
-  g_v7_launches.fetch_add(1);
   launch_v7_bt<T, BT, 7>(p, ws, chunk_indices, nt_cap, stream);
 }
 template void launch_gdn_prep_v7<__nv_bfloat16, 64>(const GdnFwdParams&, const GdnChunkWs&, const int32_t*, int64_t,

@@ -28,7 +28,7 @@ bool gdn_prep_v10_env();
 // Whether a BT 64 unsplit prep with G value heads per q / k head runs v10: forced by "v10"; unset where v10 fits as many
 // CTAs per SM as v8 (bitwise v8 either way).
 bool gdn_prep_v10_runs(int G);
-int64_t gdn_prep_v10_launches();
+int64_t gdn_prep_v10_launches();  // unsplit v10 launches (a forced split runs v8's split kernel)
 int gdn_prep_v10_ctas_per_sm(int G);
 // Launches of a v7 / v8 instance so far in this process (tests check it ran).
 int64_t gdn_prep_v7_launches();
