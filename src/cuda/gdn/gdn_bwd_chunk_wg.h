@@ -32,5 +32,7 @@ int64_t gdn_bwd_chunk_wg9d_launches();  // wg9d alone (the default in session 14
 // Launches of the wg11 kernel (wg9d with the finishing passes' shared loads ahead of the waits; the default since
 // session 15), explicit or unset.
 int64_t gdn_bwd_chunk_wg11_launches();
+// Launches of the opt-in wg12 kernel (wg11 with TMA tile loads and the last finish under the stores).
+int64_t gdn_bwd_chunk_wg12_launches();
 
 }  // namespace linattn::cuda
