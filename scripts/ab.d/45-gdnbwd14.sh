@@ -2,7 +2,7 @@
 # gdn_bwd_chunk_wg_kernel.cuh, gdn_bwd_chunk_wg_tma.cuh; perf-notes "Chunk kernel: TMA tiles, the last finish under
 # the stores (gdnbwd14)"): wg11 (the default) with a full chunk's tiles loaded by TMA (one thread per load group,
 # mbarriers; partial chunks and a converted d_o keep cp.async) and the last head's finish (warp 0) run while warps
-# 1-15 do the staged dq / dk stores. Values bitwise equal to wg11. Predicted: backward 2.68 -> ~2.56-2.62 ms.
+# 1-15 do the staged dq / dk stores. Values bitwise equal to wg11. Predicted: backward 2.68 -> ~2.55-2.62 ms.
 # 1. bench 16/32 1x32768 --saved 1 (bwd eager-live p50 decides; fwdbwd graph-replay too): none, wg12, wg12, none.
 # 2. tests (BT 64 only: BT 32 never takes the wgmma kernel): test_cuda_gdn_bwd's Wg12* tests (fp64 reference,
 #    bitwise == wg11 on every case + the long GVA varlen case, the kernel ran, determinism, graph sequence) with

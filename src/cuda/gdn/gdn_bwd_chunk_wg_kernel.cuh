@@ -98,10 +98,18 @@ __global__ void __launch_bounds__(kNT, 1)
     const int64_t t0 = kPer ? int64_t(int32_t(it.t0)) : V3 ? int64_t(int32_t(bos + c * kBT)) : bos + c * kBT;
     const int len = kPer ? it.len : static_cast<int>(min(int64_t(kBT), eos - t0));
     if (len <= 0) return;
-    // wg12: TMA for a full chunk with d_o in the io type (CTA-uniform); its two mbarriers in WgPer's bytes
-    [[maybe_unused]] bool tma = false;
+    // wg12: TMA for a full chunk with d_o in the io type (CTA-uniform; from an opaque copy of len at each use, so no
+    // flag lives through the head loop); its two mbarriers in WgPer's bytes
+    auto use_tma = [&]() -> bool {
+      if constexpr (kTma) {
+        int l;
+        asm volatile("mov.b32 %0, %1;" : "=r"(l) : "r"(len));
+        return l == kBT && w.do_direct;
+      } else {
+        return false;
+      }
+    };
     [[maybe_unused]] uint64_t* const bars = reinterpret_cast<uint64_t*>(&pr);
-    if constexpr (kTma) tma = len == kBT && w.do_direct;
     // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
     // descriptor arithmetic that depends on it in uniform registers)
     const int wm = warp & 3, wn = V2 ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2, r0 = 16 * wm + g;
@@ -138,9 +146,9 @@ __global__ void __launch_bounds__(kNT, 1)
       [[maybe_unused]] const int jh0 = tid >> 8, role0 = (tid >> 6) & 3;
       if constexpr (kD9)
         if (jh0 < G) raw = row_scalar_load(p, w, t0, len, h * G + jh0, role0, tid & 63);
-      if (tma) {  // wg12: thread 0 issues both groups' tiles; the L2 prefetches and the row norms as before
+      if (use_tma()) {  // wg12: thread 0 issues both groups' tiles; the L2 prefetches and the row norms as before
         if constexpr (kTma)
-          if (tid == 0) tma_head0(s, maps, bars, r, f.HV, w.c.T_cap, t0, h, h * G);
+          if (tid == 0) tma_head0(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, h * G);
         prefetch_head_l2<V>(f, w, t0, len, h * G, tid);
         cp_async_commit();
         load_scalars_async<kBT>(s.rq, w.c.rq + h * w.c.T_cap + t0, len, tid);
@@ -214,7 +222,7 @@ __global__ void __launch_bounds__(kNT, 1)
       }
       fence_view_async_shared();  // cp.async data -> the async proxy (wgmma)
       __syncthreads();
-      if (tma) mbar_wait(&bars[0], jj & 1);  // wg12: the head's Ai / dV^ (the barrier above ordered the init)
+      if (use_tma()) mbar_wait(&bars[0], jj & 1);  // wg12: the head's Ai / dV^ (the barrier above ordered the init)
 
       const float gl = gam[len - 1];
       float eg[2], egl[2], bv[2], neg_beg[2];
@@ -285,11 +293,13 @@ __global__ void __launch_bounds__(kNT, 1)
         cp_async_wait<0>();
         fence_view_async_shared();
         __syncthreads();
-        if (tma) mbar_wait(&bars[1], jj & 1);  // wg12: S / dS' / V^ / dO (head 0: q / k too)
-        if (jj + 1 < G && tma) {  // wg12: the next head's Ai / dV^ (thread 0), its L2 prefetches (everyone)
+        if (use_tma()) mbar_wait(&bars[1], jj & 1);  // wg12: S / dS' / V^ / dO (head 0: q / k too)
+        if (jj + 1 < G && use_tma()) {  // wg12: the next head's Ai / dV^ (thread 0), its L2 prefetches (everyone)
           if constexpr (kTma)
-            if (tid == 0) tma_head_part<0>(s, maps, bars, r, f.HV, w.c.T_cap, t0, h, j + 1);
-          prefetch_head_l2<V>(f, w, t0, len, j + 1, tid);
+            if (tid == 0) tma_head_part<0>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
+          int ot;  // opaque, as load_head_part's tid (else the row pointers' high words are hoisted and spilled)
+          asm volatile("mov.b32 %0, %1;" : "=r"(ot) : "r"(tid));
+          prefetch_head_l2<V>(f, w, t0, len, j + 1, ot);
         } else if (jj + 1 < G) {
           load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
         } else if constexpr (kPer) {  // wg9ps: the next item's head 0 (nx was set before the first barrier)
@@ -602,9 +612,9 @@ __global__ void __launch_bounds__(kNT, 1)
       }
       fence_view_async_shared();
       __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
-      if (kSplit && jj + 1 < G && tma) {  // wg12: the rest of the next head's tiles by thread 0
+      if (kSplit && jj + 1 < G && use_tma()) {  // wg12: the rest of the next head's tiles by thread 0
         if constexpr (kTma)
-          if (tid == 0) tma_head_part<1>(s, maps, bars, r, f.HV, w.c.T_cap, t0, h, j + 1);
+          if (tid == 0) tma_head_part<1>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
       } else if (kSplit && jj + 1 < G) {  // wg7: the rest of the next head's tiles (Ai / dV^ went out above)
         load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
       } else if (jj + 1 < G) {

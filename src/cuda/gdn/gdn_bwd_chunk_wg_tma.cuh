@@ -31,11 +31,18 @@ constexpr uint32_t kTmaQk = 2 * kBT * kK * 2;                                  /
 
 // Thread 0 of the CTA (the caller checks): head j's group PART (0: Ai / dV^ on bars[0]; 1: S / dS' / V^ / dO on
 // bars[1], with QK the item's q / k too), armed with its bytes first. The caller: after the barrier that ends the
-// previous reads of the buffers (as for load_head_part), and at most one phase ahead of every waiter.
+// previous reads of the buffers (as for load_head_part), and at most one phase ahead of every waiter. Every box
+// coordinate fits in 32 bits (chunk_maps checks); the inputs go through opaque copies (as load_head_wg's tid), so
+// nothing computed from them is hoisted out of the head loop into registers that live through the products.
 template <int PART, bool QK = false>
-__device__ __forceinline__ void tma_head_part(WgSmem<128>& s, const ChunkMaps& m, uint64_t* bars, int64_t r, int HV,
-                                              int64_t T_cap, int64_t t0, int h, int j) {
-  const int trow = static_cast<int>(j * T_cap + t0);
+__device__ __forceinline__ void tma_head_part(WgSmem<128>& s, const ChunkMaps& m, uint64_t* bars, int r_, int HV,
+                                              int64_t T_cap, int t0_, int h_, int j_) {
+  int r, t0, h, j;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(r_));
+  asm volatile("mov.b32 %0, %1;" : "=r"(t0) : "r"(t0_));
+  asm volatile("mov.b32 %0, %1;" : "=r"(h) : "r"(h_));
+  asm volatile("mov.b32 %0, %1;" : "=r"(j) : "r"(j_));
+  const int trow = j * static_cast<int>(T_cap) + t0;
   if constexpr (PART == 0) {
     mbar_arrive_expect_tx(&bars[0], kTmaPart0);
     tma_load_2d(s.ai, &m.ai, 0, trow, &bars[0]);
@@ -43,7 +50,7 @@ __device__ __forceinline__ void tma_head_part(WgSmem<128>& s, const ChunkMaps& m
     for (int pn = 0; pn < 2; ++pn) tma_load_2d(s.dvh + pn * kBT * 128, &m.dvh, 64 * pn, trow, &bars[0]);
   } else {
     mbar_arrive_expect_tx(&bars[1], kTmaPart1 + (QK ? kTmaQk : 0u));
-    const int t = static_cast<int>(t0), srow = static_cast<int>((r * HV + j) * kK);
+    const int t = t0, srow = (r * HV + j) * kK;
 #pragma unroll
     for (int pn = 0; pn < 2; ++pn) {
       if constexpr (QK) {
@@ -59,8 +66,8 @@ __device__ __forceinline__ void tma_head_part(WgSmem<128>& s, const ChunkMaps& m
 }
 
 // wg12: the CTA's first head: both barriers initialized, then head 0's two groups (thread 0).
-__device__ __forceinline__ void tma_head0(WgSmem<128>& s, const ChunkMaps& m, uint64_t* bars, int64_t r, int HV,
-                                          int64_t T_cap, int64_t t0, int h, int j) {
+__device__ __forceinline__ void tma_head0(WgSmem<128>& s, const ChunkMaps& m, uint64_t* bars, int r, int HV,
+                                          int64_t T_cap, int t0, int h, int j) {
   mbar_init(&bars[0], 1);
   mbar_init(&bars[1], 1);
   fence_barrier_init();
