@@ -294,9 +294,7 @@ __global__ void __launch_bounds__(kNT, 1)
         fence_view_async_shared();
         __syncthreads();
         if (use_tma()) mbar_wait(&bars[1], jj & 1);  // wg12: S / dS' / V^ / dO (head 0: q / k too)
-        if (jj + 1 < G && use_tma()) {  // wg12: the next head's Ai / dV^ (thread 0), its L2 prefetches (everyone)
-          if constexpr (kTma)
-            if (tid == 0) tma_head_part<0>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
+        if (jj + 1 < G && use_tma()) {  // wg12: the next head's L2 prefetches (everyone; its Ai / dV^ below)
           int ot;  // opaque, as load_head_part's tid (else the row pointers' high words are hoisted and spilled)
           asm volatile("mov.b32 %0, %1;" : "=r"(ot) : "r"(tid));
           prefetch_head_l2<V>(f, w, t0, len, j + 1, ot);
@@ -376,6 +374,11 @@ __global__ void __launch_bounds__(kNT, 1)
         wgmma_commit();
         wg_issue_v<V2, T, 32, V, false, false, kK>(tk_, s.vh, s.dS, ck);
         wgmma_commit();
+        if constexpr (kTma) {  // wg12: the next head's Ai / dV^ (dead since the barrier above; the pair reads neither),
+          // issued by thread 0 behind its warpgroup's products instead of ahead of them
+          if (jj + 1 < G && tid == 0 && use_tma())
+            tma_head_part<0>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
+        }
         if constexpr (V4 == 2) {
           wgmma_wait<2>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
@@ -612,9 +615,7 @@ __global__ void __launch_bounds__(kNT, 1)
       }
       fence_view_async_shared();
       __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
-      if (kSplit && jj + 1 < G && use_tma()) {  // wg12: the rest of the next head's tiles by thread 0
-        if constexpr (kTma)
-          if (tid == 0) tma_head_part<1>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
+      if (kSplit && jj + 1 < G && use_tma()) {  // wg12: the rest of the next head's tiles: below, behind R K^ / Pd K^
       } else if (kSplit && jj + 1 < G) {  // wg7: the rest of the next head's tiles (Ai / dV^ went out above)
         load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
       } else if (jj + 1 < G) {
@@ -639,6 +640,11 @@ __global__ void __launch_bounds__(kNT, 1)
           wgmma_commit();
           wg_issue_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
           wgmma_commit();
+          if constexpr (kTma) {  // wg12: the rest of the next head's tiles (S, dS', V^, dO: dead since the barrier above,
+            // read by neither product in flight), by thread 0 behind its warpgroup's products
+            if (jj + 1 < G && tid == 0 && use_tma())
+              tma_head_part<1>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
+          }
           if constexpr (kW11) frag_words<NTK>(kw, s.k, fbk);
           wgmma_wait<1>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
