@@ -21,7 +21,8 @@
 // bitwise vs wg7 (the GVA 3 case takes the G > 2 path: head 2 loads its own at its start). wg9p (wg6 with the
 // same row scalars) as wg6's tests, bitwise vs wg4, also capped at 3 / 1 CTAs; wg9ps (wg9 in persistent CTAs) the
 // same, bitwise vs wg7. wg11 (wg9d with the finishing passes' shared loads ahead of the wgmma waits) the same,
-// bitwise vs wg9d.
+// bitwise vs wg9d. wg12 (wg11 with full chunks' tiles by TMA, partial ones / converted d_o by cp.async, and the last
+// finish under the staged stores) the same, bitwise vs wg11.
 // The wgmma sweeps (LINATTN_CUDA_GDN_BWD_SWEEP=wg; BT 64, other chunk sizes keep the mma.sync
 // sweeps) run every case again: fp64 reference, padding, zero-length dh0, and every gradient within
 // half of its reference bar of the mma.sync sweeps' run (same inputs, only the sweeps' accumulation
@@ -361,6 +362,23 @@ TEST_P(CudaGdnBwd, Wg11IsDeterministic) {
   variant_deterministic(dt, bt, "wg11");
 }
 
+// wg12 (wg11 with a full chunk's tiles by TMA and the last finish under the staged stores; V = 128, V = 64 cases take
+// V2), bitwise vs wg11 (the cases mix full and partial chunks, io-type and fp32 cotangents, so both load paths run),
+// also on the long GVA varlen case; at BT 64 the wg12 kernel must have run.
+TEST_P(CudaGdnBwd, Wg12MatchesReferenceAndWg11) {
+  const auto [dt, bt] = GetParam();
+  const int64_t before = cuda::gdn_bwd_chunk_wg12_launches();
+  variant_matches(dt, bt, "wg12", "wg11");
+  if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), "wg12", "wg11");
+  else run_case_chunk_variant(cases(dt, bt)[0], "wg12", "wg11");  // io-type d_o: the TMA path under the sanitizers
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg12_launches() > before, bt == 64) << "wg12 runs at BT 64 (V = 128) only";
+}
+
+TEST_P(CudaGdnBwd, Wg12IsDeterministic) {
+  const auto [dt, bt] = GetParam();
+  variant_deterministic(dt, bt, "wg12");
+}
+
 // wg9p (wg6 with wg9's row scalars; persistent CTAs walking items with G = 1 / 2 / 3, sentinel rows and short chunks
 // in between when capped), bitwise vs wg4 (as wg6); at BT 64 the kernel must have run.
 TEST_P(CudaGdnBwd, Wg9pMatchesReferenceAndWg4) {
@@ -543,6 +561,12 @@ TEST(CudaGdnBwdWg9d, GraphSequence) {
 TEST(CudaGdnBwdWg11, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   variant_graph_sequence("wg11");
+}
+
+// wg12's tensor maps are kernel arguments built per launch: a captured graph keeps the capture's.
+TEST(CudaGdnBwdWg12, GraphSequence) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  variant_graph_sequence("wg12");
 }
 
 TEST(CudaGdnBwdWg9p, GraphSequence) {

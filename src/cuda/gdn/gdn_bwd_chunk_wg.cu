@@ -44,6 +44,10 @@
 // an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit. V9ps ("wg9ps", "wg9ps:N"; V4 = 9,
 // kPer): V9 in persistent CTAs (split loads for the next item too: its Ai / dV^ at the last head's second barrier,
 // the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
+// V12 ("wg12", opt-in; V4 = 11, gdn_bwd_chunk_wg_tma.cuh): V11 with a full chunk's tiles by TMA (one thread per group,
+// mbarriers; partial chunks and a converted d_o keep cp.async) and the last finish under the staged dq / dk stores
+// (warps 1-15 store, warp 0 finishes). Same values as V11 bit for bit. Falls back to V11 where its tensor maps cannot
+// be built (unaligned bases, 32-bit coordinates).
 // V11 ("wg11", the default since session 15; V4 = 10): V9d with the shared-memory reads of the finishing passes (the M halves' decays and
 // row / column scales, the k words of xn's and R K^'s row dots, <S, dS'>'s tiles) issued before the wgmma wait they
 // follow and the Y.v row dot's v loads before the head's first barrier. Same values as V9d bit for bit.
@@ -53,6 +57,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -60,10 +65,12 @@
 #include "core/util.h"
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/tma.h"
 #include "cuda/gdn/gdn_bwd_chunk_common.cuh"
 #include "cuda/gdn/gdn_bwd_chunk_wg.cuh"
 #include "cuda/gdn/gdn_bwd_chunk_wg.h"
 #include "cuda/gdn/gdn_bwd_chunk_wg_smem.cuh"
+#include "cuda/gdn/gdn_bwd_chunk_wg_tma.cuh"
 
 namespace linattn::cuda {
 namespace {
@@ -74,7 +81,7 @@ using namespace gdn_bwd_chunk_wg_detail;
 #include "cuda/gdn/gdn_bwd_chunk_wg_kernel.cuh"  // gdn_bwd_chunk_wg_kernel<T, V, V2, V3, V4, kPer>
 
 std::atomic<int64_t> g_wg6_launches{0}, g_wg7_launches{0}, g_wg8d_launches{0}, g_wg9_launches{0},
-    g_wg9d_launches{0}, g_wg11_launches{0};
+    g_wg9d_launches{0}, g_wg11_launches{0}, g_wg12_launches{0};
 
 // The switch's value, checked: a value that names no chunk kernel (the removed wg8, a typo) is an error, not a
 // silent V4.
@@ -87,9 +94,31 @@ std::string chunk_switch() {
   const bool capped = pn > 0 && v.size() > pn && v.find_first_not_of("0123456789", pn) == std::string::npos;
   if (!capped)
     choice_index("LINATTN_CUDA_GDN_BWD_CHUNK", v,
-                 {"wg7", "wg8d", "wg9", "wg9d", "wg11", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
+                 {"wg7", "wg8d", "wg9", "wg9d", "wg11", "wg12", "wg9p", "wg9ps", "wg6", "wg5", "wg4", "wg3", "wg2", "wg", "mma"}, 0,
                  "or wg6:N / wg9p:N / wg9ps:N (persistent with at most N CTAs); wg8 was removed");
   return v;
+}
+
+// wg12's tensor maps (tma.h), false where a base is not 16-byte aligned or a box coordinate would not fit in 32 bits
+// (then wg11 runs). d_o's map only when the kernel reads d_o directly (else its CTAs keep cp.async).
+bool chunk_maps(const GdnBwdParams& p, const GdnBwdWs& w, ChunkMaps& m) {
+  const GdnFwdParams& f = p.f;
+  const uint64_t HV = uint64_t(f.HV), Tc = uint64_t(w.c.T_cap), NT = uint64_t(w.nt_cap), T = uint64_t(f.T_total);
+  constexpr uint64_t kLim = uint64_t(1) << 31;
+  auto a16 = [](const void* x) { return x != nullptr && (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
+  if (f.V != 128 || NT == 0 || T == 0 || NT * HV * kK >= kLim || HV * Tc >= kLim || T >= kLim) return false;
+  if (!a16(w.hS) || !a16(w.hdS) || !a16(w.vh) || !a16(w.dvh) || !a16(w.c.Ai) || !a16(f.q) || !a16(f.k)) return false;
+  const bool bf = f.io == ElemType::kBF16;
+  const uint64_t V = 128, QK = uint64_t(f.H) * kK;
+  m.S = make_tma_2d_sw128(w.hS, bf, NT * HV * kK, V, V, kK);
+  m.dS = make_tma_2d_sw128(w.hdS, bf, NT * HV * kK, V, V, kK);
+  m.vh = make_tma_2d_sw128(w.vh, bf, HV * Tc, V, V, kBT);
+  m.dvh = make_tma_2d_sw128(w.dvh, bf, HV * Tc, V, V, kBT);
+  m.ai = make_tma_2d_sw128(w.c.Ai, bf, HV * Tc, kBT, kBT, kBT);
+  m.q = make_tma_2d_sw128(f.q, bf, T, QK, QK, kBT);
+  m.k = make_tma_2d_sw128(f.k, bf, T, QK, QK, kBT);
+  m.dO = w.do_direct ? make_tma_2d_sw128(p.d_o, bf, T, HV * V, HV * V, kBT) : CUtensorMap{};
+  return true;
 }
 
 template <class T, int V>
@@ -97,7 +126,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(w.nt_cap), p.f.H);
   const std::string mode = chunk_switch();
   if (mode == "wg") {
-    launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w);
+    launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w, NoMaps{});
     return;
   }
   // wg4 and its successors (the default: wg11) and wg3 / wg5: V = 128 only (at V = 64
@@ -114,51 +143,56 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
       constexpr size_t kPerSmem = wg_smem_bytes<V, true, true>();
       if (w9ps) {
         g_wg9_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 9, true>, pgrid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 9, true>, pgrid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
       } else if (w9p) {
         g_wg9_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 8, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 8, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w, NoMaps{});
       } else {
         g_wg6_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1, true>, pgrid, dim3(kNT), kPerSmem, stream, p, w, NoMaps{});
       }
       return;
     }
     if (mode != "wg2" && mode != "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
       if (mode == "wg5") {
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 2>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w, NoMaps{});
       } else if (mode == "wg8d") {  // opt-in (gdnbwd10: the decays once per head)
         g_wg8d_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 5>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
       } else if (mode == "wg9" || mode == "wg9d") {
         // wg9d the default from session 14 to session 15 (gdnbwd11: the row scalars one round trip deep, bitwise wg7; H200 A/B at
         // 5bd3b72, 16/32 1x32768 with the cache: backward 3.29 / 3.27 -> 2.787 / 2.785 ms, wg9 2.84 / 2.83)
         g_wg9_launches.fetch_add(1);
         if (mode == "wg9") {
-          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 6>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
         } else {
           g_wg9d_launches.fetch_add(1);
-          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+          launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
         }
-      } else if (mode == "wg11" || mode.empty()) {
+      } else if (ChunkMaps maps{}; mode == "wg12" && chunk_maps(p, w, maps)) {
+        // opt-in (gdnbwd14): wg11 with a full chunk's tiles by TMA and the last finish under the staged stores
+        g_wg12_launches.fetch_add(1);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 11, false, ChunkMaps>, grid, dim3(kNT), wg7_smem_bytes<V>(),
+               stream, p, w, maps);
+      } else if (mode == "wg11" || mode == "wg12" || mode.empty()) {
         // wg11 the default since session 15 (gdnbwd13: the finishing passes' shared loads ahead of the waits, bitwise
         // wg9d; H200 A/B at a438559, 16/32 1x32768 with the cache: backward 2.771 / 2.775 -> 2.681 / 2.680 ms)
         g_wg11_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 10>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 10>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
       } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
         g_wg7_launches.fetch_add(1);
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 3>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
       } else {
-        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+        launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 1>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w, NoMaps{});
       }
       return;
     }
     if (mode == "wg3" && p.f.T_total < (int64_t(1) << 31) - kBT) {
-      launch(gdn_bwd_chunk_wg_kernel<T, V, true, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+      launch(gdn_bwd_chunk_wg_kernel<T, V, true, true>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w, NoMaps{});
       return;
     }
   }
-  launch(gdn_bwd_chunk_wg_kernel<T, V, true, false>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w);
+  launch(gdn_bwd_chunk_wg_kernel<T, V, true, false>, grid, dim3(kNT), wg_smem_bytes<V, true>(), stream, p, w, NoMaps{});
 }
 
 }  // namespace
@@ -185,6 +219,7 @@ int64_t gdn_bwd_chunk_wg8d_launches() { return g_wg8d_launches.load(); }
 int64_t gdn_bwd_chunk_wg9_launches() { return g_wg9_launches.load(); }
 int64_t gdn_bwd_chunk_wg9d_launches() { return g_wg9d_launches.load(); }
 int64_t gdn_bwd_chunk_wg11_launches() { return g_wg11_launches.load(); }
+int64_t gdn_bwd_chunk_wg12_launches() { return g_wg12_launches.load(); }
 
 void launch_gdn_bwd_chunk_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.BT == kBT && p.f.K == kK, "gdn bwd chunk wg: BT must be ", kBT, " and K ", kK, ", got ", p.f.BT,

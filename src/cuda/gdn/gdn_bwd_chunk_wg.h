@@ -7,7 +7,8 @@
 // the current default: gdn_bwd_chunk_wg.cu's header ("wg6" = persistent CTAs, "wg6:N" at most N;
 // "wg7" = split head loads, "wg8d" = wg7 with the M decays once per head, "wg9" / "wg9d" = wg7 / wg8d with the
 // row scalars one global round trip deep and head 1's loaded at head 0's start; "wg11" = wg9d with the
-// finishing passes' shared loads ahead of the wgmma waits, the default since session 15). A value that names no kernel
+// finishing passes' shared loads ahead of the wgmma waits, the default since session 15; "wg12" = wg11 with a full chunk's
+// tiles by TMA and the last finish under the staged stores, opt-in). A value that names no kernel
 // (the removed "wg8", a typo) is an error naming the variable, the value and the accepted values.
 #pragma once
 #include <cuda_runtime.h>
@@ -32,5 +33,7 @@ int64_t gdn_bwd_chunk_wg9d_launches();  // wg9d alone (the default in session 14
 // Launches of the wg11 kernel (wg9d with the finishing passes' shared loads ahead of the waits; the default since
 // session 15), explicit or unset.
 int64_t gdn_bwd_chunk_wg11_launches();
+// Launches of the opt-in wg12 kernel (wg11 with TMA tile loads and the last finish under the stores).
+int64_t gdn_bwd_chunk_wg12_launches();
 
 }  // namespace linattn::cuda

@@ -6,8 +6,9 @@
 #error "gdn_bwd_chunk_wg_kernel.cuh is the body of gdn_bwd_chunk_wg.cu: include it only there"
 #endif
 
-template <class T, int V, bool V2, bool V3, int V4 = 0, bool kPer = false>
-__global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
+template <class T, int V, bool V2, bool V3, int V4 = 0, bool kPer = false, class Maps = NoMaps>
+__global__ void __launch_bounds__(kNT, 1)
+    gdn_bwd_chunk_wg_kernel(GdnBwdParams p, GdnBwdWs w, const __grid_constant__ Maps maps) {
   static_assert(!V3 || V2, "wg3 extends wg2");
   static_assert(V4 == 0 || V3, "wg4 / wg5 extend wg3");
   static_assert(!kPer || V4 == 1 || V4 == 8 || V4 == 9, "wg6 / wg9p are wg4, wg9ps wg9, in persistent CTAs");
@@ -25,7 +26,12 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
   // the k words of xn's and R K^'s row dots, <S, dS'>'s tiles) loaded ahead of the wgmma wait they follow and the
   // Y.v row dot's v pairs ahead of the head's first barrier, so their round trips overlap the product / the wait.
   // (The same for dq_inter / dk_inter's q / k words spilled: 14 reloads per head; not done.)
-  constexpr bool kW11 = V4 == 10;
+  // wg12 (V4 == 11, Maps = ChunkMaps): wg11 with a full chunk's tiles by TMA (gdn_bwd_chunk_wg_tma.cuh; thread 0 issues,
+  // every thread waits on the group's mbarrier after the barrier it waited on cp.async before), and the last finish
+  // (warp 0) under the staged dq / dk stores, which warps 1-15 take over.
+  constexpr bool kTma = V4 == 11;
+  static_assert(!kTma || (V == 128 && std::is_same_v<Maps, ChunkMaps>), "wg12: V = 128 with its tensor maps");
+  constexpr bool kW11 = V4 == 10 || kTma;
   constexpr bool kW8 = V4 == 5 || V4 == 7 || kW11, kD9 = V4 >= 6, kSplit = V4 == 3 || kW8 || V4 == 6 || V4 == 9;
   // wg9 / wg9d: the last head's finish (warp 0) after the epilogue's stores instead of before its first barrier
   constexpr bool kLateFin = kSplit && kD9 && !kPer;
@@ -92,6 +98,18 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
     const int64_t t0 = kPer ? int64_t(int32_t(it.t0)) : V3 ? int64_t(int32_t(bos + c * kBT)) : bos + c * kBT;
     const int len = kPer ? it.len : static_cast<int>(min(int64_t(kBT), eos - t0));
     if (len <= 0) return;
+    // wg12: TMA for a full chunk with d_o in the io type (CTA-uniform; from an opaque copy of len at each use, so no
+    // flag lives through the head loop); its two mbarriers in WgPer's bytes
+    auto use_tma = [&]() -> bool {
+      if constexpr (kTma) {
+        int l;
+        asm volatile("mov.b32 %0, %1;" : "=r"(l) : "r"(len));
+        return l == kBT && w.do_direct;
+      } else {
+        return false;
+      }
+    };
+    [[maybe_unused]] uint64_t* const bars = reinterpret_cast<uint64_t*>(&pr);
     // warpgroup wn, row group wm (wg2: wn broadcast from lane 0, so the compiler keeps the
     // descriptor arithmetic that depends on it in uniform registers)
     const int wm = warp & 3, wn = V2 ? __shfl_sync(0xffffffffu, warp >> 2, 0) : warp >> 2, r0 = 16 * wm + g;
@@ -128,11 +146,21 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       [[maybe_unused]] const int jh0 = tid >> 8, role0 = (tid >> 6) & 3;
       if constexpr (kD9)
         if (jh0 < G) raw = row_scalar_load(p, w, t0, len, h * G + jh0, role0, tid & 63);
-      load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
-      cp_async_commit();
-      load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
-      load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
-      cp_async_commit();
+      if (use_tma()) {  // wg12: thread 0 issues both groups' tiles; the L2 prefetches and the row norms as before
+        if constexpr (kTma)
+          if (tid == 0) tma_head0(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, h * G);
+        prefetch_head_l2<V>(f, w, t0, len, h * G, tid);
+        cp_async_commit();
+        load_scalars_async<kBT>(s.rq, w.c.rq + h * w.c.T_cap + t0, len, tid);
+        load_scalars_async<kBT>(s.rk, w.c.rk + h * w.c.T_cap + t0, len, tid - kBT);
+        cp_async_commit();
+      } else {
+        load_head_part<T, V, 0>(s, p, w, r, t0, len, h * G, tid);
+        cp_async_commit();
+        load_item_qk<T, V, V2>(s, f, w, t0, len, h, tid);
+        load_head_part<T, V, 1>(s, p, w, r, t0, len, h * G, tid);
+        cp_async_commit();
+      }
       if constexpr (kD9)
         if (jh0 < G) row_scalar_store(rs, p, len, jh0 & 1, role0, tid & 63, raw);
     } else if constexpr (!kPer) {  // wg6: issued before the loop (first item) or by the previous item
@@ -194,6 +222,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       }
       fence_view_async_shared();  // cp.async data -> the async proxy (wgmma)
       __syncthreads();
+      if (use_tma()) mbar_wait(&bars[0], jj & 1);  // wg12: the head's Ai / dV^ (the barrier above ordered the init)
 
       const float gl = gam[len - 1];
       float eg[2], egl[2], bv[2], neg_beg[2];
@@ -264,7 +293,12 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         cp_async_wait<0>();
         fence_view_async_shared();
         __syncthreads();
-        if (jj + 1 < G) {
+        if (use_tma()) mbar_wait(&bars[1], jj & 1);  // wg12: S / dS' / V^ / dO (head 0: q / k too)
+        if (jj + 1 < G && use_tma()) {  // wg12: the next head's L2 prefetches (everyone; its Ai / dV^ below)
+          int ot;  // opaque, as load_head_part's tid (else the row pointers' high words are hoisted and spilled)
+          asm volatile("mov.b32 %0, %1;" : "=r"(ot) : "r"(tid));
+          prefetch_head_l2<V>(f, w, t0, len, j + 1, ot);
+        } else if (jj + 1 < G) {
           load_head_part<T, V, 0>(s, p, w, r, t0, len, j + 1, tid);
         } else if constexpr (kPer) {  // wg9ps: the next item's head 0 (nx was set before the first barrier)
           if (nx->len > 0) load_head_part<T, V, 0>(s, p, w, nx->r, nx->t0, nx->len, nx->h * G, tid);
@@ -340,6 +374,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
         wgmma_commit();
         wg_issue_v<V2, T, 32, V, false, false, kK>(tk_, s.vh, s.dS, ck);
         wgmma_commit();
+        if constexpr (kTma) {  // wg12: the next head's Ai / dV^ (dead since the barrier above; the pair reads neither),
+          // issued by thread 0 behind its warpgroup's products instead of ahead of them
+          if (jj + 1 < G && tid == 0 && use_tma())
+            tma_head_part<0>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
+        }
         if constexpr (V4 == 2) {
           wgmma_wait<2>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTV]>(Y));
@@ -576,7 +615,8 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       }
       fence_view_async_shared();
       __syncthreads();  // staged intra matrices visible; S, dS', V^, Y, dO, Ai of head j are dead
-      if (kSplit && jj + 1 < G) {  // wg7: the rest of the next head's tiles (Ai / dV^ went out above)
+      if (kSplit && jj + 1 < G && use_tma()) {  // wg12: the rest of the next head's tiles: below, behind R K^ / Pd K^
+      } else if (kSplit && jj + 1 < G) {  // wg7: the rest of the next head's tiles (Ai / dV^ went out above)
         load_head_part<T, V, 1>(s, p, w, r, t0, len, j + 1, tid);
       } else if (jj + 1 < G) {
         load_head_wg<T, V, V2, V3>(s, p, w, r, t0, len, j + 1, tid);
@@ -600,6 +640,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
           wgmma_commit();
           wg_issue_v<V2, T, 32, kBT, false, true, kBT>(dqA, s.pk, s.k, ck);
           wgmma_commit();
+          if constexpr (kTma) {  // wg12: the rest of the next head's tiles (S, dS', V^, dO: dead since the barrier above,
+            // read by neither product in flight), by thread 0 behind its warpgroup's products
+            if (jj + 1 < G && tid == 0 && use_tma())
+              tma_head_part<1>(s, maps, bars, int(r), f.HV, w.c.T_cap, int(t0), h, j + 1);
+          }
           if constexpr (kW11) frag_words<NTK>(kw, s.k, fbk);
           wgmma_wait<1>();
           wgmma_fence_operands(reinterpret_cast<float(&)[4 * NTK]>(t));
@@ -720,7 +765,21 @@ __global__ void __launch_bounds__(kNT, 1) gdn_bwd_chunk_wg_kernel(GdnBwdParams p
       }
       __syncthreads();
     }
-    if constexpr (V3) {
+    if constexpr (kTma) {
+      // wg12: warps 1-15 store every piece (same pieces, same values) while warp 0 runs the last finish below
+      constexpr int P = kK / 8, PER = kBT * P, NS = kNT - 32;
+      if (warp != 0) {
+#pragma unroll
+        for (int u = 0; u < (2 * PER + NS - 1) / NS; ++u) {
+          const int idx = tid - 32 + u * NS, which = idx / PER, row = (idx % PER) / P, ch = idx % P;
+          if (idx >= 2 * PER) break;
+          if (row >= len || !(which == 0 ? dq_staged : dk_staged)) continue;
+          const uint4 val = *reinterpret_cast<const uint4*>((which == 0 ? s.q : s.k) + sw_off<kBT>(row, ch * 8));
+          T* dst = static_cast<T*>(which == 0 ? p.dq.p : p.dk.p) + ((t0 + row) * f.H + h) * int64_t(kK) + ch * 8;
+          *reinterpret_cast<uint4*>(dst) = val;
+        }
+      }
+    } else if constexpr (V3) {
       // rows in address order: 16 pieces of 8 columns per row, 16 threads per 256-byte row
       constexpr int P = kK / 8, PER = kBT * P;
 #pragma unroll
