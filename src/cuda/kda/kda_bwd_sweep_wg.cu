@@ -1,4 +1,4 @@
-// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; the default, LINATTN_CUDA_KDA_SWEEP=wg2 / wg / wgm):
+// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; LINATTN_CUDA_KDA_SWEEP=wg2 (default) / wg / wgm / wg3):
 // the two roles, outputs and grid of gdn_bwd_sweep.cu's KDA policy, laid out as the GDN wgmma sweeps
 // (gdn_bwd_sweep_wg.cu): the fp32 state is held transposed (S^T / dS^T [v][key], one warpgroup's
 // accumulator, 64 registers per thread), every product that starts from the state or a per-chunk
@@ -18,6 +18,8 @@
 // only, one CTA per (slice, head, sequence). Scope: KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16
 // (BT 32 keeps the mma.sync sweeps). Not bitwise the mma.sync sweeps (accumulation order differs).
 // wg2 (flag kSt2): wg with role 1's store warpgroup on store_rev2 (two barriers a chunk, 16-byte dv stores; bitwise wg).
+// wg3 (kF 3, opt-in): wg2 with role 0's ring three stages deep (two chunks ahead; S^T / V^T-only hand-off buffers and
+// role 1's Stg2 inside the union make room: 225 KB as wg2); same products in the same order, bitwise wg2.
 // Hand-off protocol (kernel template flag kMbar): named barriers (XS, "wg", the default) or mbarriers
 // (XM, "wgm": the mbarrier protocol of gdn_bwd_sweep_wg.cuh's XMbar, which racecheck verifies); same products on the
 // same operands in the same order, so wgm's outputs equal wg's bit for bit.
