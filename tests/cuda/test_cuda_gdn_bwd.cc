@@ -329,17 +329,17 @@ TEST_P(CudaGdnBwd, Wg9dMatchesReferenceAndWg7) {
 
 // The default chunk kernel (switch unset) is wg11 since session 15 (wg9d in session 14): its launch counter moves,
 // wg9d's does not, and the gradients are wg9d's and wg7's bit for bit (BT 64, where the wgmma chunk kernel runs).
-TEST(CudaGdnBwdChunkSwitch, DefaultIsWg11) {
+TEST(CudaGdnBwdChunkSwitch, DefaultIsWg12) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   const BwdInputs in = bwd_inputs(cases(DType::kBF16, 64)[1]);
   const ChunkAttnGradTensors w7 = bwd_with_env(in, kChunkEnv, "wg7");
-  const ChunkAttnGradTensors w9d = bwd_with_env(in, kChunkEnv, "wg9d");
-  const int64_t e0 = cuda::gdn_bwd_chunk_wg11_launches(), d0 = cuda::gdn_bwd_chunk_wg9d_launches();
+  const ChunkAttnGradTensors w11 = bwd_with_env(in, kChunkEnv, "wg11");
+  const int64_t e0 = cuda::gdn_bwd_chunk_wg12_launches(), d0 = cuda::gdn_bwd_chunk_wg11_launches();
   const ChunkAttnGradTensors got = bwd_with_env(in, kChunkEnv, nullptr);
-  EXPECT_GT(cuda::gdn_bwd_chunk_wg11_launches(), e0) << "the default did not run wg11";
-  EXPECT_EQ(cuda::gdn_bwd_chunk_wg9d_launches(), d0) << "the default ran wg9d";
-  EXPECT_TRUE(grads_bitwise(got, w9d)) << "the default (wg11) differs from wg9d";
-  EXPECT_TRUE(grads_bitwise(got, w7)) << "the default (wg11) differs from wg7";
+  EXPECT_GT(cuda::gdn_bwd_chunk_wg12_launches(), e0) << "the default did not run wg12";
+  EXPECT_EQ(cuda::gdn_bwd_chunk_wg11_launches(), d0) << "the default ran wg11";
+  EXPECT_TRUE(grads_bitwise(got, w11)) << "the default (wg12) differs from wg11";
+  EXPECT_TRUE(grads_bitwise(got, w7)) << "the default (wg12) differs from wg7";
 }
 
 TEST_P(CudaGdnBwd, Wg9IsDeterministic) {

@@ -22,9 +22,7 @@
 // with the head's scalar / v loads as a cp.async group ahead of its tiles; *Chunked15*: bitwise chunked14, the
 // reference, a "[kdabwd15]" line per case, -1000 / -5, graph; an odd 16-bit beta's edge row). chunked17 (kdabwd17,
 // opt-in: chunked15 with batched row scales, shift / mask bf16 unpacks, eg / egl steps without divergent branches;
-// *Chunked17*: bitwise chunked15, the reference, a "[kdabwd17]" line per case, -1000 / -5, graph). chunked18 (kdabwd18,
-// opt-in: chunked17 with the diagonal triangles' 4 x 4 squares on 3xTF32 mma, not bitwise; *Chunked18*: the reference
-// and chunked17's bars, a "[kdabwd18]" rel RMS line per case, -1000 / -5, graph).
+// *Chunked17*: bitwise chunked15, the reference, a "[kdabwd17]" line per case, -1000 / -5, graph).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -216,14 +214,6 @@ TEST_P(CudaKdaBwdChunked, Chunked17MatchesReferenceAndChunked15) {
   variant_vs(dt, bt, "chunked17", "chunked15", true, "kdabwd17", true);
 }
 
-// chunked18 (kdabwd18, opt-in): chunked17 with each diagonal 8 x 8 triangle as two walked 4 x 4 triangles + one 4 x 4
-// square on 3xTF32 mma (other order of the sums): not bitwise; the fp64 reference's bars and chunked17's, a
-// "[kdabwd18]" rel RMS line per case (chunked17's and chunked18's against the reference).
-TEST_P(CudaKdaBwdChunked, Chunked18MatchesReferenceAndChunked17) {
-  const auto [dt, bt] = GetParam();
-  variant_vs(dt, bt, "chunked18", "chunked17", false, "kdabwd18", true);
-}
-
 // chunked15 reads a 16-bit beta as the aligned 4-byte word holding it; where that word would reach past the tensor
 // (an odd element count: here 133 x 3, the last element at byte 796) the row loads its 2 bytes alone. The default
 // (chunked15) on such a tensor: the fp64 reference and bitwise chunked14 (which loads beta element by element).
@@ -320,11 +310,6 @@ TEST(CudaKdaBwdChunkedExtreme, Chunked17AllGatesAtTheLimits) {
   KdaBwdMode mode("chunked17");
   all_gates_at_the_limits();
 }
-TEST(CudaKdaBwdChunkedExtreme, Chunked18AllGatesAtTheLimits) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  KdaBwdMode mode("chunked18");
-  all_gates_at_the_limits();
-}
 
 // LINATTN_CUDA_KDA_BWD=token keeps every KDA call on the token path (the forced chunked path throws).
 TEST(CudaKdaBwdChunkedApi, TokenSwitchRefusesChunked) {
@@ -370,8 +355,7 @@ TEST(CudaKdaBwdChunkedApi, RemovedModeIsRejectedAtPlanTime) {
     expect_rejected(v, "forced chunked", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kChunked); });
     expect_rejected(v, "default path", [&] { (void)run_cuda_bwd(d, cot, DType::kF32, api::CudaGdnPath::kAuto); });
   }
-  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", "chunked17",
-                        "chunked18", ""}) {
+  for (const char* v : {"chunked7", "chunked11", "chunked12", "chunked13", "chunked14", "chunked15", "chunked17", ""}) {
     SCOPED_TRACE(v);
     KdaBwdMode mode(v);
     auto dev = to_device(d);
@@ -424,13 +408,6 @@ TEST(CudaKdaBwdChunkedGraph, Chunked15ReplayEqualsEagerFixed) {
 TEST(CudaKdaBwdChunkedGraph, Chunked17ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   KdaBwdMode mode("chunked17");
-  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
-  run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
-}
-
-TEST(CudaKdaBwdChunkedGraph, Chunked18ReplayEqualsEagerFixed) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  KdaBwdMode mode("chunked18");
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 64, true, true, DType::kF32, true}, 7);
   run_cuda_graph_case({ChunkOp::kKda, DType::kBF16, 32, true, true, DType::kBF16}, 7);
 }

@@ -14,8 +14,6 @@
 // wg2 (LINATTN_CUDA_KDA_SWEEP=wg2: role 1's store warpgroup on two barriers a chunk, 16-byte dv stores when dv
 // has the io type; else wg's store warpgroup): every case against the fp64 reference and bitwise equal to wg (cases
 // with fp32 and with io-typed gradients: both store paths), determinism, graph replay == eager (fp32 / fp16 dv).
-// wg3 (LINATTN_CUDA_KDA_SWEEP=wg3: wg2 with role 0's ring three stages deep): the same, bitwise equal to wg2 (the
-// default); the 16-chunk case and the varlen cases put partial chunks at every ring stage.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -103,21 +101,21 @@ TEST_P(CudaKdaSweep, WgIsDeterministic) {
   }
 }
 
-// A wgmma sweep variant vs wg (or vs base) on every case (+ the 16-chunk case): the fp64 reference, bitwise equal,
-// padding zero, finite, dh0 of zero-length sequences; the variant runs at BT 64 only (its launch counter moves there).
-void variant_vs_wg(DType dt, int bt, const char* variant, int64_t (*launches)(), const char* base = "wg") {
+// A wgmma sweep variant vs wg on every case (+ the 16-chunk case): the fp64 reference, bitwise equal, padding zero,
+// finite, dh0 of zero-length sequences; the variant runs at BT 64 only (its launch counter moves there).
+void variant_vs_wg(DType dt, int bt, const char* variant, int64_t (*launches)()) {
   std::vector<BwdCase> all = kda_bwd_cases(dt, bt);
   if (sanitized()) all = {all[1]};
   else all.push_back(long_case(dt, bt));
   for (const BwdCase& c : all) {
     SCOPED_TRACE(c.name);
     const BwdInputs in = bwd_inputs(c);
-    const ChunkAttnGradTensors wg = bwd_with_env(in, kEnv, base);
+    const ChunkAttnGradTensors wg = bwd_with_env(in, kEnv, "wg");
     const int64_t before = launches();
     const ChunkAttnGradTensors got = bwd_with_env(in, kEnv, variant);
     EXPECT_EQ(launches() > before, bt == 64) << variant << " runs at BT 64 only";
     check_bwd_grads(in, ref_backward(in.d, in.cot), got, (std::string(variant) + " sweeps vs fp64 reference").c_str());
-    EXPECT_TRUE(grads_bitwise(wg, got)) << variant << " vs " << base << " sweeps";
+    EXPECT_TRUE(grads_bitwise(wg, got)) << variant << " vs wg sweeps";
   }
 }
 
@@ -153,19 +151,6 @@ TEST_P(CudaKdaSweep, Wg2IsDeterministic) {
   expect_bwd_deterministic(c, 17);
 }
 
-// wg3 (role 0's 3-stage ring) vs wg2, the default: only the load schedule differs.
-TEST_P(CudaKdaSweep, Wg3MatchesReferenceAndWg2Bitwise) {
-  const auto [dt, bt] = GetParam();
-  variant_vs_wg(dt, bt, "wg3", cuda::kda_bwd_sweep_wg3_launches, "wg2");
-}
-
-TEST_P(CudaKdaSweep, Wg3IsDeterministic) {
-  const auto [dt, bt] = GetParam();
-  ScopedEnv e(kEnv, "wg3");
-  const BwdCase c = long_case(dt, bt);
-  expect_bwd_deterministic(c, 19);
-}
-
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKdaSweep,
                          ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16), ::testing::Values(64, 32)),
                          dtype_bt_name);
@@ -198,12 +183,11 @@ void graph_cases(const char* mode) {
                                 {ChunkOp::kKda, DType::kF16, 64, false, false, DType::kF16}};
   if (sanitized()) gcs.resize(1);
   const int64_t before = cuda::kda_bwd_sweep_wg_launches(), before_m = cuda::kda_bwd_sweep_wgm_launches();
-  const int64_t before_2 = cuda::kda_bwd_sweep_wg2_launches(), before_3 = cuda::kda_bwd_sweep_wg3_launches();
+  const int64_t before_2 = cuda::kda_bwd_sweep_wg2_launches();
   for (const GraphCase& gc : gcs) run_cuda_graph_case(gc, 7);
   EXPECT_GT(cuda::kda_bwd_sweep_wg_launches(), before);
   EXPECT_EQ(cuda::kda_bwd_sweep_wgm_launches() > before_m, std::string(mode) == "wgm") << mode;
   EXPECT_EQ(cuda::kda_bwd_sweep_wg2_launches() > before_2, std::string(mode) == "wg2") << mode;
-  EXPECT_EQ(cuda::kda_bwd_sweep_wg3_launches() > before_3, std::string(mode) == "wg3") << mode;
 }
 
 TEST(CudaKdaSweepGraph, ReplayEqualsEagerFixed) {
@@ -219,11 +203,6 @@ TEST(CudaKdaSweepGraph, WgmReplayEqualsEagerFixed) {
 TEST(CudaKdaSweepGraph, Wg2ReplayEqualsEagerFixed) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   graph_cases("wg2");
-}
-
-TEST(CudaKdaSweepGraph, Wg3ReplayEqualsEagerFixed) {
-  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  graph_cases("wg3");
 }
 
 }  // namespace

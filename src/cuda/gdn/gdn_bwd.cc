@@ -101,8 +101,7 @@ constexpr bool kKdaChunkedDefault = true;
 // read on every call (plan and workspace query agree). Any other value, the removed chunk kernels chunked2 ..
 // chunked6, chunked8, chunked9 included (session 10), throws at plan time, before any launch. chunked17 (the
 // default since session 15, also "chunked"): chunked15 with batched row scales, cheaper bf16 unpacks, eg / egl steps
-// as selects (bitwise chunked15). chunked18 (opt-in, kdabwd18): chunked17 with the diagonal triangles' 4 x 4 squares on
-// mma (not bitwise chunked17).
+// as selects (bitwise chunked15).
 enum KdaBwd {
   kKdaBwdDefault = -1,
   kKdaChunked,
@@ -113,13 +112,12 @@ enum KdaBwd {
   kKdaToken,
   kKdaChunked14,
   kKdaChunked15,
-  kKdaChunked17,
-  kKdaChunked18
+  kKdaChunked17
 };
 int kda_bwd_mode() {  // the list in KdaBwd's order
   return env_choice("LINATTN_CUDA_KDA_BWD",
                     {"chunked", "chunked11", "chunked7", "chunked12", "chunked13", "token", "chunked14", "chunked15",
-                     "chunked17", "chunked18"},
+                     "chunked17"},
                     kKdaBwdDefault,
                     "the chunk kernels chunked2 .. chunked6, chunked8 and chunked9 were removed (docs/perf-notes.md)");
 }
@@ -249,7 +247,6 @@ void gdn_bwd(const GdnBwdParams& p, const GdnBwdPlan& plan, int32_t* chunk_indic
     else if (kernel == kKdaChunked13) launch_kda_bwd_chunk13(p, w, st);
     else if (kernel == kKdaChunked14) launch_kda_bwd_chunk14(p, w, st);
     else if (kernel == kKdaChunked15) launch_kda_bwd_chunk15(p, w, st);
-    else if (kernel == kKdaChunked18) launch_kda_bwd_chunk18(p, w, st);  // opt-in (kdabwd18)
     else launch_kda_bwd_chunk17(p, w, st);  // chunked17, the default since session 15 (A/B at a438559: 7.11 -> 6.97)
     launch_kda_bwd_gate_reduce(p, w.part, plan.nt_cap, plan.tables ? co + f.N : nullptr, st);
   } else {

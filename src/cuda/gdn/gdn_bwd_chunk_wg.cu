@@ -44,11 +44,11 @@
 // an item's heads 0 and 1 at the item's start. Same values as V4 bit for bit. V9ps ("wg9ps", "wg9ps:N"; V4 = 9,
 // kPer): V9 in persistent CTAs (split loads for the next item too: its Ai / dV^ at the last head's second barrier,
 // the rest at its third, q / k after the epilogue; the last finish where V7 has it). Same values as V7 bit for bit.
-// V12 ("wg12", opt-in; V4 = 11, gdn_bwd_chunk_wg_tma.cuh): V11 with a full chunk's tiles by TMA (one thread per group,
+// V12 ("wg12", the default since session 16; V4 = 11, gdn_bwd_chunk_wg_tma.cuh): V11 with a full chunk's tiles by TMA (one thread per group,
 // mbarriers; partial chunks and a converted d_o keep cp.async) and the last finish under the staged dq / dk stores
 // (warps 1-15 store, warp 0 finishes). Same values as V11 bit for bit. Falls back to V11 where its tensor maps cannot
 // be built (unaligned bases, 32-bit coordinates).
-// V11 ("wg11", the default since session 15; V4 = 10): V9d with the shared-memory reads of the finishing passes (the M halves' decays and
+// V11 ("wg11", the default in session 15; V4 = 10): V9d with the shared-memory reads of the finishing passes (the M halves' decays and
 // row / column scales, the k words of xn's and R K^'s row dots, <S, dS'>'s tiles) issued before the wgmma wait they
 // follow and the Y.v row dot's v loads before the head's first barrier. Same values as V9d bit for bit.
 // sm_90a only; the other targets never launch it (gdn_bwd_chunk_wg_eligible).
@@ -169,14 +169,16 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
           g_wg9d_launches.fetch_add(1);
           launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 7>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
         }
-      } else if (ChunkMaps maps{}; mode == "wg12" && chunk_maps(p, w, maps)) {
-        // opt-in (gdnbwd14): wg11 with a full chunk's tiles by TMA and the last finish under the staged stores
+      } else if (ChunkMaps maps{}; (mode == "wg12" || mode.empty()) && chunk_maps(p, w, maps)) {
+        // wg12 the default since session 16 (gdnbwd14: wg11 with a full chunk's tiles by TMA and the last finish under
+        // the staged stores, bitwise wg11; H200 A/B at 75a0119, 16/32 1x32768 with the cache: backward 2.677 / 2.671
+        // -> 2.564 / 2.561 ms)
         g_wg12_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 11, false, ChunkMaps>, grid, dim3(kNT), wg7_smem_bytes<V>(),
                stream, p, w, maps);
       } else if (mode == "wg11" || mode == "wg12" || mode.empty()) {
-        // wg11 the default since session 15 (gdnbwd13: the finishing passes' shared loads ahead of the waits, bitwise
-        // wg9d; H200 A/B at a438559, 16/32 1x32768 with the cache: backward 2.771 / 2.775 -> 2.681 / 2.680 ms)
+        // wg11 (the default in session 15; unset / "wg12" where wg12's maps cannot be built) (gdnbwd13: the finishing
+        // passes' shared loads ahead of the waits, bitwise wg9d; H200 A/B at a438559: backward 2.771 -> 2.681 ms)
         g_wg11_launches.fetch_add(1);
         launch(gdn_bwd_chunk_wg_kernel<T, V, true, true, 10>, grid, dim3(kNT), wg7_smem_bytes<V>(), stream, p, w, NoMaps{});
       } else if (mode == "wg7") {  // wg7 the default from 1ec4943 to session 14 ("wg4" keeps V4)
@@ -205,7 +207,8 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
 // 65/65 with wg4 / wg5 bitwise equal to wg3 on every case, backward 4.20 / 4.19 -> 4.117 / 4.111 ms
 // at 16/32 1x32768 in two interleaved rounds; wg5 4.157 / 4.176); "wg7" = V7 (the default until session 14);
 // "wg8d" = V8d (opt-in); "wg9d" = V9d (the default in session 14); "wg9" / "wg9p" / "wg9ps" = V9 / V9p /
-// V9ps (opt-in); "wg11" = V11 (unset: the default since session 15). Since session 12 a value that names none of these (the removed "wg8" / "wg10", a typo) is an error
+// V9ps (opt-in); "wg11" = V11 (the default in session 15); "wg12" = V12 (unset: the default since session 16; V11
+// where its tensor maps cannot be built). Since session 12 a value that names none of these (the removed "wg8" / "wg10", a typo) is an error
 // (chunk_switch), no longer a silent V4.
 bool gdn_bwd_chunk_wg_eligible(const GdnFwdParams& f) {
   if (chunk_switch() == "mma") return false;

@@ -58,9 +58,6 @@ void launch_kda_bwd_chunk15(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream
 // chunked17 (the default since session 15, also "chunked" / "chunked17"; kda/kda_bwd_chunk17.cu): chunked15 with
 // batched row scales, cheaper bf16 unpacks and eg / egl steps by selects (loop kept rolled), bitwise chunked15.
 void launch_kda_bwd_chunk17(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
-// chunked18 (LINATTN_CUDA_KDA_BWD=chunked18, opt-in; kda/kda_bwd_chunk18.cu): chunked17 with the diagonal blocks'
-// 8 x 8 triangles as 4 x 4 walked triangles + a 4 x 4 mma square (not bitwise chunked17).
-void launch_kda_bwd_chunk18(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 void launch_kda_bwd_gate_reduce(const GdnBwdParams& p, const float* part, int64_t rows, const int32_t* count,
                                 cudaStream_t stream);
 

@@ -17,7 +17,6 @@
 #pragma once
 #include <type_traits>
 
-#include "cuda/kda/kda_bwd_chunk18_parts.cuh"
 #include "cuda/kda/kda_bwd_chunk2_parts.cuh"
 
 namespace linattn::cuda {
@@ -35,11 +34,8 @@ __device__ __forceinline__ float2 ld_pair_x(const T* src) {
   }
 }
 
-// dq2 / rp (rows r0, r0 + 8) += the diagonal block's terms (intra_rows over the block, init = false). Q4 (chunked18,
-// kda_bwd_chunk18_parts.cuh): lanes g >= 4 walk only their 4 x 4 triangle (columns >= 16 I + 4 / 16 I + 12), the two
-// 4 x 4 squares on mma.
-template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false, bool UP = false,
-          bool Q4 = false>
+// dq2 / rp (rows r0, r0 + 8) += the diagonal block's terms (intra_rows over the block, init = false).
+template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false, bool UP = false>
 __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s, float (&dq2)[NTK][4],
                                                 float (&rp)[NTK][4], int wm, int ck, int g, int tq,
                                                 const DecayTab& tb) {
@@ -49,7 +45,7 @@ __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s,
   for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll
     for (int x = 0; x < 4; ++x) e[nt][x] = 1.f;
-  for (int jr = r0; jr >= (Q4 ? j0 + (g & 4) : j0); --jr) {
+  for (int jr = r0; jr >= j0; --jr) {
     const int jh = jr + 8;
     const float rk0 = s.rk[jr], rk1 = s.rk[jh];
     const float cf[4] = {s.u.in.daqk[r0][jr] * rk0, s.u.in.dL[r0][jr] * rk0, s.u.in.daqk[r1][jh] * rk1,
@@ -68,15 +64,6 @@ __device__ __forceinline__ void diag_rows_split(const KdaChunkSmem<T, BT, V>& s,
         rp[nt][x] += cf[(x & 2) + 1] * t;
         e[nt][x] *= ax[x];
       }
-    }
-  }
-  if constexpr (Q4) {  // the 4 x 4 squares; then E_{r1, j0 + 11} -> E_{r1, R} for lanes g >= 4
-    diag_rows_q4<T, BT, V, NTK, FS, LT>(s, dq2, rp, e, j0, ck, g, tq);
-#pragma unroll
-    for (int nt = 0; nt < NTK; ++nt) {
-      const float2 f = q4_prod4<TAB, true>(s.a, tb, j0 + 8, ck + nt * 8 + 2 * tq);
-      e[nt][2] *= g >= 4 ? f.x : 1.f;
-      e[nt][3] *= g >= 4 ? f.y : 1.f;
     }
   }
   // e[nt][2 + x] = prod_{j0 + 8 <= t <= r1} a_t = E_{r1, R}. The square: A[m][k] = daqk (m < 8) / dL (m >= 8)
@@ -141,9 +128,7 @@ __device__ __forceinline__ void horner_cols_step(const KdaChunkSmem<T, BT, V>& s
 // without the multiply. Rows past len carry zero coefficients (daqk = dL = 0, beta = 0, zero q / k rows, a = 0),
 // so the walks need no len. The square: A[m][k] = daqk / dL of row j0 + 8 + k at column j0 + m (m < 8; rows
 // m >= 8 zero), B[k][n] = rq_i q_i E_iR / beta_i rk_i k_i E_iR at i = j0 + 8 + k, channel ck + 8 nt + n.
-// Q4 (chunked18, kda_bwd_chunk18_parts.cuh): the 4 x 4 squares' sums seed the walks at row j0 + (g | 3), <= 4 steps.
-template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false, bool UP = false,
-          bool Q4 = false>
+template <class T, int BT, int V, int NTK, bool TAB, bool FS = false, bool LT = false, bool UP = false>
 __device__ __forceinline__ void diag_cols_horner(const KdaChunkSmem<T, BT, V>& s, float (&ca)[NTK][4], int wm,
                                                  int ck, int g, int tq, const DecayTab& tb) {
   const int j0 = 16 * wm, r0 = j0 + g, R = j0 + 7;
@@ -172,10 +157,8 @@ __device__ __forceinline__ void diag_cols_horner(const KdaChunkSmem<T, BT, V>& s
       h[nt][2] = h[nt][3] = 0.f;
     }
   }
-  if constexpr (Q4) diag_cols_q4<T, BT, V, NTK, TAB, FS, LT>(s, h, j0, ck, g, tq, tb);
-  const int top = Q4 ? j0 + (g | 3) : R;
-  horner_cols_step<false, T, BT, V, NTK, UP>(s, h, top, r0, ck, tq);
-  for (int i = top - 1; i >= r0; --i) horner_cols_step<true, T, BT, V, NTK, UP>(s, h, i, r0, ck, tq);
+  horner_cols_step<false, T, BT, V, NTK, UP>(s, h, R, r0, ck, tq);
+  for (int i = R - 1; i >= r0; --i) horner_cols_step<true, T, BT, V, NTK, UP>(s, h, i, r0, ck, tq);
 #pragma unroll
   for (int nt = 0; nt < NTK; ++nt)
 #pragma unroll

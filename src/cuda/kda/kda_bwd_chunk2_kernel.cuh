@@ -52,10 +52,8 @@ constexpr bool tables_fit() {
 // C17 (chunked17, kda_bwd_chunk17_parts.cuh; with C15): the row scales batched (8 rows per warp at once), bf16 pairs
 // unpacked by shift / mask (diagonal walks, row dots, Y.v, the L2-norm tail), eg / egl steps by selects instead of
 // divergent branches. The same values.
-// C18 (chunked18, kda_bwd_chunk18_parts.cuh; with C17): the diagonal blocks' 8 x 8 triangles as two walked 4 x 4
-// triangles + one 4 x 4 square on 3xTF32 mma (<= 4 walk steps instead of <= 8). Not bitwise chunked17.
 template <class T, int BT, int V, bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false,
-          bool C17 = false, bool C18 = false>
+          bool C17 = false>
 __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(GdnBwdParams p, GdnBwdWs w) {
   using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
   using Tl = KTiling<BT, V>;
@@ -67,7 +65,6 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
   static_assert(!C14 || C13, "chunked14 is chunked13's kernel");
   static_assert(!C15 || C14, "chunked15 is chunked14's kernel");
   static_assert(!C17 || C15, "chunked17 is chunked15's kernel");
-  static_assert(!C18 || C17, "chunked18 is chunked17's kernel");
   static_assert(!C15 || (sizeof(Sm) <= 227 * 1024 && sizeof(KdaChunk2Smem<T, BT, V>) % 16 == 0),
                 "chunked15's tiles fit; its v tile 16-byte aligned");
   using S0 = KdaChunkSmem<T, BT, V>;
@@ -290,7 +287,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float dq2[NTK][4], rp[NTK][4];
       // blocks left of the diagonal
       offdiag_rows<T, BT, V, NTK, TAB, C13, C14>(s, dq2, rp, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB, C13, C14, C17, C18>(s, dq2, rp, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_rows_split<T, BT, V, NTK, TAB, C13, C14, C17>(s, dq2, rp, wm, ck, g, tq, tab);
       else intra_rows<T, BT, V, NTK>(s, dq2, rp, r0, ck, tq, 16 * wm, false);  // + the diagonal block
       float qh[NTK][4];
       frag_rows<T, NTK>(qh, s.q, s.rq, r0, ck, tq);
@@ -310,7 +307,7 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
       float ca[NTK][4];
       // blocks below the diagonal
       offdiag_cols<T, BT, V, NTK, TAB, C13, C14>(s, ca, wm, ck, g, tq, tab);
-      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB, C13, C14, C17, C18>(s, ca, wm, ck, g, tq, tab);
+      if constexpr (SPLIT) diag_cols_horner<T, BT, V, NTK, TAB, C13, C14, C17>(s, ca, wm, ck, g, tq, tab);
       else intra_cols<T, BT, V, NTK>(s, ca, r0, ck, tq, len, min(len, 16 * wm + 16), false);  // + the diagonal block
       if constexpr (SPLIT) frag_rows<T, NTK>(xh, s.k, s.rk, r0, ck, tq);  // the same values, 16 registers free
 #pragma unroll
@@ -386,33 +383,32 @@ __global__ void __launch_bounds__(KTiling<BT, V>::NT, 1) kda_bwd_chunk2_kernel(G
 }
 
 // Host side: the instantiation per (io type, BT, V).
-template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C17, bool C18>
+template <class T, int BT, int V, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C17>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   using Sm = std::conditional_t<C15, KdaChunk15Smem<T, BT, V>, KdaChunk2Smem<T, BT, V>>;
-  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14, C15, C17, C18>,
-         dim3(static_cast<unsigned>(w.nt_cap), p.f.H), dim3(KTiling<BT, V>::NT), sizeof(Sm), stream, p, w);
+  launch(kda_bwd_chunk2_kernel<T, BT, V, SPLIT, GC12, C13, C14, C15, C17>, dim3(static_cast<unsigned>(w.nt_cap), p.f.H),
+         dim3(KTiling<BT, V>::NT), sizeof(Sm), stream, p, w);
 }
 
-template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C17, bool C18>
+template <class T, int BT, bool SPLIT, bool GC12, bool C13, bool C14, bool C15, bool C17>
 void launch_bt(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
-  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14, C15, C17, C18>(p, w, stream);
-  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14, C15, C17, C18>(p, w, stream);
+  if (p.f.V == 128) return launch_t<T, BT, 128, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
+  if (p.f.V == 64) return launch_t<T, BT, 64, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
   LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: V = ", p.f.V, " (supported: 64, 128)");
 }
 
-template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false, bool C17 = false,
-          bool C18 = false>
+template <bool SPLIT, bool GC12 = false, bool C13 = false, bool C14 = false, bool C15 = false, bool C17 = false>
 void launch_v(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(p.f.kda && p.f.K == kK, "kda bwd chunk kernel: K must be ", kK, ", got ", p.f.K);
   LINATTN_CHECK(w.nt_cap < (int64_t(1) << 31), "kda bwd chunk kernel: too many chunks: ", w.nt_cap);
   const bool bf = p.f.io == ElemType::kBF16;
   LINATTN_CHECK(bf || p.f.io == ElemType::kF16, "kda bwd chunk2 kernel: io dtype must be bf16 or fp16");
   if (p.f.BT == 64) {
-    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14, C15, C17, C18>(p, w, stream)
-       : launch_bt<__half, 64, SPLIT, GC12, C13, C14, C15, C17, C18>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 64, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream)
+       : launch_bt<__half, 64, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
   } else if (p.f.BT == 32) {
-    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14, C15, C17, C18>(p, w, stream)
-       : launch_bt<__half, 32, SPLIT, GC12, C13, C14, C15, C17, C18>(p, w, stream);
+    bf ? launch_bt<__nv_bfloat16, 32, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream)
+       : launch_bt<__half, 32, SPLIT, GC12, C13, C14, C15, C17>(p, w, stream);
   } else {
     LINATTN_UNSUPPORTED("kda bwd chunk2 kernel: chunk_size ", p.f.BT, " (supported: 32, 64)");
   }

@@ -1,4 +1,4 @@
-// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; LINATTN_CUDA_KDA_SWEEP=wg2 (default) / wg / wgm / wg3):
+// Head-level sweeps of the chunked KDA backward on wgmma (sm_90a; the default, LINATTN_CUDA_KDA_SWEEP=wg2 / wg / wgm):
 // the two roles, outputs and grid of gdn_bwd_sweep.cu's KDA policy, laid out as the GDN wgmma sweeps
 // (gdn_bwd_sweep_wg.cu): the fp32 state is held transposed (S^T / dS^T [v][key], one warpgroup's
 // accumulator, 64 registers per thread), every product that starts from the state or a per-chunk
@@ -18,8 +18,6 @@
 // only, one CTA per (slice, head, sequence). Scope: KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16
 // (BT 32 keeps the mma.sync sweeps). Not bitwise the mma.sync sweeps (accumulation order differs).
 // wg2 (flag kSt2): wg with role 1's store warpgroup on store_rev2 (two barriers a chunk, 16-byte dv stores; bitwise wg).
-// wg3 (kF 3, opt-in): wg2 with role 0's ring three stages deep (two chunks ahead; S^T / V^T-only hand-off buffers and
-// role 1's Stg2 inside the union make room: 225 KB as wg2); same products in the same order, bitwise wg2.
 // Hand-off protocol (kernel template flag kMbar): named barriers (XS, "wg", the default) or mbarriers
 // (XM, "wgm": the mbarrier protocol of gdn_bwd_sweep_wg.cuh's XMbar, which racecheck verifies); same products on the
 // same operands in the same order, so wgm's outputs equal wg's bit for bit.
@@ -27,7 +25,6 @@
 
 #include <atomic>
 #include <string>
-#include <type_traits>
 
 #include "core/env.h"
 #include "core/util.h"
@@ -59,25 +56,12 @@ struct alignas(1024) KRevStage {            // role 1's inputs of one chunk
   float gk[kK];                             // 2^gam_L per key
 };
 
-// Role 0's hand-off buffer where its ring has 3 stages (wg3): S^T / V^T only (24 KB; Xch's d is role 1's).
-struct XchSV {
-  uint4 s[8][128];
-  uint4 v[4][128];
-};
-// wg2's second staging tile [row][v] (dV^ rows 0..63, dv rows 64..127): after KSmem<T, 2> (wg's layout untouched),
-// inside the union behind Rev in KSmem<T, 3> (role 0's third stage pays for it there).
 template <class T>
-using Stg2 = T[kK][kLdV];
-
-// kF: role 0's ring depth (2: wg / wgm / wg2, one chunk ahead; 3: wg3, two chunks ahead, XchSV hand-off buffers).
-template <class T, int kF = 2>
 struct KSmem {
-  static_assert(kF == 2 || kF == 3);
   using FStage = typename WgpSmem<T, true>::Stage0;
-  using FX = std::conditional_t<kF == 2, Xch, XchSV>;
   struct Fwd {
-    FStage f[kF];
-    FX x[2];
+    FStage f[2];
+    Xch x[2];
   };
   struct Rev {
     KRevStage<T> r[2];
@@ -86,18 +70,12 @@ struct KSmem {
   union U {
     Fwd fwd;
     Rev rev;
-    uint8_t rev_stg2[kF == 3 ? sizeof(Rev) + sizeof(Stg2<T>) : 1];  // wg3: Rev, then role 1's Stg2
   } u;
   T stg[kK][kLdV];  // WG1's staging: [key][v], [token][v], or fp32 [token][kVS + 4] for dv
 };
 template <class T>
 constexpr size_t kda_smem_bytes() { return sizeof(KSmem<T>) + 1024; }
 static_assert(kda_smem_bytes<__nv_bfloat16>() <= 227 * 1024, "kda bwd sweep (wg): shared memory over the sm_90 limit");
-// wg3: max(3 x 52 KB stages + 2 x 24 KB, role 1's 188 KB + 18 KB Stg2) + 18 KB stg + 1 KB alignment = 225 KB (wg2's).
-template <class T>
-constexpr size_t kda_smem_bytes_3() { return sizeof(KSmem<T, 3>) + 1024; }
-static_assert(kda_smem_bytes_3<__nv_bfloat16>() <= 227 * 1024, "kda bwd sweep (wg3): shared memory over the limit");
-static_assert(sizeof(KSmem<__nv_bfloat16, 3>::Rev) % 16 == 0, "wg3: Stg2 behind Rev needs 16-byte alignment");
 
 // wgm's mbarriers, right after KSmem (so wg's layout is untouched): role 0 uses both buffers' pairs,
 // role 1 (single buffer) full[0] / empty[0].
@@ -109,6 +87,9 @@ __device__ __forceinline__ KBars* kbars(unsigned char* base) { return reinterpre
 template <class T, bool kMbar>
 constexpr size_t kda_smem_bytes_m() { return kda_smem_bytes<T>() + (kMbar ? sizeof(KBars) : 0); }
 static_assert(kda_smem_bytes_m<__nv_bfloat16, true>() <= 227 * 1024, "kda bwd sweep (wgm): shared memory over the limit");
+// wg2's second staging tile [row][v] (dV^ rows 0..63, dv rows 64..127), right after KSmem (wg's layout untouched).
+template <class T>
+using Stg2 = T[kK][kLdV];
 template <class T>
 constexpr size_t kda_smem_bytes_2() { return kda_smem_bytes<T>() + sizeof(Stg2<T>); }
 static_assert(kda_smem_bytes_2<__nv_bfloat16>() <= 227 * 1024, "kda bwd sweep (wg2): shared memory over the limit");
@@ -171,13 +152,10 @@ __device__ __forceinline__ void decay_keys(float (&S)[64], const float* gk, int 
   }
 }
 
-// Role 0 (WG0): the forward state chain on kg / kgl; S^T and V^T fragments to the hand-off buffer. Its ring has
-// kF stages: chunk c + kF - 1 is loaded at step c (into chunk c - 1's stage) and waited for at step c + kF - 1's top
-// (cp.async groups: one per chunk, the prologue's kF - 1 and one per step, empty past the end).
-template <class T, class XSync, int kF>
-__device__ void fwd_chain(KSmem<T, kF>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
-                          const XSync xs) {
-  using Stage0 = typename KSmem<T, kF>::FStage;
+// Role 0 (WG0): the forward state chain on kg / kgl; S^T and V^T fragments to the hand-off buffer.
+template <class T, class XSync>
+__device__ void fwd_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t, const XSync xs) {
+  using Stage0 = typename KSmem<T>::FStage;
   const GdnFwdParams& f = p.f;
   Stage0* const ring = s.u.fwd.f;
   static_assert(XSync::kN == 2);
@@ -187,23 +165,17 @@ __device__ void fwd_chain(KSmem<T, kF>& s, const GdnBwdParams& p, const GdnBwdWs
     load_state_inputs<T, true>(ring[0], f, w.c, id.bos, chunk_len(id.bos, id.eos, 0), id.h, id.j, id.v0, t,
                                gl_row(w, id.rbase));
   cp_async_commit();
-  if constexpr (kF == 3) {
-    if (id.nchunks > 1)
-      load_state_inputs<T, true>(ring[1], f, w.c, id.bos + kBT, chunk_len(id.bos, id.eos, 1), id.h, id.j, id.v0, t,
-                                 gl_row(w, id.rbase + 1));
-    cp_async_commit();
-  }
   const int lane = t & 31, mat = lane >> 3;  // ldmatrix.trans lane address of V^T's fragments
   const int ld_row = 8 * (mat >> 1) + (lane & 7), ld_col = 16 * (t >> 5) + 8 * (mat & 1);
   const uint64_t dk0 = desc_kmaj0(ring[0].k), da0 = desc_kmaj0(ring[0].a), dkt0 = desc_mnmaj0(ring[0].kda.kl, kBT);
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-  for (int c = 0, st3 = 0; c < id.nchunks; ++c, st3 = st3 == kF - 1 ? 0 : st3 + 1) {
-    const int stage = kF == 2 ? c & 1 : st3;
+  for (int c = 0; c < id.nchunks; ++c) {
+    const int stage = c & 1;
     Stage0& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(Stage0));
-    cp_async_wait<kF - 2>();  // chunk c's group (the newer kF - 2 may be in flight)
+    cp_async_wait<0>();
     fence_view_async_shared();
     named_barrier(kBarChain, 128);  // chunk c's copies visible; all of WG0 is past chunk c - 1
     uint32_t sf[32];
@@ -213,12 +185,11 @@ __device__ void fwd_chain(KSmem<T, kF>& s, const GdnBwdParams& p, const GdnBwdWs
     for (int kk = 0; kk < kK / 16; ++kk)
       wgmma_m64k16_rs<T, 64, 0>(acc, sf + 4 * kk, desc_at(dk0, soff + kmaj_step(kk, kBT)), kk > 0);
     wgmma_commit();
-    if (c + kF - 1 < id.nchunks)  // into chunk c - 1's stage, whose readers all finished
-      load_state_inputs<T, true>(ring[kF == 2 ? stage ^ 1 : (stage == 0 ? kF - 1 : stage - 1)], f, w.c,
-                                 id.bos + int64_t(c + kF - 1) * kBT, chunk_len(id.bos, id.eos, c + kF - 1), id.h, id.j,
-                                 id.v0, t, gl_row(w, id.rbase + c + kF - 1));
+    if (c + 1 < id.nchunks)  // into chunk c - 1's stage, whose readers all finished
+      load_state_inputs<T, true>(ring[stage ^ 1], f, w.c, id.bos + int64_t(c + 1) * kBT, chunk_len(id.bos, id.eos, c + 1),
+                                 id.h, id.j, id.v0, t, gl_row(w, id.rbase + c + 1));
     cp_async_commit();
-    auto& x = s.u.fwd.x[c & 1];
+    Xch& x = s.u.fwd.x[c & 1];
     xs.wait_empty(c);
 #pragma unroll
     for (int i = 0; i < 8; ++i) x.s[i][t] = make_uint4(sf[4 * i], sf[4 * i + 1], sf[4 * i + 2], sf[4 * i + 3]);
@@ -293,8 +264,8 @@ __device__ __forceinline__ void load_rev_inputs(KRevStage<T>& st, const GdnBwdPa
 }
 
 // Role 1 (WG0): the reverse dS chain; dS^T, dV^T and dv^T to the (single) hand-off buffer, dh0 at the end.
-template <class T, class XSync, int kF>
-__device__ void rev_chain(KSmem<T, kF>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t, const XSync xs) {
+template <class T, class XSync>
+__device__ void rev_chain(KSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t, const XSync xs) {
   const GdnFwdParams& f = p.f;
   KRevStage<T>* const ring = s.u.rev.r;
   static_assert(XSync::kN == 1);
@@ -392,8 +363,8 @@ __device__ void rev_chain(KSmem<T, kF>& s, const GdnBwdParams& p, const GdnBwdWs
 
 // The store warpgroup's state pieces: x's S^T / dS^T fragments (128 keys) to stg [key][v] by stmatrix.trans, and
 // stg's rows to hS / hdS at chunk row r (16-byte pieces, rows orow + 16u; nothing past the capacity).
-template <class T, int kF, class X>
-__device__ __forceinline__ void stage_state(KSmem<T, kF>& s, const X& x, int t, int st_row, int st_col) {
+template <class T>
+__device__ __forceinline__ void stage_state(KSmem<T>& s, const Xch& x, int t, int st_row, int st_col) {
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     const uint4 u = x.s[kk][t];
@@ -401,8 +372,8 @@ __device__ __forceinline__ void stage_state(KSmem<T, kF>& s, const X& x, int t, 
     stmatrix_x4_trans(&s.stg[16 * kk + st_row][st_col], rr);
   }
 }
-template <class T, int kF>
-__device__ __forceinline__ void store_state(T* sdst, const KSmem<T, kF>& s, const GdnBwdWs& w, const GdnFwdParams& f,
+template <class T>
+__device__ __forceinline__ void store_state(T* sdst, const KSmem<T>& s, const GdnBwdWs& w, const GdnFwdParams& f,
                                             const Ids& id, int64_t r, int orow, int och) {
   if (r < w.nt_cap) {
     T* base = sdst + ((r * f.HV + id.j) * int64_t(kK)) * f.V + id.v0;
@@ -415,11 +386,10 @@ __device__ __forceinline__ void store_state(T* sdst, const KSmem<T, kF>& s, cons
 
 // WG1: one chunk behind WG0, writes the state (hS / hdS), V^ / dV^ (vh / dvh) and dv of each chunk
 // (sweep_wg::store_warpgroup's stores, over XSync::kN hand-off buffers xb).
-template <class T, class XSync, int kF, class X>
-__device__ void store_warpgroup(KSmem<T, kF>& s, X* xb, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int role,
+template <class T, class XSync>
+__device__ void store_warpgroup(KSmem<T>& s, Xch* xb, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int role,
                                 int t, const XSync xs) {
   constexpr int NX = XSync::kN;
-  constexpr bool kD = std::is_same_v<X, Xch>;  // the buffer carries dv^T (role 1's; XchSV: role 0 only)
   const GdnFwdParams& f = p.f;
   const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address
   const int st_row = 8 * (mat >> 1) + (lane & 7), st_col = 16 * (t >> 5) + 8 * (mat & 1);
@@ -431,18 +401,16 @@ __device__ void store_warpgroup(KSmem<T, kF>& s, X* xb, const GdnBwdParams& p, c
     const int c = role ? id.nchunks - 1 - cc : cc;
     const int64_t t0 = id.bos + int64_t(c) * kBT, r = id.rbase + c;
     const int len = chunk_len(id.bos, id.eos, c);
-    X& x = xb[cc % NX];
+    Xch& x = xb[cc % NX];
     xs.wait_full(cc);
     stage_state(s, x, t, st_row, st_col);
     uint4 vfr[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) vfr[i] = x.v[i][t];
     float4 dvr[8];
-    if constexpr (kD) {
-      if (role) {
+    if (role) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) dvr[i] = x.d[i][t];
-      }
+      for (int i = 0; i < 8; ++i) dvr[i] = x.d[i][t];
     }
     xs.release(cc, id.nchunks);
     named_barrier(kBarStore, 128);
@@ -460,7 +428,7 @@ __device__ void store_warpgroup(KSmem<T, kF>& s, X* xb, const GdnBwdParams& p, c
         *reinterpret_cast<uint4*>(vdst + (t0 + orow + 16 * u) * f.V + och) =
             *reinterpret_cast<const uint4*>(&s.stg[orow + 16 * u][och]);
     named_barrier(kBarStore, 128);
-    if (kD && role && p.dv.p) {
+    if (role && p.dv.p) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
         const float4& q4 = dvr[i >> 2];
@@ -490,8 +458,8 @@ __device__ void store_warpgroup(KSmem<T, kF>& s, X* xb, const GdnBwdParams& p, c
 // eight, 16-byte dv stores instead of 32 typed scalar ones. dS^T's fragments go to stg ([key][v]), dV^T's and dv^T's
 // (packed to T: the rounding store_out gives dv) to stg2 rows 0..63 / 64..127 ([token][v]) by stmatrix.trans;
 // then each thread writes its 16-byte pieces of hdS, dvh and dv. Same values and rows as store_warpgroup.
-template <class T, int kF>
-__device__ void store_rev2(KSmem<T, kF>& s, Stg2<T>& stg2, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
+template <class T>
+__device__ void store_rev2(KSmem<T>& s, Stg2<T>& stg2, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t) {
   const XS<1> xs;
   const GdnFwdParams& f = p.f;
   const int lane = t & 31, mat = lane >> 3;  // stmatrix.trans lane address
@@ -546,15 +514,13 @@ __device__ __forceinline__ auto hand_off(unsigned char* base) {
 }
 
 // kSt2 (wg2, named barriers only): role 1's store warpgroup is store_rev2 when dv is absent or of the io type and
-// 16-byte aligned (else store_warpgroup, as wg). kF 3 (wg3 = wg2 + role 0's 3-stage ring): Stg2 inside the union.
-template <class T, bool kMbar, bool kSt2 = false, int kF = 2>
+// 16-byte aligned (else store_warpgroup, as wg).
+template <class T, bool kMbar, bool kSt2 = false>
 __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p, GdnBwdWs w) {
   static_assert(!(kMbar && kSt2), "wg2 runs the named-barrier hand-off");
-  static_assert(kF == 2 || kSt2, "wg3 is wg2 with the deeper ring");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  using Sm = KSmem<T, kF>;
-  Sm& s = *reinterpret_cast<Sm*>(base);
+  KSmem<T>& s = *reinterpret_cast<KSmem<T>*>(base);
   const int tid = threadIdx.x, t = tid & 127;
   if constexpr (kMbar) {
     if (tid == 0) {
@@ -579,8 +545,7 @@ __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p
   if (tid >= 128) {
     if constexpr (kSt2) {
       if (role && (!p.dv.p || (p.dv.t == p.f.io && (reinterpret_cast<uintptr_t>(p.dv.p) & 15) == 0))) {
-        unsigned char* const stg2 = kF == 2 ? base + sizeof(Sm) : s.u.rev_stg2 + sizeof(typename Sm::Rev);
-        store_rev2<T>(s, *reinterpret_cast<Stg2<T>*>(stg2), p, w, id, t);
+        store_rev2<T>(s, *reinterpret_cast<Stg2<T>*>(base + sizeof(KSmem<T>)), p, w, id, t);
         return;
       }
     }
@@ -593,27 +558,26 @@ __global__ void __launch_bounds__(256, 1) kda_bwd_sweep_wg_kernel(GdnBwdParams p
   }
 }
 
-std::atomic<int64_t> g_launches{0}, g_wgm_launches{0}, g_wg2_launches{0}, g_wg3_launches{0};
+std::atomic<int64_t> g_launches{0}, g_wgm_launches{0}, g_wg2_launches{0};
 
-template <class T, bool kMbar, bool kSt2, int kF>
+template <class T, bool kMbar, bool kSt2>
 void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, dim3 grid, cudaStream_t stream) {
-  launch(kda_bwd_sweep_wg_kernel<T, kMbar, kSt2, kF>, grid, dim3(256),
-         kF == 3 ? kda_smem_bytes_3<T>() : kSt2 ? kda_smem_bytes_2<T>() : kda_smem_bytes_m<T, kMbar>(), stream, p, w);
+  launch(kda_bwd_sweep_wg_kernel<T, kMbar, kSt2>, grid, dim3(256),
+         kSt2 ? kda_smem_bytes_2<T>() : kda_smem_bytes_m<T, kMbar>(), stream, p, w);
 }
-template <bool kMbar, bool kSt2 = false, int kF = 2>
+template <bool kMbar, bool kSt2 = false>
 void launch_m(const GdnBwdParams& p, const GdnBwdWs& w, dim3 grid, cudaStream_t stream) {
-  if (p.f.io == ElemType::kBF16) launch_t<__nv_bfloat16, kMbar, kSt2, kF>(p, w, grid, stream);
-  else launch_t<__half, kMbar, kSt2, kF>(p, w, grid, stream);
+  if (p.f.io == ElemType::kBF16) launch_t<__nv_bfloat16, kMbar, kSt2>(p, w, grid, stream);
+  else launch_t<__half, kMbar, kSt2>(p, w, grid, stream);
 }
 
 }  // namespace
 
 namespace {
-enum KdaSweep { kSweepWg, kSweepWgm, kSweepMma, kSweepWg2, kSweepWg3 };  // the order of kda_sweep's list
+enum KdaSweep { kSweepWg, kSweepWgm, kSweepMma, kSweepWg2 };  // the order of kda_sweep's list
 // Unset: wg2 (the default since session 15: role 1's one-pass stores, bitwise wg; H200 A/B at a438559, 32/32 1x32768
-// --saved 1 backward 7.106 / 7.113 -> 6.902 / 6.906 ms); "wg" keeps the session-14 sweeps; "wg3" (opt-in, session 16):
-// wg2 with role 0's ring three stages deep.
-int kda_sweep() { return env_choice("LINATTN_CUDA_KDA_SWEEP", {"wg", "wgm", "mma", "wg2", "wg3"}, kSweepWg2); }
+// --saved 1 backward 7.106 / 7.113 -> 6.902 / 6.906 ms); "wg" keeps the session-14 sweeps.
+int kda_sweep() { return env_choice("LINATTN_CUDA_KDA_SWEEP", {"wg", "wgm", "mma", "wg2"}, kSweepWg2); }
 }  // namespace
 
 // Default since the H200 A/B at 3d4b025 (tests pass with it; KDA backward 32/32 1x32768 11.20 -> 9.98 ms, fwd+bwd
@@ -628,7 +592,6 @@ bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f) {
 int64_t kda_bwd_sweep_wg_launches() { return g_launches.load(); }
 int64_t kda_bwd_sweep_wgm_launches() { return g_wgm_launches.load(); }
 int64_t kda_bwd_sweep_wg2_launches() { return g_wg2_launches.load(); }
-int64_t kda_bwd_sweep_wg3_launches() { return g_wg3_launches.load(); }
 
 void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
   LINATTN_CHECK(kda_bwd_sweep_wg_supported(p.f), "kda bwd sweeps (wg): needs KDA, BT 64, K 128, V % 64 == 0, bf16 / fp16");
@@ -641,9 +604,6 @@ void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   } else if (v == kSweepWg2) {
     g_wg2_launches.fetch_add(1);
     launch_m<false, true>(p, w, grid, stream);
-  } else if (v == kSweepWg3) {
-    g_wg3_launches.fetch_add(1);
-    launch_m<false, true, 3>(p, w, grid, stream);
   } else {
     launch_m<false>(p, w, grid, stream);
   }

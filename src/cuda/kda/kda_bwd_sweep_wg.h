@@ -15,16 +15,14 @@ namespace linattn::cuda {
 // where supported (BT 64), "wgm" the same sweeps with the hand-off on mbarriers (bitwise equal; racecheck-clean
 // protocol); unset or "wg2" (the default since session 15): wg with role 1's store warpgroup on two barriers per
 // chunk and 16-byte dv stores where dv is absent or io-typed and 16-byte aligned (else wg's; bitwise wg);
-// "wg3" (opt-in): wg2 with role 0's input ring three stages deep (two chunks ahead; bitwise wg2);
 // "mma" keeps the mma.sync sweeps (gdn_bwd_sweep.cu, KDA policy); any other value is an error.
 bool kda_bwd_sweep_wg_enabled();
 bool kda_bwd_sweep_wg_supported(const GdnFwdParams& f);
 // Launches of the wgmma KDA sweeps so far in this process (tests check which kernel ran).
 int64_t kda_bwd_sweep_wg_launches();
-// Of those, launches of the mbarrier hand-off ("wgm"), of wg2 and of wg3.
+// Of those, launches of the mbarrier hand-off ("wgm") and of wg2.
 int64_t kda_bwd_sweep_wgm_launches();
 int64_t kda_bwd_sweep_wg2_launches();
-int64_t kda_bwd_sweep_wg3_launches();
 void launch_kda_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream);
 
 }  // namespace linattn::cuda
