@@ -327,8 +327,9 @@ TEST_P(CudaGdnBwd, Wg9dMatchesReferenceAndWg7) {
   wg9_matches(dt, bt, "wg9d");
 }
 
-// The default chunk kernel (switch unset) is wg11 since session 15 (wg9d in session 14): its launch counter moves,
-// wg9d's does not, and the gradients are wg9d's and wg7's bit for bit (BT 64, where the wgmma chunk kernel runs).
+// The default chunk kernel (switch unset) is wg12 since session 16 (wg11 in session 15, wg9d in session 14): its launch
+// counter moves, wg11's does not, and the gradients are wg11's and wg7's bit for bit (BT 64, where the wgmma chunk
+// kernel runs; this case's fp32 d_o keeps wg12's cp.async path: Wg12MatchesReferenceAndWg11 covers its TMA path).
 TEST(CudaGdnBwdChunkSwitch, DefaultIsWg12) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   const BwdInputs in = bwd_inputs(cases(DType::kBF16, 64)[1]);
