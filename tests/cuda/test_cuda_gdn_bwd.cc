@@ -327,8 +327,9 @@ TEST_P(CudaGdnBwd, Wg9dMatchesReferenceAndWg7) {
   wg9_matches(dt, bt, "wg9d");
 }
 
-// The default chunk kernel (switch unset) is wg11 since session 15 (wg9d in session 14): its launch counter moves,
-// wg9d's does not, and the gradients are wg9d's and wg7's bit for bit (BT 64, where the wgmma chunk kernel runs).
+// The default chunk kernel (switch unset) is wg12 since session 16 (wg11 in session 15, wg9d in session 14): its launch
+// counter moves, wg11's does not, and the gradients are wg11's and wg7's bit for bit (BT 64, where the wgmma chunk
+// kernel runs; this case's fp32 d_o keeps wg12's cp.async path: Wg12MatchesReferenceAndWg11 covers its TMA path).
 TEST(CudaGdnBwdChunkSwitch, DefaultIsWg12) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   const BwdInputs in = bwd_inputs(cases(DType::kBF16, 64)[1]);
@@ -364,13 +365,26 @@ TEST_P(CudaGdnBwd, Wg11IsDeterministic) {
 
 // wg12 (wg11 with a full chunk's tiles by TMA and the last finish under the staged stores; V = 128, V = 64 cases take
 // V2), bitwise vs wg11 (the cases mix full and partial chunks, io-type and fp32 cotangents, so both load paths run),
-// also on the long GVA varlen case; at BT 64 the wg12 kernel must have run.
+// also on the long GVA varlen case and (BT 64) three fixed-length cases on the TMA path at G = 1 / 3 / 4; at BT 64
+// the wg12 kernel must have run.
 TEST_P(CudaGdnBwd, Wg12MatchesReferenceAndWg11) {
   const auto [dt, bt] = GetParam();
   const int64_t before = cuda::gdn_bwd_chunk_wg12_launches();
   variant_matches(dt, bt, "wg12", "wg11");
   if (!std::getenv("LINATTN_SANITIZED")) run_case_chunk_variant(long_case(dt, bt), "wg12", "wg11");
   else run_case_chunk_variant(cases(dt, bt)[0], "wg12", "wg11");  // io-type d_o: the TMA path under the sanitizers
+  if (bt == 64 && !std::getenv("LINATTN_SANITIZED")) {
+    // The TMA path (io-type d_o, full chunks, staged io-type dq / dk) at G = 1 (no next head's groups), 3 (the
+    // mbarrier parities wrap to 0; the G > 2 row scalars) and 4 (16/64's GVA); the cases above reach it at G = 2 only
+    for (int G : {1, 3, 4}) {
+      ChunkAttnSpec s = base(dt, bt);
+      s.H = 1;
+      s.HV = G;
+      s.B = 1;
+      s.T = 3 * 64;
+      run_case_chunk_variant({"tma_gva" + std::to_string(G), s, dt, dt}, "wg12", "wg11");
+    }
+  }
   EXPECT_EQ(cuda::gdn_bwd_chunk_wg12_launches() > before, bt == 64) << "wg12 runs at BT 64 (V = 128) only";
 }
 

@@ -101,6 +101,9 @@ std::string chunk_switch() {
 
 // wg12's tensor maps (tma.h), false where a base is not 16-byte aligned or a box coordinate would not fit in 32 bits
 // (then wg11 runs). d_o's map only when the kernel reads d_o directly (else its CTAs keep cp.async).
+// Built per launch and passed by value (__grid_constant__): a captured graph replays the capture's maps, which hold
+// only what the kernel's plain parameters bake in too (the base pointers and the capacity extents T_total, T_cap,
+// nt_cap, H, HV), so they stay valid because the graph contract never replaces a buffer (GRAPH_CONTRACT.md section 4).
 bool chunk_maps(const GdnBwdParams& p, const GdnBwdWs& w, ChunkMaps& m) {
   const GdnFwdParams& f = p.f;
   const uint64_t HV = uint64_t(f.HV), Tc = uint64_t(w.c.T_cap), NT = uint64_t(w.nt_cap), T = uint64_t(f.T_total);
@@ -129,7 +132,7 @@ void launch_t(const GdnBwdParams& p, const GdnBwdWs& w, cudaStream_t stream) {
     launch(gdn_bwd_chunk_wg_kernel<T, V, false, false>, grid, dim3(kNT), wg_smem_bytes<V, false>(), stream, p, w, NoMaps{});
     return;
   }
-  // wg4 and its successors (the default: wg11) and wg3 / wg5: V = 128 only (at V = 64
+  // wg4 and its successors (the default: wg12) and wg3 / wg5: V = 128 only (at V = 64
   // ptxas spills more with them: 184 B of reloads vs V2's 96) and T_total < 2^31 (t0 in 32 bits)
   if constexpr (V == 128) {
     const bool w9ps = mode.rfind("wg9ps", 0) == 0, w9p = !w9ps && mode.rfind("wg9p", 0) == 0;

@@ -1,4 +1,4 @@
-// The GDN backward chunk kernel on wgmma, every variant of one template (V1 .. V9d, persistent wg6 / wg9p / wg9ps):
+// The GDN backward chunk kernel on wgmma, every variant of one template (V1 .. V12, persistent wg6 / wg9p / wg9ps):
 // the body of gdn_bwd_chunk_wg.cu (its header comment describes the variants), split out to keep files under the
 // layout limit. Included once, by gdn_bwd_chunk_wg.cu, inside its anonymous namespace (its using-directives, kNT,
 // WgSmem): not a stand-alone header.

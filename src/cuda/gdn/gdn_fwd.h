@@ -1,7 +1,8 @@
 // CUDA GDN / KDA forward as src/api sees it (no CUDA headers): plan -> workspace size -> run.
 // One plan and one pair of chunked kernels serve both ops; GdnFwdParams::kda selects the gate
 // policy (scalar vs per-key-channel gate).
-// plan_gdn_fwd is a pure function of the call's shape/options and the SM count: it picks the
+// plan_gdn_fwd is a pure function of the call's shape/options and the SM count (and of the A/B switch
+// LINATTN_CUDA_GDN_VS, read per plan: the workspace query and the run must see the same value): it picks the
 // chunked path (prep kernel + fused head-level kernel) when the shape allows it, else the
 // token-by-token kernel, and the V-slice of the fused kernel (tier 2) from N x HV vs SMs.
 // gdn_fwd never synchronizes and never allocates: the caller passes a workspace of
