@@ -1,7 +1,5 @@
-// The GDN backward chunk kernel on wgmma, every variant of one template (V1 .. V12, persistent wg6 / wg9p / wg9ps):
-// the body of gdn_bwd_chunk_wg.cu (its header comment describes the variants), split out to keep files under the
-// layout limit. Included once, by gdn_bwd_chunk_wg.cu, inside its anonymous namespace (its using-directives, kNT,
-// WgSmem): not a stand-alone header.
+// The GDN backward chunk kernel on wgmma, every variant of one template (V1 .. V12, persistent wg6 / wg9p / wg9ps): the
+// body of gdn_bwd_chunk_wg.cu (whose header describes the variants), included once by it inside its anonymous namespace.
 #ifndef LINATTN_GDN_BWD_CHUNK_WG_BODY
 #error "gdn_bwd_chunk_wg_kernel.cuh is the body of gdn_bwd_chunk_wg.cu: include it only there"
 #endif
@@ -22,10 +20,8 @@ __global__ void __launch_bounds__(kNT, 1)
   // q / k after the epilogue), the row scalars as wg9p's, the last finish where wg7 has it
   static_assert(V4 != 4, "wg8 (V4 = 4) was removed in session 12");
   static_assert((V4 != 8 && V4 != 9) || kPer, "wg9p / wg9ps are persistent");
-  // wg11 (V4 == 10): wg9d with the operands of the finishing passes (the M halves' decays and row / column scales,
-  // the k words of xn's and R K^'s row dots, <S, dS'>'s tiles) loaded ahead of the wgmma wait they follow and the
-  // Y.v row dot's v pairs ahead of the head's first barrier, so their round trips overlap the product / the wait.
-  // (The same for dq_inter / dk_inter's q / k words spilled: 14 reloads per head; not done.)
+  // wg11 (V4 == 10): wg9d with the finishing passes' operands (M halves' decays and row / column scales, xn's and R K^'s
+  // k words, <S, dS'>'s tiles) loaded ahead of their wgmma wait and Y.v's v pairs ahead of the head's first barrier.
   // wg12 (V4 == 11, Maps = ChunkMaps): wg11 with a full chunk's tiles by TMA (gdn_bwd_chunk_wg_tma.cuh; thread 0 issues,
   // every thread waits on the group's mbarrier after the barrier it waited on cp.async before), and the last finish
   // (warp 0) under the staged dq / dk stores, which warps 1-15 take over.
