@@ -7,9 +7,13 @@
 // Tensors live on the backend (caps::Slot: CUDA memory and a stream of the workload's own, or
 // host memory); workspaces are allocated once, outside the timed calls.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench_modes.h"
 #include "capabilities_util.h"
@@ -77,9 +81,19 @@ class Base : public Workload {
   Device device() override { return be.device(); }
 
  protected:
-  // dst's first T rows <- src (exact size), on the stream.
-  void copy_rows(const Slot& dst, const Slot& src) { copy_tensor(head_rows(dst.view(), T), src.view(), be.ctx()); }
-  void update_cu() { copy_tensor(cu_stat.view(), cu_pad.view(), be.ctx()); }
+  // update(): the static inputs' first T rows <- the live inputs, and cu_seqlens, in one copy_tensors call (on CUDA
+  // one kernel launch); LINATTN_BENCH_UPDATE=copies: one copy_tensor per tensor (the update before session 17)
+  void update_all(std::initializer_list<std::pair<const Slot*, const Slot*>> rows) {
+    static const bool per_tensor = [] {
+      const char* e = std::getenv("LINATTN_BENCH_UPDATE");
+      return e && std::string(e) == "copies";
+    }();
+    std::vector<TensorCopy> pairs;
+    for (auto [d, s] : rows) pairs.push_back({head_rows(d->view(), T), s->view()});
+    pairs.push_back({cu_stat.view(), cu_pad.view()});
+    if (!per_tensor) return copy_tensors(pairs.data(), pairs.size(), be.ctx());
+    for (const TensorCopy& c : pairs) copy_tensor(c.dst, c.src, be.ctx());
+  }
   std::vector<Tensor> heads(std::initializer_list<const Slot*> slots) {
     std::vector<Tensor> r;
     for (const Slot* s : slots) r.push_back(head_rows(s->download(), T));
@@ -147,11 +161,13 @@ class ChunkWorkload final : public Base {
   void eager_live() override { run(live_); }
   void fixed_step() override { run(stat_); }
   void update() override {
-    for (auto [d, s] : {std::pair{&stat_.q, &live_.q}, {&stat_.k, &live_.k}, {&stat_.v, &live_.v}, {&stat_.g, &live_.g},
-                        {&stat_.beta, &live_.beta}})
-      copy_rows(*d, *s);
-    if (bwd_) copy_rows(stat_.d_o, live_.d_o);
-    update_cu();
+    if (bwd_) {
+      update_all({{&stat_.q, &live_.q}, {&stat_.k, &live_.k}, {&stat_.v, &live_.v}, {&stat_.g, &live_.g},
+                  {&stat_.beta, &live_.beta}, {&stat_.d_o, &live_.d_o}});
+    } else {
+      update_all({{&stat_.q, &live_.q}, {&stat_.k, &live_.k}, {&stat_.v, &live_.v}, {&stat_.g, &live_.g},
+                  {&stat_.beta, &live_.beta}});
+    }
   }
   std::vector<Tensor> live_outputs() override { return outputs(live_); }
   std::vector<Tensor> static_outputs() override { return outputs(stat_); }
@@ -228,9 +244,11 @@ class ConvWorkload final : public Base {
   void eager_live() override { run(live_); }
   void fixed_step() override { run(stat_); }
   void update() override {
-    copy_rows(stat_.x, live_.x);
-    if (bwd_) copy_rows(stat_.dy, live_.dy);
-    update_cu();
+    if (bwd_) {
+      update_all({{&stat_.x, &live_.x}, {&stat_.dy, &live_.dy}});
+    } else {
+      update_all({{&stat_.x, &live_.x}});
+    }
   }
   std::vector<Tensor> live_outputs() override { return outputs(live_); }
   std::vector<Tensor> static_outputs() override { return outputs(stat_); }
@@ -302,9 +320,11 @@ class LayerWorkload final : public Base {
   void eager_live() override { run(live_); }
   void fixed_step() override { run(stat_); }
   void update() override {
-    copy_rows(stat_.x, live_.x);
-    if (bwd_) copy_rows(stat_.dy, live_.dy);
-    update_cu();
+    if (bwd_) {
+      update_all({{&stat_.x, &live_.x}, {&stat_.dy, &live_.dy}});
+    } else {
+      update_all({{&stat_.x, &live_.x}});
+    }
   }
   std::vector<Tensor> live_outputs() override { return bwd_ ? heads({&live_.y, &live_.dx}) : heads({&live_.y}); }
   std::vector<Tensor> static_outputs() override { return bwd_ ? heads({&stat_.y, &stat_.dx}) : heads({&stat_.y}); }

@@ -160,9 +160,11 @@ void copy_cu_in(BucketBuffers& b, const TensorView& cu, const ExecContext& exec)
 
 void copy_inputs(const BucketBuffers& b, const NamedTensors& inputs, int64_t T, int64_t N,
                  const ExecContext& exec) {
+  std::vector<TensorCopy> pairs;  // one copy_tensors call: on CUDA one kernel for the device inputs
   for (size_t i = 0; i < b.specs.size(); ++i) {
-    if (is_input(b.specs[i].role)) copy_tensor(static_view(b, i, T, N), find(inputs, b.specs[i].name)->view, exec);
+    if (is_input(b.specs[i].role)) pairs.push_back({static_view(b, i, T, N), find(inputs, b.specs[i].name)->view});
   }
+  copy_tensors(pairs.data(), pairs.size(), exec);
 }
 
 void copy_outputs(const BucketBuffers& b, const NamedTensors& outputs, int64_t T, int64_t N,

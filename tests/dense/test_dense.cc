@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/capture.h"
@@ -155,6 +157,75 @@ TEST(Dense, BufferViewsAreBoundsChecked) {
   EXPECT_EQ(v.ptr<float>()[255], 127.5f);
   fill_zero(v);
   EXPECT_EQ(v.ptr<float>()[255], 0.0f);
+}
+
+// copy_tensors on the CPU: every pair copied (seeded data, several dtypes / ranks, an empty pair), recorded as
+// one op under a CPU capture (run at replay, reading the sources then), and every bad pair rejected naming it
+// before anything is copied.
+TEST(Dense, CopyTensorsCopiesEveryPairAndRecordsOneOp) {
+  std::mt19937_64 rng(71);
+  std::uniform_real_distribution<double> u(-2, 2);
+  std::vector<Tensor> src, dst;
+  const std::vector<std::pair<DType, std::vector<int64_t>>> specs = {
+      {DType::kF32, {3, 5}}, {DType::kBF16, {1, 7, 2, 3}}, {DType::kI32, {9}}, {DType::kF16, {0, 4}}, {DType::kF64, {2, 2}}};
+  for (const auto& [dt, shape] : specs) {
+    src.emplace_back(dt, shape);
+    dst.emplace_back(dt, shape);
+    for (int64_t i = 0; i < src.back().numel(); ++i) src.back().set(i, dt == DType::kI32 ? double(i * 3 - 7) : u(rng));
+  }
+  std::vector<TensorCopy> c;
+  for (size_t i = 0; i < src.size(); ++i) c.push_back({dst[i].view(), src[i].view()});
+  copy_tensors(c.data(), c.size());
+  for (size_t i = 0; i < src.size(); ++i)
+    for (int64_t j = 0; j < src[i].numel(); ++j) ASSERT_EQ(dst[i].get(j), src[i].get(j)) << i << " " << j;
+  struct Rec : CaptureSink {
+    std::vector<std::function<void()>> w;
+    void record(std::string, std::function<void()> f) override { w.push_back(std::move(f)); }
+  } rec;
+  set_active_cpu_capture(&rec);
+  copy_tensors(c.data(), c.size());
+  set_active_cpu_capture(nullptr);
+  ASSERT_EQ(rec.w.size(), 1u);
+  src[0].set(4, 123.0);  // read when the recorded op runs
+  rec.w[0]();
+  EXPECT_EQ(dst[0].get(4), 123.0);
+  copy_tensors(nullptr, 0);  // nothing to do
+}
+
+TEST(Dense, CopyTensorsRejectsBadPairsBeforeCopying) {
+  Tensor a(DType::kF32, {4, 4}), b(DType::kF32, {4, 4}), c(DType::kF32, {4, 4});
+  for (int64_t i = 0; i < 16; ++i) a.set(i, i + 1.0);
+  Tensor wide(DType::kF32, {4, 5}), flat(DType::kF32, {16}), half(DType::kF16, {4, 4});
+  TensorView strided = wide.view();
+  strided.shape[1] = 4;  // a [4, 4] view with a row stride of 5: not contiguous
+  auto expect_throws = [&](std::vector<TensorCopy> pairs, const std::string& needle) {
+    try {
+      copy_tensors(pairs.data(), pairs.size());
+      FAIL() << "expected an error naming " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(e.message().find(needle), std::string::npos) << e.what();
+    }
+    for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(b.get(i), 0.0) << "pair 0 was copied before the check failed";
+  };
+  expect_throws({{b.view(), a.view()}, {flat.view(), a.view()}}, "copies[1].dst");  // rank
+  expect_throws({{b.view(), a.view()}, {wide.view(), a.view()}}, "copies[1].dst");  // dims
+  expect_throws({{b.view(), a.view()}, {half.view(), a.view()}}, "copies[1].dst");  // dtype
+  expect_throws({{b.view(), a.view()}, {c.view(), strided}}, "copies[1].src");      // layout
+  expect_throws({{b.view(), a.view()}, {c.view(), b.view()}}, "copies[0].dst overlaps copies[1].src");
+  expect_throws({{b.view(), a.view()}, {b.view(), c.view()}}, "copies[0].dst overlaps copies[1].dst");
+  TensorView shifted = a.view();
+  shifted.data = a.view().ptr<float>() + 4;
+  shifted.shape[0] = 3;
+  TensorView head = a.view();
+  head.shape[0] = 3;
+  expect_throws({{b.view(), c.view()}, {shifted, head}}, "copies[1].dst overlaps copies[1].src");
+  try {
+    copy_tensors(nullptr, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("copies"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

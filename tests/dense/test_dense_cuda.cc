@@ -2,7 +2,8 @@
 // transpose, alpha/beta) against an fp64 product of the same (rounded) inputs; gated RMSNorm
 // forward and backward against the CPU op on the same inputs (which tests/dense/test_dense.cc
 // checks against fp64), deterministic dw; padding-row zeroing read at replay time inside a CUDA
-// graph; dtype conversion; capture on an unprepared stream raising [address-or-lifetime].
+// graph; dtype conversion; capture on an unprepared stream raising [address-or-lifetime]; copy_tensors'
+// batched kernel (eager and replayed in a graph).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -207,6 +208,68 @@ TEST(DenseCuda, CaptureOnUnpreparedStreamRaises) {
   graph.capture([&] { gemm(a.v, false, b.v, false, c.v, 1.0f, 0.0f, st.ctx()); });
   graph.replay();
   EXPECT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+}
+
+// copy_tensors on CUDA: 21 device pairs (two kernel launches: 16 + 5) of assorted sizes (fp16: 0 bytes, 2..14-byte
+// tails past the 16-byte words, 8 MiB), one pair at 2-byte-aligned addresses (the byte path), a host -> device
+// pair (cudaMemcpyAsync after the kernels); then the device pairs captured once into a CUDA graph and replayed with
+// new source data (the copies read the sources at replay): every byte equal to its source.
+TEST(DenseCuda, CopyTensorsBatchedMatchesSourcesEagerAndInGraph) {
+  Stream st;
+  const std::vector<int64_t> elems = {1 << 22, 0, 1, 7, 8, 9, 31, 4096, 4099, 65536, 12345, 7, 2, 3, 300000,
+                                      33, 1 << 20, 5, 64, 1000, 999};
+  std::vector<int64_t> sizes;  // bytes
+  for (int64_t n : elems) sizes.push_back(2 * n);
+  const int64_t total = [&] { int64_t t = 0; for (int64_t n : sizes) t += n + 128; return t; }();
+  Buffer sbuf(kGpu, total), dbuf(kGpu, total);
+  std::vector<TensorCopy> pairs;
+  std::vector<std::vector<uint8_t>> want;
+  int64_t off = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t skew = i == 5 ? 2 : 0;  // pair 5: dst and src 2 bytes past a 16-byte boundary (the byte path)
+    auto* s = static_cast<uint8_t*>(sbuf.data()) + off + skew;
+    auto* d = static_cast<uint8_t*>(dbuf.data()) + off + skew;
+    pairs.push_back({TensorView::contiguous(d, DType::kF16, {elems[i]}, kGpu),
+                     TensorView::contiguous(s, DType::kF16, {elems[i]}, kGpu)});
+    off += (sizes[i] + skew + 63) / 64 * 64 + 64;
+  }
+  Tensor h_src(DType::kF32, {1000, 3});  // a host -> device pair
+  Buffer hd(kGpu, h_src.view().nbytes());
+  pairs.push_back({TensorView::contiguous(hd.data(), DType::kF32, {1000, 3}, kGpu), h_src.view()});
+  auto fill = [&](uint64_t seed) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::mt19937_64 r(seed);
+    want.clear();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      want.emplace_back(sizes[i]);
+      for (auto& x : want.back()) x = static_cast<uint8_t>(byte(r));
+      if (sizes[i]) cudaMemcpy(const_cast<void*>(pairs[i].src.data), want.back().data(), sizes[i], cudaMemcpyHostToDevice);
+    }
+    for (int64_t i = 0; i < h_src.numel(); ++i) h_src.set(i, double(byte(r)) - 100.0);
+  };
+  auto check = [&](const char* what) {
+    ASSERT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<uint8_t> got(sizes[i]);
+      if (sizes[i]) cudaMemcpy(got.data(), pairs[i].dst.data, sizes[i], cudaMemcpyDeviceToHost);
+      ASSERT_EQ(got, want[i]) << what << ": pair " << i << " (" << sizes[i] << " bytes)";
+    }
+    Tensor got(DType::kF32, {1000, 3});
+    cudaMemcpy(got.view().data, hd.data(), got.view().nbytes(), cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < got.numel(); ++i) ASSERT_EQ(got.get(i), h_src.get(i)) << what << ": host pair " << i;
+  };
+  fill(1);
+  copy_tensors(pairs.data(), pairs.size(), st.ctx());
+  check("eager");
+  // the host pair stays outside the graph (pageable host memory): capture the 21 device pairs only
+  Graph graph(kGpu, st.s);
+  graph.capture([&] { copy_tensors(pairs.data(), sizes.size(), st.ctx()); });
+  for (uint64_t seed : {2, 3}) {
+    fill(seed);
+    cudaMemcpy(hd.data(), h_src.view().data, h_src.view().nbytes(), cudaMemcpyHostToDevice);
+    graph.replay();
+    check("replay");
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "linattn/dense.h"
 #include "linattn/tensor.h"
 
 namespace linattn::cuda {
@@ -55,5 +56,15 @@ void zero_rows_from_cu(void* data, int64_t R, int64_t row_bytes, const void* cu,
                        void* stream);
 // dst[i] = (dst dtype) src[i], n elements, float dtypes.
 void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n, void* stream);
+
+// Up to kCopyBatchMax device-to-device copies in one kernel launch (grid: pairs x blocks sized by the
+// largest copy; 16-byte words where both pointers are 16-byte aligned, bytes otherwise).
+struct CopyBatch {
+  void* dst[kCopyBatchMax] = {};
+  const void* src[kCopyBatchMax] = {};
+  int64_t bytes[kCopyBatchMax] = {};
+  int n = 0;
+};
+void copy_batch(const CopyBatch& b, void* stream);
 
 }  // namespace linattn::cuda
