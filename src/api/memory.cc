@@ -130,12 +130,14 @@ void copy_tensors(const TensorCopy* copies, size_t n, const ExecContext& ctx) {
   }
   forbid_during_capture("copy_tensors", FailureCategory::kAddressOrLifetime);
 #if LINATTN_WITH_CUDA
-  // the batched pairs: dst and src on the CUDA device of the first such pair (the stream's); the rest by cudaMemcpyAsync
+  // the batched pairs: dst and src on the CUDA device of the first such pair (the stream's), at most
+  // kCopyBatchMaxBytes; the rest by cudaMemcpyAsync
   const TensorCopy* first = nullptr;
   for (size_t i = 0; i < n && !first; ++i)
     if (copies[i].dst.device.type == DeviceType::kCUDA && copies[i].dst.device == copies[i].src.device) first = &copies[i];
   auto batched = [&](const TensorCopy& c) {
-    return first && c.dst.device == first->dst.device && c.src.device == first->dst.device;
+    return first && c.dst.device == first->dst.device && c.src.device == first->dst.device &&
+           c.src.nbytes() <= kCopyBatchMaxBytes;
   };
   cuda::CopyBatch batch;
   auto flush = [&] {

@@ -210,16 +210,17 @@ TEST(DenseCuda, CaptureOnUnpreparedStreamRaises) {
   EXPECT_EQ(cudaStreamSynchronize(st.s), cudaSuccess);
 }
 
-// copy_tensors on CUDA: 21 device pairs (two kernel launches: 16 + 5) of assorted sizes (fp16: 0 bytes, 2..14-byte
-// tails past the 16-byte words, 8 MiB), one pair at 2-byte-aligned addresses (the byte path), a host -> device
-// pair (cudaMemcpyAsync after the kernels); then the device pairs captured once into a CUDA graph and replayed with
+// copy_tensors on CUDA: 21 device pairs of assorted sizes (fp16: 0 bytes, 2..14-byte tails past the 16-byte words,
+// 8 MiB; two kernel launches, 16 + 4 pairs), one over kCopyBatchMaxBytes (cudaMemcpyAsync), one pair at
+// 2-byte-aligned addresses (the byte path), a host -> device pair (cudaMemcpyAsync after the kernels); then the device pairs captured once into a CUDA graph and replayed with
 // new source data (the copies read the sources at replay): every byte equal to its source.
 TEST(DenseCuda, CopyTensorsBatchedMatchesSourcesEagerAndInGraph) {
   Stream st;
-  const std::vector<int64_t> elems = {1 << 22, 0, 1, 7, 8, 9, 31, 4096, 4099, 65536, 12345, 7, 2, 3, 300000,
-                                      33, 1 << 20, 5, 64, 1000, 999};
+  const std::vector<int64_t> elems = {(1 << 23) + 5, 0, 1, 7, 8, 9, 31, 4096, 4099, 65536, 12345, 7, 2, 3, 300000,
+                                      33, 1 << 22, 5, 64, 1000, 999};
   std::vector<int64_t> sizes;  // bytes
   for (int64_t n : elems) sizes.push_back(2 * n);
+  ASSERT_GT(sizes[0], static_cast<int64_t>(kCopyBatchMaxBytes));  // pair 0 takes cudaMemcpyAsync
   const int64_t total = [&] { int64_t t = 0; for (int64_t n : sizes) t += n + 128; return t; }();
   Buffer sbuf(kGpu, total), dbuf(kGpu, total);
   std::vector<TensorCopy> pairs;
