@@ -26,6 +26,7 @@
 
 #include "core/env.h"
 #include "core/util.h"
+#include "cuda/common/barrier.cuh"
 #include "cuda/common/device_info.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/pdl.cuh"
@@ -379,25 +380,27 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
   constexpr bool kAbLate = V8 && BT == 64;
   if constexpr (V10) {  // v8's phases in v8's order, one loop per role (v8's shared loop rematerialised the roles,
     static_assert(BT == 64 && kAbLate, "v10: BT 64");  // the chain and the head pointers after every barrier); every
-    if (role == 0) {                                     // role passes the same 2 G CTA barriers
+    // role passes the same 2 G CTA barriers, each role at its own program locations: barrier.sync without .aligned
+    // (cta_barrier_nonaligned; __syncthreads here failed compute-sanitizer synccheck, session 16)
+    if (role == 0) {
       for (int jj = 0; jj < G; ++jj) {
         const int j = h * G + jj;
         lp_item<T, BT, WP, true, true>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, j, t0, len, i, b,
                                        aux[jj * kAuxPerHead + b]);
         __syncwarp();  // the diagonal block's 16 rows of L are this warp's
         solve_diag_blocks<16, Smem::kLs>(s.Lb(a, a), s.Xb(a, a), lt & 15);
-        __syncthreads();
+        cta_barrier_nonaligned();
         ab_item<T, BT>(ws, s, beta_all + jj * BT, j, t0, len, i, b);  // kAbLate
-        __syncthreads();
+        cta_barrier_nonaligned();
       }
     } else if (role == 1) {  // warps 2, 3, 6: chains 1 (warp 3) and 0 (warp 6)
       for (int jj = 0; jj < G; ++jj) {
         lp_item<T, BT, WP, false, true>(p, ws, s, gam_all + jj * BT, beta_all + jj * BT, h * G + jj, t0, len, i, b,
                                         aux[jj * kAuxPerHead + b]);
-        __syncthreads();
+        cta_barrier_nonaligned();
         if (chain == 0) merge_column_packed<NB, 0, true>(s, s.tscr[0], lane);
         else if (chain == 1) merge_column_packed<NB, 1, true>(s, s.tscr[1], lane);
-        __syncthreads();
+        cta_barrier_nonaligned();
       }
     } else {  // role 2, warps 4, 5, 7: chain 2 (warp 7)
       for (int jj = 0;; ++jj) {
@@ -409,9 +412,9 @@ __device__ __forceinline__ void prep_v7_body(GdnFwdParams p, GdnChunkWs ws, cons
         for (int k = 0; k < 2; ++k)
           zero_item<T, BT, true>(ws, betap, jj > 0 ? j - 1 : -1, WP && jj < G ? j : -1, t0, len, zi[k], zc[k], zb);
         if (jj == G) break;
-        __syncthreads();
+        cta_barrier_nonaligned();
         if (chain == 2) merge_column_packed<NB, 2, true>(s, s.tscr[2], lane);
-        __syncthreads();
+        cta_barrier_nonaligned();
       }
     }
   } else {  // v7 / v8
