@@ -711,22 +711,26 @@ TEST(CudaGdnBwdSweepWg4, GraphSequence) {
 
 // wg5 / wg5p (sweep12: wg3 / wg4 with role 1's q / k / Ab / P refills by TMA boxes on an mbarrier; the last
 // chunk, the first processed and the only partial one, keeps cp.async): the boxes land as cp.async lays the tiles
-// out, so every case is bitwise wg3's; the long case turns both stages' mbarrier phases 7 times.
+// out, so every case is bitwise wg3's; the long case turns both stages' mbarrier phases 7 times. wg7 (session 17: wg5
+// with chunk cc + 2's dO / scalars issued in step cc) too: sequences of 0, 1, 3, 5 and 15 chunks.
 TEST(CudaGdnBwdSweepWg5, MatchesReferenceAndWg3Bitwise) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  sweep_variant_matches(DType::kBF16, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
-  sweep_variant_matches(DType::kF16, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    sweep_variant_matches(dt, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
+    sweep_variant_matches(dt, 64, "wg7", cuda::gdn_bwd_sweep_wg7_launches, "wg3");
+  }
   sweep_variant_matches(DType::kBF16, 64, "wg5p", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
 }
 
 TEST(CudaGdnBwdSweepWg5, IsDeterministic) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  for (const char* v : {"wg5", "wg5p"}) sweep_variant_deterministic(DType::kBF16, 64, v);
+  for (const char* v : {"wg5", "wg5p", "wg7"}) sweep_variant_deterministic(DType::kBF16, 64, v);
 }
 
 TEST(CudaGdnBwdSweepWg5, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   for (const char* v : {"wg5", "wg5p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg5_launches);
+  sweep_variant_graph_sequence("wg7", cuda::gdn_bwd_sweep_wg7_launches);
 }
 
 // Unset, the wgmma sweeps are wg5 (the default since session 15) where the sequences average >= cuda::kWgMinTokens

@@ -45,7 +45,11 @@ using namespace sweep_wg;
 // Role 1 (WG0): the reverse dS chain; dS^T, dV^T and dv^T to the hand-off buffer, dh0 at the end.
 // kPf (wg4, wg5p): prefetch_rev_inputs of chunk cc + 2 after step cc's first commit; kTma (wg5, wg5p): chunks
 // cc + 1 >= 1 take q / k / Ab / P by TMA (tma_rev_tiles, maps) on in_full[stage]; otherwise wg3's code.
-template <class T, bool kPf = false, bool kTma = false>
+// kEarly (wg7, with kTma): chunk cc + 2's dO tile and raw scalars (load_rev_rest) are issued in step cc, into this
+// step's stage once every warp has read its dO (the x-empty barrier; an extra chain barrier at cc < 2), one cp.async
+// group per step, so the end-of-step wait (wait_group 1) finds chunk cc + 1's issued a whole step earlier (the H200
+// profile at 75a0119: role 1's end-of-step DEPBAR held 18% of its samples, long_sb). Same values (bitwise wg5).
+template <class T, bool kPf = false, bool kTma = false, bool kEarly = false>
 __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
                           const RevMaps* maps = nullptr) {
   const GdnFwdParams& f = p.f;
@@ -57,6 +61,11 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
   cp_async_commit();
   cp_async_wait<0>();
   if (id.nchunks > 0) rev_scales<T>(ring[0], f.scale, static_cast<int>(id.eos - start(0)), t);
+  if constexpr (kEarly) {  // chunk 1's dO / scalars (full: only chunk 0, the sequence's last, may be partial)
+    static_assert(kTma, "wg7: early dO / scalars with the TMA tiles");
+    if (id.nchunks > 1) load_rev_rest<T>(ring[1], p, w, start(1), kBT, id, t);
+    cp_async_commit();
+  }
   const int lane = t & 31, mat = lane >> 3;
   const int ld_row = 8 * (mat >> 1) + (lane & 7), ld_col = 16 * (t >> 5) + 8 * (mat & 1);
   const uint64_t dk0 = desc_kmaj0(ring[0].k), dkt0 = desc_mnmaj0(ring[0].k, kBT), dqt0 = desc_mnmaj0(ring[0].q, kBT);
@@ -75,18 +84,19 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     const int stage = cc & 1;
     RevStage<T>& st = ring[stage];
     const uint32_t soff = uint32_t(stage) * uint32_t(sizeof(RevStage<T>));
-    cp_async_wait<0>();
+    if constexpr (kEarly) cp_async_wait<1>();  // wg7: chunk cc + 1's rest may stay in flight
+    else cp_async_wait<0>();
     fence_view_async_shared();
     named_barrier(kBarChain, 128);
     if (cc + 1 < id.nchunks) {  // a full chunk
       if constexpr (kTma) {
         tma_rev_tiles<T>(ring[stage ^ 1], *maps, &s.bar.in_full[stage ^ 1], w, start(cc + 1), id, t);
-        load_rev_rest<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);
+        if constexpr (!kEarly) load_rev_rest<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);
       } else {
         load_rev_inputs<T>(ring[stage ^ 1], p, w, start(cc + 1), kBT, id, t);
       }
     }
-    cp_async_commit();
+    if constexpr (!kEarly) cp_async_commit();
     if constexpr (kTma) {  // the stage's TMA fill u = (cc - 1) / 2 (stage 1: chunks 1, 3, ..; stage 0: 2, 4, ..)
       if (cc >= 1) mbar_wait(&s.bar.in_full[stage], uint32_t(((cc - 1) >> 1) & 1));
     }
@@ -127,6 +137,11 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     }
     Xch& x = s.x[cc & 1];
     if (cc >= 2) named_barrier(kBarXEmpty + (cc & 1), 256);
+    if constexpr (kEarly) {  // wg7: every warp has read this stage's dO (the barrier above; cc < 2: this one)
+      if (cc < 2) named_barrier(kBarChain, 128);
+      if (cc + 2 < id.nchunks) load_rev_rest<T>(st, p, w, start(cc + 2), kBT, id, t);
+      cp_async_commit();
+    }
 #pragma unroll
     for (int i = 0; i < 8; ++i) x.s[i][t] = make_uint4(sf[4 * i], sf[4 * i + 1], sf[4 * i + 2], sf[4 * i + 3]);
     load_scales(sc, st.wsc, t);
@@ -166,7 +181,8 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
 #pragma unroll
     for (int i = 0; i < 8; ++i) x.d[i][t] = make_float4(acc2[4 * i], acc2[4 * i + 1], acc2[4 * i + 2], acc2[4 * i + 3]);
     named_barrier_arrive(kBarXFull + (cc & 1), 256);
-    cp_async_wait<0>();  // the next chunk's inputs: its scales while the update runs
+    if constexpr (kEarly) cp_async_wait<1>();  // wg7: chunk cc + 1's rest (chunk cc + 2's stays in flight)
+    else cp_async_wait<0>();  // the next chunk's inputs: its scales while the update runs
     if (cc + 1 < id.nchunks) rev_scales<T>(ring[stage ^ 1], f.scale, kBT, t);
     wgmma_wait<0>();
     wgmma_fence_operands(dS);
@@ -180,7 +196,8 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
   }
 }
 
-// kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf).
+// kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf),
+// 7 wg7 (wg5 + kEarly).
 template <class T, int kMode>
 __device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps) {
   extern __shared__ unsigned char smem_raw[];
@@ -200,7 +217,7 @@ __device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs
   // >= 3: wg's protocol, WG1's vectorized dv stores (wg3); 4-6 change role 1's ring only
   const XNamed<kMode >= 3 ? 0 : kMode> xs;
   if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
-  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5>(s, p, w, id, t, maps);
+  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5, kMode == 7>(s, p, w, id, t, maps);
   else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
 }
 
@@ -209,7 +226,7 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
   sweep_body<T, kMode>(p, w, nullptr);
 }
 
-template <class T, int kMode>  // wg5 / wg5p
+template <class T, int kMode>  // wg5 / wg5p / wg7
 __global__ void __launch_bounds__(256, 1)
     gdn_bwd_sweep_wg_tma_kernel(GdnBwdParams p, GdnBwdWs w, const __grid_constant__ RevMaps maps) {
   sweep_body<T, kMode>(p, w, &maps);
@@ -218,13 +235,15 @@ __global__ void __launch_bounds__(256, 1)
 }  // namespace
 
 namespace {
-std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0};
+std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0},
+    g_wg7_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
 enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepWg5, kSweepWg5p,
-            kSweepMma };
+            kSweepMma, kSweepWg7 };
 int sweep_switch() {  // the list in Sweep's order
-  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma"}, kSweepAuto,
+  return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma",
+                                                  "wg7"}, kSweepAuto,
                     "unset: wg5 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
@@ -243,6 +262,7 @@ int64_t gdn_bwd_sweep_wg_launches() { return g_wg_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg3_launches() { return g_wg3_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg4_launches() { return g_wg4_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg5_launches() { return g_wg5_sweep_launches.load(); }
+int64_t gdn_bwd_sweep_wg7_launches() { return g_wg7_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -259,20 +279,16 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
     bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, kMode>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
-  auto go_tma = [&](bool pf) {  // wg5 / wg5p: role 1's q / k / Ab / P by TMA (maps built per call)
+  auto go_tma = [&](auto mode) {  // wg5 / wg5p / wg7: role 1's q / k / Ab / P by TMA (maps built per call)
+    constexpr int kMode = decltype(mode)::value;
     RevMaps m;
     m.q = make_tma_2d_sw128(p.f.q, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
     m.k = make_tma_2d_sw128(p.f.k, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
     m.ab = make_tma_2d_sw128(w.c.Ab, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
     m.p = make_tma_2d_sw128(w.c.P, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
     const dim3 b(256);
-    if (bf) {
-      auto k = pf ? gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 6> : gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, 5>;
-      launch(k, grid, b, smem_bytes<__nv_bfloat16>(), stream, p, w, m);
-    } else {
-      auto k = pf ? gdn_bwd_sweep_wg_tma_kernel<__half, 6> : gdn_bwd_sweep_wg_tma_kernel<__half, 5>;
-      launch(k, grid, b, smem_bytes<__half>(), stream, p, w, m);
-    }
+    if (bf) launch(gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, kMode>, grid, b, smem_bytes<__nv_bfloat16>(), stream, p, w, m);
+    else launch(gdn_bwd_sweep_wg_tma_kernel<__half, kMode>, grid, b, smem_bytes<__half>(), stream, p, w, m);
   };
   g_wg_sweep_launches.fetch_add(1);
   if (v == kSweepWgr || v == kSweepWgrl) return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == kSweepWgrl);  // _wgr.cu
@@ -280,7 +296,9 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   if (v == kSweepWg3) go(std::integral_constant<int, 3>{});  // wg3: the default from 1ec4943's A/B to session 15
   else if (v == kSweepWg4) g_wg4_sweep_launches.fetch_add(1), go(std::integral_constant<int, 4>{});
   // wg5, the default since session 15 (H200 at b089b04, two rounds: backward 2.813 / 2.795 -> 2.764 / 2.742 ms)
-  else if (v == kSweepWg5 || v == kSweepWg5p || v == kSweepAuto) g_wg5_sweep_launches.fetch_add(1), go_tma(v == kSweepWg5p);
+  else if (v == kSweepWg5 || v == kSweepAuto) g_wg5_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 5>{});
+  else if (v == kSweepWg5p) g_wg5_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 6>{});
+  else if (v == kSweepWg7) g_wg7_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 7>{});
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});
