@@ -733,11 +733,11 @@ TEST(CudaGdnBwdSweepWg5, GraphSequence) {
   sweep_variant_graph_sequence("wg7", cuda::gdn_bwd_sweep_wg7_launches);
 }
 
-// Unset, the wgmma sweeps are wg5 (the default since session 15) where the sequences average >= cuda::kWgMinTokens
+// Unset, the wgmma sweeps are wg7 (the default since session 17) where the sequences average >= cuda::kWgMinTokens
 // tokens (shorter batches take the mma.sync sweeps: DefaultFollowsSequenceLength): its launch counter moves, wg3's does
 // not, and the gradients are bitwise wg3's (forced) and within the fp64 reference's bars, dense 2 x 2048 with the
 // in-kernel options and varlen 2300 + 1900 with padding.
-TEST(CudaGdnBwdSweepWg5, DefaultIsWg5) {
+TEST(CudaGdnBwdSweepWg5, DefaultIsWg7) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   for (const auto& [lens, pad] : {std::pair{std::vector<int64_t>{2048, 2048}, int64_t{0}},
                                   std::pair{std::vector<int64_t>{2300, 1900}, int64_t{5}}}) {
@@ -751,9 +751,9 @@ TEST(CudaGdnBwdSweepWg5, DefaultIsWg5) {
     SCOPED_TRACE(std::to_string(lens[0]) + " + " + std::to_string(lens[1]) + " tokens, default sweep vs wg3");
     const BwdInputs in = bwd_inputs({"default_sweep_long", s, DType::kF32, DType::kBF16});
     const ChunkAttnGradTensors wg3 = bwd_with_env(in, kSweepEnv, "wg3");
-    const int64_t wg5_before = cuda::gdn_bwd_sweep_wg5_launches(), wg3_before = cuda::gdn_bwd_sweep_wg3_launches();
+    const int64_t wg7_before = cuda::gdn_bwd_sweep_wg7_launches(), wg3_before = cuda::gdn_bwd_sweep_wg3_launches();
     const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, nullptr);
-    EXPECT_GT(cuda::gdn_bwd_sweep_wg5_launches(), wg5_before) << "the default did not run wg5";
+    EXPECT_GT(cuda::gdn_bwd_sweep_wg7_launches(), wg7_before) << "the default did not run wg7";
     EXPECT_EQ(cuda::gdn_bwd_sweep_wg3_launches(), wg3_before) << "the default ran wg3";
     check_bwd_grads(in, ref_backward(in.d, in.cot), got);
     EXPECT_TRUE(grads_bitwise(got, wg3)) << "the default differs from wg3";

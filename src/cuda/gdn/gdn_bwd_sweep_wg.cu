@@ -244,7 +244,7 @@ enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, k
 int sweep_switch() {  // the list in Sweep's order
   return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma",
                                                   "wg7"}, kSweepAuto,
-                    "unset: wg5 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
+                    "unset: wg7 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
 
@@ -252,7 +252,7 @@ bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f) {
   const int v = sweep_switch();
   if (v == kSweepMma) return false;
   if (v != kSweepAuto) return true;
-  // Default: the wgmma sweeps (wg5) where sequences average >= kWgMinTokens tokens (capacity in graph mode).
+  // Default: the wgmma sweeps (wg7) where sequences average >= kWgMinTokens tokens (capacity in graph mode).
   // H200 at 73035b5: 1x32768 5.43 -> 4.23 ms, 4096x8 -14%, 1x8192 -21%, but 512x16 +7.5% (per-CTA
   // pipeline fill and drain over 8 chunks).
   return f.N > 0 && f.T_total / f.N >= kWgMinTokens;
@@ -295,10 +295,11 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   if (v == kSweepWg3) g_wg3_sweep_launches.fetch_add(1);
   if (v == kSweepWg3) go(std::integral_constant<int, 3>{});  // wg3: the default from 1ec4943's A/B to session 15
   else if (v == kSweepWg4) g_wg4_sweep_launches.fetch_add(1), go(std::integral_constant<int, 4>{});
-  // wg5, the default since session 15 (H200 at b089b04, two rounds: backward 2.813 / 2.795 -> 2.764 / 2.742 ms)
-  else if (v == kSweepWg5 || v == kSweepAuto) g_wg5_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 5>{});
+  // wg5: the default from session 15 (H200 at b089b04, two rounds: backward 2.813 / 2.795 -> 2.764 / 2.742 ms) to 16
+  else if (v == kSweepWg5) g_wg5_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 5>{});
   else if (v == kSweepWg5p) g_wg5_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 6>{});
-  else if (v == kSweepWg7) g_wg7_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 7>{});
+  // wg7, the default since session 17 (H200 at 71bc22c, two rounds: backward 2.567 / 2.550 -> 2.433 / 2.428 ms)
+  else if (v == kSweepWg7 || v == kSweepAuto) g_wg7_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 7>{});
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

@@ -13,7 +13,7 @@ namespace linattn::cuda {
 // racecheck experiment; "wg3": wg with the store warpgroup's dv stores vectorized, same values, the
 // default until session 15), "wgr" / "wgrl" / "wg4" / "wg5" / "wg5p" / "wg7" (see below), "mma" the mma.sync kernel. Any other value is an error naming the
 // variable, the value and the accepted values (the slower wg2 / wg3p / wg3pf were removed in session 12).
-// Unset: the wgmma sweeps (wg5, bitwise wg3) when the sequences average >= kWgMinTokens tokens (T_total / N; capacity
+// Unset: the wgmma sweeps (wg7, bitwise wg3) when the sequences average >= kWgMinTokens tokens (T_total / N; capacity
 // in graph mode), else mma.sync; "mma" forces mma.sync.
 inline constexpr int64_t kWgMinTokens = 2048;
 bool gdn_bwd_sweep_wg_enabled(const GdnFwdParams& f);
@@ -24,9 +24,9 @@ int64_t gdn_bwd_sweep_wg3_launches();
 // "wg4" (opt-in, sweep12): wg3 with role 1's inputs of chunk cc + 2 prefetched to L2 under step cc's first
 // products (bitwise wg3's outputs). Launches so far.
 int64_t gdn_bwd_sweep_wg4_launches();
-// "wg5" (the default since session 15) / "wg5p" (opt-in), sweep12: wg3 / wg4 with role 1's q / k / Ab / P refills by TMA (bitwise wg3's outputs).
+// "wg5" (the default in sessions 15-16) / "wg5p" (opt-in), sweep12: wg3 / wg4 with role 1's q / k / Ab / P refills by TMA (bitwise wg3's outputs).
 int64_t gdn_bwd_sweep_wg5_launches();
-// "wg7" (opt-in, session 17): wg5 with role 1's dO tile and per-token scalars of chunk cc + 2 issued in step cc (a
+// "wg7" (the default since session 17): wg5 with role 1's dO tile and per-token scalars of chunk cc + 2 issued in step cc (a
 // step earlier; bitwise wg5's outputs). Launches so far.
 int64_t gdn_bwd_sweep_wg7_launches();
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f);
