@@ -22,5 +22,5 @@ if [ "$(s18_left)" -gt 25 ] && command -v nsys >/dev/null; then
 elif ! command -v nsys >/dev/null; then
   say "s18: no nsys on this machine"
 fi
-bench 15 none bench-cuda-bwd --op kda --hqk 32 --hv 32 --lengths 1x32768 --iters 5 --saved 1 --commit "$COMMIT"
+
 true

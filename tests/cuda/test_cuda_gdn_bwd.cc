@@ -712,25 +712,28 @@ TEST(CudaGdnBwdSweepWg4, GraphSequence) {
 // wg5 / wg5p (sweep12: wg3 / wg4 with role 1's q / k / Ab / P refills by TMA boxes on an mbarrier; the last
 // chunk, the first processed and the only partial one, keeps cp.async): the boxes land as cp.async lays the tiles
 // out, so every case is bitwise wg3's; the long case turns both stages' mbarrier phases 7 times. wg7 (session 17: wg5
-// with chunk cc + 2's dO / scalars issued in step cc) too: sequences of 0, 1, 3, 5 and 15 chunks.
+// with chunk cc + 2's dO / scalars issued in step cc) and wg7m (session 18: wg7 with the fragment hand-off on
+// mbarriers) too: sequences of 0, 1, 3, 5 and 15 chunks.
 TEST(CudaGdnBwdSweepWg5, MatchesReferenceAndWg3Bitwise) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   for (DType dt : {DType::kBF16, DType::kF16}) {
     sweep_variant_matches(dt, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
     sweep_variant_matches(dt, 64, "wg7", cuda::gdn_bwd_sweep_wg7_launches, "wg3");
+    sweep_variant_matches(dt, 64, "wg7m", cuda::gdn_bwd_sweep_wg7m_launches, "wg3");
   }
   sweep_variant_matches(DType::kBF16, 64, "wg5p", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
 }
 
 TEST(CudaGdnBwdSweepWg5, IsDeterministic) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  for (const char* v : {"wg5", "wg5p", "wg7"}) sweep_variant_deterministic(DType::kBF16, 64, v);
+  for (const char* v : {"wg5", "wg5p", "wg7", "wg7m"}) sweep_variant_deterministic(DType::kBF16, 64, v);
 }
 
 TEST(CudaGdnBwdSweepWg5, GraphSequence) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   for (const char* v : {"wg5", "wg5p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg5_launches);
   sweep_variant_graph_sequence("wg7", cuda::gdn_bwd_sweep_wg7_launches);
+  sweep_variant_graph_sequence("wg7m", cuda::gdn_bwd_sweep_wg7m_launches);
 }
 
 // Unset, the wgmma sweeps are wg7 (the default since session 17) where the sequences average >= cuda::kWgMinTokens
@@ -758,6 +761,26 @@ TEST(CudaGdnBwdSweepWg5, DefaultIsWg7) {
     check_bwd_grads(in, ref_backward(in.d, in.cot), got);
     EXPECT_TRUE(grads_bitwise(got, wg3)) << "the default differs from wg3";
   }
+}
+
+// wg7m (session 18: wg7 with the fragment hand-off on mbarriers, which racecheck models) on two 2048-token sequences
+// (32 chunks each: both buffers' mbarriers turn 16 phases) with every in-kernel option: its launch counter moves and
+// its gradients are wg7's bit for bit and within the fp64 reference's bars. gpu-final racechecks it (wg7m alone: 0 hazards).
+TEST(CudaGdnBwdSweepWg5, Wg7mMatchesWg7OnLongSequences) {
+  if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
+  ChunkAttnSpec s = base(DType::kBF16, 64);
+  s.seqlens = {2048, 2048};
+  s.opt.use_qk_l2norm_in_kernel = true;
+  s.opt.use_gate_in_kernel = true;
+  s.opt.use_beta_sigmoid_in_kernel = true;
+  const BwdInputs in = bwd_inputs({"wg7m_long", s, DType::kF32, DType::kBF16});
+  const int64_t before = cuda::gdn_bwd_sweep_wg7m_launches();
+  const ChunkAttnGradTensors got = bwd_with_env(in, kSweepEnv, "wg7m");
+  EXPECT_GT(cuda::gdn_bwd_sweep_wg7m_launches(), before) << "wg7m did not run";
+  check_bwd_grads(in, ref_backward(in.d, in.cot), got);
+  // (under compute-sanitizer wg7m alone runs, so racecheck's report is wg7m's: wg7's bar.arrive hand-off is reported)
+  if (!std::getenv("LINATTN_SANITIZED"))
+    EXPECT_TRUE(grads_bitwise(got, bwd_with_env(in, kSweepEnv, "wg7"))) << "wg7m differs from wg7";
 }
 
 // A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,

@@ -49,9 +49,12 @@ using namespace sweep_wg;
 // step's stage once every warp has read its dO (the x-empty barrier; an extra chain barrier at cc < 2), one cp.async
 // group per step, so the end-of-step wait (wait_group 1) finds chunk cc + 1's issued a whole step earlier (the H200
 // profile at 75a0119: role 1's end-of-step DEPBAR held 18% of its samples, long_sb). Same values (bitwise wg5).
-template <class T, bool kPf = false, bool kTma = false, bool kEarly = false>
+// XSync: the hand-off protocol of x[c % 2] (XNamed<0>: named barriers, every mode but wg7m; XMbar: wg7m, whose
+// x-empty wait is not a rendezvous of WG0's warps, so its kEarly refill takes the chain barrier at every step).
+template <class T, bool kPf = false, bool kTma = false, bool kEarly = false, class XSync = XNamed<0>>
 __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
-                          const RevMaps* maps = nullptr) {
+                          const RevMaps* maps = nullptr, const XSync xs = XSync{}) {
+  constexpr bool kNamed = std::is_same_v<XSync, XNamed<0>>;
   const GdnFwdParams& f = p.f;
   RevStage<T>* const ring = s.ring.r;
   float dS[64];
@@ -136,9 +139,9 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
       if (cc + 2 < id.nchunks) prefetch_rev_inputs<T>(p, w, start(cc + 2), id, t);
     }
     Xch& x = s.x[cc & 1];
-    if (cc >= 2) named_barrier(kBarXEmpty + (cc & 1), 256);
+    xs.wait_empty(cc);
     if constexpr (kEarly) {  // wg7: every warp has read this stage's dO (the barrier above; cc < 2: this one)
-      if (cc < 2) named_barrier(kBarChain, 128);
+      if (cc < 2 || !kNamed) named_barrier(kBarChain, 128);
       if (cc + 2 < id.nchunks) load_rev_rest<T>(st, p, w, start(cc + 2), kBT, id, t);
       cp_async_commit();
     }
@@ -180,7 +183,7 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
     wgmma_commit();
 #pragma unroll
     for (int i = 0; i < 8; ++i) x.d[i][t] = make_float4(acc2[4 * i], acc2[4 * i + 1], acc2[4 * i + 2], acc2[4 * i + 3]);
-    named_barrier_arrive(kBarXFull + (cc & 1), 256);
+    xs.fill(cc);
     if constexpr (kEarly) cp_async_wait<1>();  // wg7: chunk cc + 1's rest (chunk cc + 2's stays in flight)
     else cp_async_wait<0>();  // the next chunk's inputs: its scales while the update runs
     if (cc + 1 < id.nchunks) rev_scales<T>(ring[stage ^ 1], f.scale, kBT, t);
@@ -197,7 +200,7 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
 }
 
 // kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf),
-// 7 wg7 (wg5 + kEarly).
+// 7 wg7 (wg5 + kEarly), 8 wg7m (wg7 with the x[c % 2] hand-off on mbarriers: XMbar, racecheck models it).
 template <class T, int kMode>
 __device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps) {
   extern __shared__ unsigned char smem_raw[];
@@ -214,7 +217,19 @@ __device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs
   seq_bounds(p.f, id.n, id.bos, id.eos);
   id.nchunks = static_cast<int>((id.eos - id.bos + kBT - 1) / kBT);
   id.rbase = chunk_row_base(w.chunk_offsets, w.nts, id.n);
-  // >= 3: wg's protocol, WG1's vectorized dv stores (wg3); 4-6 change role 1's ring only
+  // >= 3: wg's protocol, WG1's vectorized dv stores (wg3); 4-6 change role 1's ring only; 8 (wg7m): wg7 on XMbar
+  if constexpr (kMode == 8) {
+    if (tid == 0) {
+      for (uint64_t* b : {&s.bar.x_full[0], &s.bar.x_full[1], &s.bar.x_empty[0], &s.bar.x_empty[1]}) mbar_init(b, 128);
+      fence_barrier_init();
+    }
+    __syncthreads();
+    const XMbar xs{&s.bar};
+    if (tid >= 128) store_warpgroup<T, true>(s, p, w, id, role, t, xs, NoProducer{});
+    else if (role) rev_chain<T, false, true, true>(s, p, w, id, t, maps, xs);
+    else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
+    return;
+  }
   const XNamed<kMode >= 3 ? 0 : kMode> xs;
   if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
   else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5, kMode == 7>(s, p, w, id, t, maps);
@@ -226,7 +241,7 @@ __global__ void __launch_bounds__(256, 1) gdn_bwd_sweep_wg_kernel(GdnBwdParams p
   sweep_body<T, kMode>(p, w, nullptr);
 }
 
-template <class T, int kMode>  // wg5 / wg5p / wg7
+template <class T, int kMode>  // wg5 / wg5p / wg7 / wg7m
 __global__ void __launch_bounds__(256, 1)
     gdn_bwd_sweep_wg_tma_kernel(GdnBwdParams p, GdnBwdWs w, const __grid_constant__ RevMaps maps) {
   sweep_body<T, kMode>(p, w, &maps);
@@ -236,14 +251,14 @@ __global__ void __launch_bounds__(256, 1)
 
 namespace {
 std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0},
-    g_wg7_sweep_launches{0};
+    g_wg7_sweep_launches{0}, g_wg7m_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
 enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepWg5, kSweepWg5p,
-            kSweepMma, kSweepWg7 };
+            kSweepMma, kSweepWg7, kSweepWg7m };
 int sweep_switch() {  // the list in Sweep's order
   return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma",
-                                                  "wg7"}, kSweepAuto,
+                                                  "wg7", "wg7m"}, kSweepAuto,
                     "unset: wg7 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
@@ -263,6 +278,7 @@ int64_t gdn_bwd_sweep_wg3_launches() { return g_wg3_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg4_launches() { return g_wg4_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg5_launches() { return g_wg5_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg7_launches() { return g_wg7_sweep_launches.load(); }
+int64_t gdn_bwd_sweep_wg7m_launches() { return g_wg7m_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -300,6 +316,8 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   else if (v == kSweepWg5p) g_wg5_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 6>{});
   // wg7, the default since session 17 (H200 at 71bc22c, two rounds: backward 2.567 / 2.550 -> 2.433 / 2.428 ms)
   else if (v == kSweepWg7 || v == kSweepAuto) g_wg7_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 7>{});
+  // wg7m (session 18): wg7 with the fragment hand-off on mbarriers (racecheck-clean by construction), same values
+  else if (v == kSweepWg7m) g_wg7m_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 8>{});
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});
