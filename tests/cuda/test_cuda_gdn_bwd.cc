@@ -712,23 +712,21 @@ TEST(CudaGdnBwdSweepWg4, GraphSequence) {
 // wg5 / wg5p (sweep12: wg3 / wg4 with role 1's q / k / Ab / P refills by TMA boxes on an mbarrier; the last
 // chunk, the first processed and the only partial one, keeps cp.async): the boxes land as cp.async lays the tiles
 // out, so every case is bitwise wg3's; the long case turns both stages' mbarrier phases 7 times. wg7 (session 17: wg5
-// with chunk cc + 2's dO / scalars issued in step cc), wg7m (session 18: wg7 with the fragment hand-off on
-// mbarriers) and wg8 (session 18: wg7 with role 0's ring by TMA, partial chunks zeroed after the boxes) too:
-// sequences of 0, 1, 3, 5 and 15 chunks.
+// with chunk cc + 2's dO / scalars issued in step cc) and wg7m (session 18: wg7 with the fragment hand-off on
+// mbarriers) too: sequences of 0, 1, 3, 5 and 15 chunks.
 TEST(CudaGdnBwdSweepWg5, MatchesReferenceAndWg3Bitwise) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
   for (DType dt : {DType::kBF16, DType::kF16}) {
     sweep_variant_matches(dt, 64, "wg5", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
     sweep_variant_matches(dt, 64, "wg7", cuda::gdn_bwd_sweep_wg7_launches, "wg3");
     sweep_variant_matches(dt, 64, "wg7m", cuda::gdn_bwd_sweep_wg7m_launches, "wg3");
-    sweep_variant_matches(dt, 64, "wg8", cuda::gdn_bwd_sweep_wg8_launches, "wg3");
   }
   sweep_variant_matches(DType::kBF16, 64, "wg5p", cuda::gdn_bwd_sweep_wg5_launches, "wg3");
 }
 
 TEST(CudaGdnBwdSweepWg5, IsDeterministic) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  for (const char* v : {"wg5", "wg5p", "wg7", "wg7m", "wg8"}) sweep_variant_deterministic(DType::kBF16, 64, v);
+  for (const char* v : {"wg5", "wg5p", "wg7", "wg7m"}) sweep_variant_deterministic(DType::kBF16, 64, v);
 }
 
 TEST(CudaGdnBwdSweepWg5, GraphSequence) {
@@ -736,7 +734,6 @@ TEST(CudaGdnBwdSweepWg5, GraphSequence) {
   for (const char* v : {"wg5", "wg5p"}) sweep_variant_graph_sequence(v, cuda::gdn_bwd_sweep_wg5_launches);
   sweep_variant_graph_sequence("wg7", cuda::gdn_bwd_sweep_wg7_launches);
   sweep_variant_graph_sequence("wg7m", cuda::gdn_bwd_sweep_wg7m_launches);
-  sweep_variant_graph_sequence("wg8", cuda::gdn_bwd_sweep_wg8_launches);
 }
 
 // A value that names no sweep (the removed wg2 / wg3p / wg3pf, a typo) is an error naming the variable,

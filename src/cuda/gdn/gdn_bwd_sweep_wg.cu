@@ -200,11 +200,9 @@ __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwd
 }
 
 // kMode: 0 wg, 1 wglate, 2 wgsync, 3 wg3, 4 wg4 (wg3 + kPf), 5 wg5 (wg3 + kTma), 6 wg5p (wg3 + kTma + kPf),
-// 7 wg7 (wg5 + kEarly), 8 wg7m (wg7 with the x[c % 2] hand-off on mbarriers: XMbar, racecheck models it),
-// 9 wg8 (wg7 + role 0's ring by TMA: FwdTmaRing, vmap its v map).
+// 7 wg7 (wg5 + kEarly), 8 wg7m (wg7 with the x[c % 2] hand-off on mbarriers: XMbar, racecheck models it).
 template <class T, int kMode>
-__device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps,
-                                           const CUtensorMap* vmap = nullptr) {
+__device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs& w, const RevMaps* maps) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   SweepWgSmem<T>& s = *reinterpret_cast<SweepWgSmem<T>*>(base);
@@ -234,8 +232,7 @@ __device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs
   }
   const XNamed<kMode >= 3 ? 0 : kMode> xs;
   if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
-  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5, kMode == 7 || kMode == 9>(s, p, w, id, t, maps);
-  else if constexpr (kMode == 9) fwd_chain<T>(s, p, id, t, xs, FwdTmaRing<T>{{s, p.f, w, id, t}, maps, vmap, fwd_bars(s.bar)});
+  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5, kMode == 7>(s, p, w, id, t, maps);
   else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
 }
 
@@ -250,24 +247,18 @@ __global__ void __launch_bounds__(256, 1)
   sweep_body<T, kMode>(p, w, &maps);
 }
 
-template <class T>  // wg8
-__global__ void __launch_bounds__(256, 1)
-    gdn_bwd_sweep_wg_tma8_kernel(GdnBwdParams p, GdnBwdWs w, const __grid_constant__ SweepMaps maps) {
-  sweep_body<T, 9>(p, w, &maps.r, &maps.v);
-}
-
 }  // namespace
 
 namespace {
 std::atomic<int64_t> g_wg_sweep_launches{0}, g_wg3_sweep_launches{0}, g_wg4_sweep_launches{0}, g_wg5_sweep_launches{0},
-    g_wg7_sweep_launches{0}, g_wg7m_sweep_launches{0}, g_wg8_sweep_launches{0};
+    g_wg7_sweep_launches{0}, g_wg7m_sweep_launches{0};
 
 // The switch's value, checked: a value that names no sweep is an error, not a silent mma.sync sweep.
 enum Sweep { kSweepAuto = -1, kSweepWg3, kSweepWg, kSweepWgLate, kSweepWgSync, kSweepWgr, kSweepWgrl, kSweepWg4, kSweepWg5, kSweepWg5p,
-            kSweepMma, kSweepWg7, kSweepWg7m, kSweepWg8 };
+            kSweepMma, kSweepWg7, kSweepWg7m };
 int sweep_switch() {  // the list in Sweep's order
   return env_choice("LINATTN_CUDA_GDN_BWD_SWEEP", {"wg3", "wg", "wglate", "wgsync", "wgr", "wgrl", "wg4", "wg5", "wg5p", "mma",
-                                                  "wg7", "wg7m", "wg8"}, kSweepAuto,
+                                                  "wg7", "wg7m"}, kSweepAuto,
                     "unset: wg7 where sequences are long enough, else mma; wg2, wg3p and wg3pf were removed");
 }
 }  // namespace
@@ -288,7 +279,6 @@ int64_t gdn_bwd_sweep_wg4_launches() { return g_wg4_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg5_launches() { return g_wg5_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg7_launches() { return g_wg7_sweep_launches.load(); }
 int64_t gdn_bwd_sweep_wg7m_launches() { return g_wg7m_sweep_launches.load(); }
-int64_t gdn_bwd_sweep_wg8_launches() { return g_wg8_sweep_launches.load(); }
 
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f) {
   return !f.kda && f.BT == kBT && f.K == kK && f.V % kVS == 0 &&
@@ -305,27 +295,16 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
     bf ? launch(gdn_bwd_sweep_wg_kernel<__nv_bfloat16, kMode>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w)
        : launch(gdn_bwd_sweep_wg_kernel<__half, kMode>, grid, dim3(256), smem_bytes<__half>(), stream, p, w);
   };
-  auto rev_maps = [&] {  // role 1's q / k / Ab / P maps (built per call)
+  auto go_tma = [&](auto mode) {  // wg5 / wg5p / wg7: role 1's q / k / Ab / P by TMA (maps built per call)
+    constexpr int kMode = decltype(mode)::value;
     RevMaps m;
     m.q = make_tma_2d_sw128(p.f.q, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
     m.k = make_tma_2d_sw128(p.f.k, bf, uint64_t(p.f.T_total), uint64_t(p.f.H) * kK, uint64_t(p.f.H) * kK, kBT);
     m.ab = make_tma_2d_sw128(w.c.Ab, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
     m.p = make_tma_2d_sw128(w.c.P, bf, uint64_t(p.f.HV) * uint64_t(w.c.T_cap), kBT, kBT, kBT);
-    return m;
-  };
-  auto go_tma = [&](auto mode) {  // wg5 / wg5p / wg7 / wg7m: role 1's q / k / Ab / P by TMA
-    constexpr int kMode = decltype(mode)::value;
-    const RevMaps m = rev_maps();
     const dim3 b(256);
     if (bf) launch(gdn_bwd_sweep_wg_tma_kernel<__nv_bfloat16, kMode>, grid, b, smem_bytes<__nv_bfloat16>(), stream, p, w, m);
     else launch(gdn_bwd_sweep_wg_tma_kernel<__half, kMode>, grid, b, smem_bytes<__half>(), stream, p, w, m);
-  };
-  auto go_tma8 = [&] {  // wg8: wg7's maps + role 0's v map (its k / Ab boxes use role 1's maps)
-    SweepMaps m;
-    m.r = rev_maps();
-    m.v = make_tma_2d_sw128(p.f.v, bf, uint64_t(p.f.T_total), uint64_t(p.f.HV) * p.f.V, uint64_t(p.f.HV) * p.f.V, kBT);
-    bf ? launch(gdn_bwd_sweep_wg_tma8_kernel<__nv_bfloat16>, grid, dim3(256), smem_bytes<__nv_bfloat16>(), stream, p, w, m)
-       : launch(gdn_bwd_sweep_wg_tma8_kernel<__half>, grid, dim3(256), smem_bytes<__half>(), stream, p, w, m);
   };
   g_wg_sweep_launches.fetch_add(1);
   if (v == kSweepWgr || v == kSweepWgrl) return launch_gdn_bwd_sweeps_wgr(p, w, stream, v == kSweepWgrl);  // _wgr.cu
@@ -339,8 +318,6 @@ void launch_gdn_bwd_sweeps_wg(const GdnBwdParams& p, const GdnBwdWs& w, cudaStre
   else if (v == kSweepWg7 || v == kSweepAuto) g_wg7_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 7>{});
   // wg7m (session 18): wg7 with the fragment hand-off on mbarriers (racecheck-clean by construction), same values
   else if (v == kSweepWg7m) g_wg7m_sweep_launches.fetch_add(1), go_tma(std::integral_constant<int, 8>{});
-  // wg8 (session 18): wg7 with role 0's k / v / Ab ring by TMA (FwdTmaRing): role 0 is the longer chain since wg7
-  else if (v == kSweepWg8) g_wg8_sweep_launches.fetch_add(1), go_tma8();
   else if (v == kSweepWgLate) go(std::integral_constant<int, 1>{});
   else if (v == kSweepWgSync) go(std::integral_constant<int, 2>{});
   else go(std::integral_constant<int, 0>{});

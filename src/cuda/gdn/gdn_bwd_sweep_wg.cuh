@@ -158,7 +158,6 @@ __device__ __forceinline__ void load_acc_state(float (&S)[64], const void* src, 
 template <class T>
 struct FwdOwnRing {
   static constexpr int kStages = kFwdStages;
-  static constexpr bool kBoxV = false;  // the v tile is the padded [token][v] layout (FwdTmaRing: a swizzled box)
   SweepWgSmem<T>& s;
   const GdnFwdParams& f;
   const GdnBwdWs& w;
@@ -195,7 +194,7 @@ struct FwdOwnRing {
 };
 
 // Role 0 (WG0): the forward state chain; S^T and V^T fragments to the hand-off buffer. ring: where its
-// inputs come from (FwdOwnRing; FwdTmaRing of gdn_bwd_sweep_wg_ring.cuh, wg8; the removed wg3pf had WG1 produce it).
+// inputs come from (FwdOwnRing; the removed wg3pf had WG1 produce it).
 template <class T, class XSync, class Ring>
 __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& id, int t, const XSync xs,
                           const Ring& rg) {
@@ -231,10 +230,7 @@ __device__ void fwd_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const Ids& i
 #pragma unroll
     for (int kk = 0; kk < kBT / 16; ++kk) {
       uint32_t r[4];
-      if constexpr (Ring::kBoxV)  // the 128-byte-swizzled 64 x 64 box at v's (1024-aligned) offset
-        ldsm_x4_t(r, reinterpret_cast<const uint8_t*>(&st.v[0][0]) + sw128_offset(16 * kk + ld_row, ld_col));
-      else
-        ldsm_x4_t(r, &st.v[16 * kk + ld_row][ld_col]);
+      ldsm_x4_t(r, &st.v[16 * kk + ld_row][ld_col]);
       vv[4 * kk] = r[0], vv[4 * kk + 1] = r[1], vv[4 * kk + 2] = r[2], vv[4 * kk + 3] = r[3];
     }
     float erk[16];

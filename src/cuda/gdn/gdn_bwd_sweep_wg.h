@@ -30,7 +30,6 @@ int64_t gdn_bwd_sweep_wg5_launches();
 // step earlier; bitwise wg5's outputs). Launches so far.
 int64_t gdn_bwd_sweep_wg7_launches();
 int64_t gdn_bwd_sweep_wg7m_launches();  // wg7m: wg7 with the fragment hand-off on mbarriers
-int64_t gdn_bwd_sweep_wg8_launches();   // wg8: wg7 with role 0's ring by TMA
 bool gdn_bwd_sweep_wg_supported(const GdnFwdParams& f);
 // "wgr" / "wgrl" (gdn_bwd_sweep_wgr.cu, opt-in): wg3 with role 1's products reordered (bitwise wg3's
 // outputs); wgrl also issues the next chunk's input ring after the step's first products. Launches so far.

@@ -8,18 +8,14 @@
 //   barrier and the step's first product. The boxes land exactly as cp.async lays the tiles out (K-major
 //   swizzled panels), and chunks cc + 1 >= 1 are full (only the last chunk, cc = 0, can be partial; it keeps
 //   cp.async), so every product reads the same operands: outputs bitwise wg3's.
-// - FwdTmaRing (wg8 = wg7 + this, session 18; first built as session 14's wg6 = wg5 + this, which lost to wg5 by 0.4%
-//   while role 1 was the longer chain): role 0's 3-stage k / v / Ab ring (FwdOwnRing's) by four TMA boxes per chunk,
-//   one per warp's lane 0, on three mbarriers; the per-token scalars stay cp.async; partial chunks zeroed.
+#pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
 #include <cstdint>
 
 #include "cuda/common/tma.cuh"
 #include "cuda/gdn/gdn_bwd_sweep_wg.cuh"
-#include "cuda/gdn/gdn_fused_wgp_tma.cuh"
 
 namespace linattn::cuda {
 namespace sweep_wg {
@@ -76,87 +72,6 @@ __device__ __forceinline__ void tma_rev_tiles(RevStage<T>& st, const RevMaps& m,
     tma_load_2d(wp == 2 ? st.a : st.p, wp == 2 ? &m.ab : &m.p, 0, static_cast<int>(id.j * w.c.T_cap + t0), bar);
   }
 }
-
-// wg8: role 1's maps and role 0's v map (its k / Ab boxes are role 1's maps k / ab: the same tensors and boxes).
-struct SweepMaps {
-  RevMaps r;
-  CUtensorMap v;  // [T_total, HV * V], box 64 x 64
-};
-
-// Role 0's stage barriers (wg8): a role-0 CTA leaves Bars' in_full / in_empty (role 1's) unused, so their first
-// three words serve as its three stages' mbarriers (the layout, and so wg3's shared-memory size, unchanged).
-static_assert(offsetof(Bars, in_empty) == offsetof(Bars, in_full) + sizeof(Bars::in_full) &&
-                  2 * kRevStages >= kFwdStages,
-              "role 0's three stage barriers overlay Bars::in_full / in_empty");
-__device__ __forceinline__ uint64_t* fwd_bars(Bars& b) { return b.in_full; }
-
-// Role 0's ring filled by TMA (wg8): FwdOwnRing's stages, order and cp.async groups (the per-token scalars gam /
-// rk / gl, load_state_scalars: what load_state_inputs copies after its tiles), but chunk a's k panels, v slice and
-// Ab arrive as four 64 x 64 boxes with the 128-byte swizzle, one per warp's lane 0 (warp 0 arms the stage's
-// barrier with all bytes and loads k panel 0, warp 1 k panel 1, warp 2 the v box, warp 3 Ab; a box may complete
-// before the arming: the phase cannot complete before warp 0's arrival). k and Ab land as cp.async laid them out;
-// v is a swizzled box in Stage0::v's space (fwd_chain reads it at swizzled addresses: kBoxV). TMA reads whole
-// boxes, so a partial chunk (the last one) gets rows len..63 of the four boxes zeroed after the barrier wait, as
-// cp.async's zero-fill gave them: every product reads the same operands, outputs bitwise wg3's.
-template <class T>
-struct FwdTmaRing : FwdOwnRing<T> {
-  static constexpr bool kBoxV = true;
-  const RevMaps* m;       // k, ab
-  const CUtensorMap* vm;  // v
-  uint64_t* bar;          // kFwdStages mbarriers (fwd_bars)
-  __device__ __forceinline__ void tiles(int a, int stage) const {  // chunk a into stage, lane 0 of each warp
-    const int t = this->t;
-    if ((t & 31) != 0) return;
-    const Ids& id = this->id;
-    auto& st = this->s.ring.f[stage];
-    uint64_t* const b = bar + stage;
-    const int wp = t >> 5, row = static_cast<int>(id.bos + int64_t(a) * kBT);
-    if (wp == 0) {
-      mbar_arrive_expect_tx(b, kTmaStageBytes);
-      tma_load_2d(st.k, &m->k, id.h * kK, row, b);
-    } else if (wp == 1) {
-      tma_load_2d(st.k + kBT * 128, &m->k, id.h * kK + 64, row, b);
-    } else if (wp == 2) {
-      tma_load_2d(v_tile<T>(st), vm, id.j * this->f.V + id.v0, row, b);
-    } else {
-      tma_load_2d(st.a, &m->ab, 0, static_cast<int>(id.j * this->w.c.T_cap + row), b);
-    }
-  }
-  __device__ __forceinline__ void scalars(int a, int stage) const {
-    const Ids& id = this->id;
-    load_state_scalars<T>(this->s.ring.f[stage], this->w.c, id.bos + int64_t(a) * kBT, chunk_len(id.bos, id.eos, a),
-                          id.h, id.j, this->t);
-  }
-  __device__ __forceinline__ void prologue() const {
-    const Ids& id = this->id;
-    if (this->t == 0) {
-      for (int i = 0; i < kFwdStages; ++i) mbar_init(bar + i, 1);
-      fence_barrier_init();
-    }
-    named_barrier(kBarChain, 128);  // initialised before any warp's box completes on them
-    for (int c = 0; c < kFwdStages - 1; ++c) {
-      if (c < id.nchunks) tiles(c, c), scalars(c, c);
-      cp_async_commit();
-    }
-    cp_async_wait<1>();
-    if (id.nchunks > 0) state_scales<T>(this->s.ring.f[0], chunk_len(id.bos, id.eos, 0), this->t);
-  }
-  // Chunk c's boxes (stage c % 3, its use c / 3); its scalars and scales were waited / formed a step earlier.
-  __device__ __forceinline__ void acquire(int c) const {
-    const Ids& id = this->id;
-    const int stage = c % kFwdStages;
-    mbar_wait(bar + stage, uint32_t((c / kFwdStages) & 1));
-    const int len = chunk_len(id.bos, id.eos, c);
-    if (len < kBT) zero_tail_rows<T>(this->s.ring.f[stage], len, this->t);
-    fence_view_async_shared();
-    named_barrier(kBarChain, 128);
-  }
-  __device__ __forceinline__ void ahead(int c, int stage) const {  // after the step's first product is issued
-    const int a = c + kFwdStages - 1, ld_stage = stage == 0 ? kFwdStages - 1 : stage - 1;
-    if (a < this->id.nchunks) tiles(a, ld_stage), scalars(a, ld_stage);
-    cp_async_commit();
-  }
-};
 
 }  // namespace sweep_wg
 }  // namespace linattn::cuda
