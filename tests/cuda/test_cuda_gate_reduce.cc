@@ -9,7 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -19,76 +19,50 @@
 namespace linattn::test {
 namespace {
 
-using cuda::ElemType;
-
-struct DevMem {
-  void* p = nullptr;
-  explicit DevMem(size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
-  ~DevMem() { cudaFree(p); }
-  DevMem(const DevMem&) = delete;
-  DevMem& operator=(const DevMem&) = delete;
-};
-
-float to_float(ElemType t, const std::vector<uint8_t>& raw, size_t i) {
-  if (t == ElemType::kF32) {
-    float f;
-    std::memcpy(&f, raw.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, raw.data() + 2 * i, 2);
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// Runs the reduce of width K (1: GDN, 128: KDA) over `rows` random rows with the given count, returns the raw
-// output bytes (dA_log then ddt_bias) and checks them against the host's double sums.
-std::vector<uint8_t> run_and_check(int HV, int K, int64_t rows, const int32_t* count_host, bool null_count,
-                                   ElemType out, uint32_t seed) {
+// Runs the reduce of width K (1: GDN, 128: KDA) over `rows` random rows with the given device count (null: none),
+// checks dA_log and ddt_bias (outputs NaN-prefilled, dtype `out`) against the host's double sums and returns them
+// (dA_log then ddt_bias) as doubles.
+std::vector<double> run_and_check(int HV, int K, int64_t rows, const int32_t* count_host, DType out, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> part(size_t(rows) * HV * K * 2);
-  for (auto& x : part) x = nd(rng) * 10.f;
-  const size_t esz = out == ElemType::kF32 ? 4 : 2;
-  DevMem dpart(part.size() * 4), dcount(4), dA(HV * esz), ddt(size_t(HV) * K * esz);
-  EXPECT_EQ(cudaMemcpy(dpart.p, part.data(), part.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  if (!null_count) {
-    EXPECT_EQ(cudaMemcpy(dcount.p, count_host, 4, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  EXPECT_EQ(cudaMemset(dA.p, 0xff, HV * esz), cudaSuccess);
-  EXPECT_EQ(cudaMemset(ddt.p, 0xff, size_t(HV) * K * esz), cudaSuccess);
+  Tensor part(DType::kF32, {rows, HV, K, 2}), count(DType::kI32, {1}), dA(out, {HV}), ddt(out, {HV, K});
+  for (int64_t i = 0; i < part.numel(); ++i) part.set(i, nd(rng) * 10.f);
+  if (count_host) count.set(0, *count_host);
+  for (Tensor* t : {&dA, &ddt})
+    for (int64_t i = 0; i < t->numel(); ++i) t->set(i, NAN);
+  DevArena arena;
+  const TensorView dpart = arena.upload(part), dcount = arena.upload(count), ddA = arena.upload(dA),
+                   dddt = arena.upload(ddt);
+  const cuda::ElemType et = out == DType::kF32 ? cuda::ElemType::kF32 : cuda::ElemType::kBF16;
   cuda::GdnBwdParams p;
   p.f.HV = HV;
-  p.dA_log = {dA.p, out};
-  p.ddt_bias = {ddt.p, out};
-  const auto* cnt = null_count ? nullptr : static_cast<const int32_t*>(dcount.p);
-  const auto* pp = static_cast<const float*>(dpart.p);
+  p.dA_log = {ddA.data, et};
+  p.ddt_bias = {dddt.data, et};
+  const auto* cnt = count_host ? static_cast<const int32_t*>(dcount.data) : nullptr;
+  const auto* pp = static_cast<const float*>(dpart.data);
   if (K == 1) cuda::launch_gdn_bwd_gate_reduce(p, pp, rows, cnt, nullptr);
   else cuda::launch_kda_bwd_gate_reduce(p, pp, rows, cnt, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint8_t> raw((HV + size_t(HV) * K) * esz);
-  EXPECT_EQ(cudaMemcpy(raw.data(), dA.p, HV * esz, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(raw.data() + HV * esz, ddt.p, size_t(HV) * K * esz, cudaMemcpyDeviceToHost), cudaSuccess);
-  const int64_t nr = null_count ? rows : std::min<int64_t>(std::max<int32_t>(*count_host, 0), rows);
-  const double tol = out == ElemType::kF32 ? 2e-6 : 8e-3;  // relative to the sum's scale
+  const Tensor gA = download(ddA), gdt = download(dddt);
+  const int64_t nr = count_host ? std::min<int64_t>(std::max<int32_t>(*count_host, 0), rows) : rows;
+  const double tol = out == DType::kF32 ? 2e-6 : 8e-3;  // relative to the sum's scale
+  std::vector<double> got;
   for (int j = 0; j < HV; ++j) {
     double a = 0.0, scale = 1.0;
     for (int c = 0; c < K; ++c) {
       double b = 0.0, bs = 1.0;
       for (int64_t r = 0; r < nr; ++r) {
-        const size_t o = ((size_t(r) * HV + j) * K + c) * 2;
-        a += part[o], b += part[o + 1];
-        scale += std::fabs(part[o]), bs += std::fabs(part[o + 1]);
+        const int64_t o = ((r * HV + j) * K + c) * 2;
+        a += part.get(o), b += part.get(o + 1);
+        scale += std::fabs(part.get(o)), bs += std::fabs(part.get(o + 1));
       }
-      const float got = to_float(out, raw, HV + size_t(j) * K + c);
-      EXPECT_LE(std::fabs(got - b), tol * bs) << "ddt_bias[" << j << ", " << c << "] rows " << nr;
+      EXPECT_LE(std::fabs(gdt.get(int64_t(j) * K + c) - b), tol * bs) << "ddt_bias[" << j << ", " << c << "] rows " << nr;
     }
-    const float got = to_float(out, raw, j);
-    EXPECT_LE(std::fabs(got - a), tol * scale) << "dA_log[" << j << "] rows " << nr;
+    EXPECT_LE(std::fabs(gA.get(j) - a), tol * scale) << "dA_log[" << j << "] rows " << nr;
   }
-  return raw;
+  for (int64_t i = 0; i < gA.numel(); ++i) got.push_back(gA.get(i));
+  for (int64_t i = 0; i < gdt.numel(); ++i) got.push_back(gdt.get(i));
+  return got;
 }
 
 class CudaGateReduce : public ::testing::TestWithParam<int> {  // the width: 1 (GDN) or 128 (KDA)
@@ -104,19 +78,19 @@ TEST_P(CudaGateReduce, MatchesHostSumsForEveryRowCount) {
   for (int64_t rows : {1, 3, 7, 8, 37, 515}) {
     for (int32_t count : {-3, 0, 1, 5, 36, 600}) {
       SCOPED_TRACE(testing::Message() << "rows " << rows << " count " << count);
-      run_and_check(3, K, rows, &count, false, ElemType::kF32, ++seed);
+      run_and_check(3, K, rows, &count, DType::kF32, ++seed);
     }
     SCOPED_TRACE(testing::Message() << "rows " << rows << " no count");
-    run_and_check(5, K, rows, nullptr, true, ElemType::kF32, ++seed);
-    run_and_check(2, K, rows, nullptr, true, ElemType::kBF16, ++seed);
+    run_and_check(5, K, rows, nullptr, DType::kF32, ++seed);
+    run_and_check(2, K, rows, nullptr, DType::kBF16, ++seed);
   }
 }
 
 TEST_P(CudaGateReduce, IsDeterministic) {
   const int K = GetParam();
   const int32_t count = 511;
-  const auto a = run_and_check(4, K, 530, &count, false, ElemType::kF32, 99);
-  const auto b = run_and_check(4, K, 530, &count, false, ElemType::kF32, 99);
+  const auto a = run_and_check(4, K, 530, &count, DType::kF32, 99);
+  const auto b = run_and_check(4, K, 530, &count, DType::kF32, 99);
   EXPECT_EQ(a, b);
 }
 

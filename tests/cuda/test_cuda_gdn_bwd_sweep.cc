@@ -17,7 +17,6 @@ namespace linattn::test {
 namespace {
 
 constexpr const char* kSweepEnv = "LINATTN_CUDA_GDN_BWD_SWEEP";
-ChunkAttnSpec base(DType dt, int bt) { return fwd_base_spec(dt, bt); }
 
 // Unset, the wgmma sweeps are wg7 (the default since session 17) where the sequences average >= cuda::kWgMinTokens
 // tokens (shorter batches take the mma.sync sweeps: DefaultFollowsSequenceLength): its launch counter moves, wg3's does
@@ -28,7 +27,7 @@ TEST(CudaGdnBwdSweepWg5, DefaultIsWg7) {
   for (const auto& [lens, pad] : {std::pair{std::vector<int64_t>{2048, 2048}, int64_t{0}},
                                   std::pair{std::vector<int64_t>{2300, 1900}, int64_t{5}}}) {
     if (pad != 0 && std::getenv("LINATTN_SANITIZED")) continue;  // compute-sanitizer runs: the dense case
-    ChunkAttnSpec s = base(DType::kBF16, 64);
+    ChunkAttnSpec s = fwd_base_spec(DType::kBF16, 64);
     s.seqlens = lens;
     s.pad_tokens = pad;
     s.opt.use_qk_l2norm_in_kernel = pad == 0;
@@ -51,7 +50,7 @@ TEST(CudaGdnBwdSweepWg5, DefaultIsWg7) {
 // its gradients are wg7's bit for bit and within the fp64 reference's bars. gpu-final racechecks it (wg7m alone: 0 hazards).
 TEST(CudaGdnBwdSweepWg5, Wg7mMatchesWg7OnLongSequences) {
   if (!have_cuda_device()) GTEST_FAIL() << "no CUDA device";
-  ChunkAttnSpec s = base(DType::kBF16, 64);
+  ChunkAttnSpec s = fwd_base_spec(DType::kBF16, 64);
   s.seqlens = {2048, 2048};
   s.opt.use_qk_l2norm_in_kernel = true;
   s.opt.use_gate_in_kernel = true;

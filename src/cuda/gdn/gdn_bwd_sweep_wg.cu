@@ -49,12 +49,12 @@ using namespace sweep_wg;
 // step's stage once every warp has read its dO (the x-empty barrier; an extra chain barrier at cc < 2), one cp.async
 // group per step, so the end-of-step wait (wait_group 1) finds chunk cc + 1's issued a whole step earlier (the H200
 // profile at 75a0119: role 1's end-of-step DEPBAR held 18% of its samples, long_sb). Same values (bitwise wg5).
-// XSync: the hand-off protocol of x[c % 2] (XNamed<0>: named barriers, every mode but wg7m; XMbar: wg7m, whose
+// XSync: the hand-off protocol of x[c % 2] (XNamed: named barriers, every mode but wg7m; XMbar: wg7m, whose
 // x-empty wait is not a rendezvous of WG0's warps, so its kEarly refill takes the chain barrier at every step).
-template <class T, bool kPf = false, bool kTma = false, bool kEarly = false, class XSync = XNamed<0>>
+template <class T, bool kPf, bool kTma, bool kEarly, class XSync>
 __device__ void rev_chain(SweepWgSmem<T>& s, const GdnBwdParams& p, const GdnBwdWs& w, const Ids& id, int t,
-                          const RevMaps* maps = nullptr, const XSync xs = XSync{}) {
-  constexpr bool kNamed = std::is_same_v<XSync, XNamed<0>>;
+                          const RevMaps* maps, const XSync xs) {
+  constexpr bool kNamed = !std::is_same_v<XSync, XMbar>;
   const GdnFwdParams& f = p.f;
   RevStage<T>* const ring = s.ring.r;
   float dS[64];
@@ -224,15 +224,13 @@ __device__ __forceinline__ void sweep_body(const GdnBwdParams& p, const GdnBwdWs
       fence_barrier_init();
     }
     __syncthreads();
-    const XMbar xs{&s.bar};
-    if (tid >= 128) store_warpgroup<T, true>(s, p, w, id, role, t, xs, NoProducer{});
-    else if (role) rev_chain<T, false, true, true>(s, p, w, id, t, maps, xs);
-    else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
-    return;
   }
-  const XNamed<kMode >= 3 ? 0 : kMode> xs;
+  const auto xs = [&] {
+    if constexpr (kMode == 8) return XMbar{&s.bar};
+    else return XNamed<kMode >= 3 ? 0 : kMode>{};
+  }();
   if (tid >= 128) store_warpgroup<T, kMode >= 3>(s, p, w, id, role, t, xs, NoProducer{});
-  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5, kMode == 7>(s, p, w, id, t, maps);
+  else if (role) rev_chain<T, kMode == 4 || kMode == 6, kMode >= 5, kMode == 7 || kMode == 8>(s, p, w, id, t, maps, xs);
   else fwd_chain<T>(s, p, id, t, xs, FwdOwnRing<T>{s, p.f, w, id, t});
 }
 

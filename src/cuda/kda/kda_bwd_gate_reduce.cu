@@ -3,7 +3,7 @@
 // part[., j, c, 0]. Sums in double, in a fixed order (deterministic; not the order of the session-17 kernel).
 // One block per value head, 1024 threads: row group g = thread / 128 (of kGroups) takes the contiguous rows
 // [g * nr / kGroups, (g + 1) * nr / kGroups) for channel c = thread % 128, four rows' loads in flight; then the
-// groups' partials are added in group order and dA_log over channels by a fixed shuffle tree. Why: the previous
+// groups' partials are added in group order and dA_log over channels by a fixed shuffle tree and warp order. Why: the previous
 // form (one thread per channel walking all rows, session 17) was one dependent load per row, 66 us at 32/32 1x32768
 // (512 rows; ncu, h200-ncu-deep-20261202-s16-75a0119) for a 16.8 MB read.
 #include <cuda_runtime.h>
@@ -42,16 +42,17 @@ __global__ void __launch_bounds__(kK* kGroups) kda_bwd_gate_reduce_kernel(GdnBwd
   red[0][g][c] = a;
   red[1][g][c] = b;
   __syncthreads();
-  if (g != 0) return;
-  a = 0.0, b = 0.0;
+  if (g == 0) {  // channel c's group partials in group order, then the channels' warp sums
+    a = 0.0, b = 0.0;
 #pragma unroll
-  for (int i = 0; i < kGroups; ++i) a += red[0][i][c], b += red[1][i][c];
-  if (p.ddt_bias.p) store_out(p.ddt_bias.p, p.ddt_bias.t, j * kK + c, static_cast<float>(b));
+    for (int i = 0; i < kGroups; ++i) a += red[0][i][c], b += red[1][i][c];
+    if (p.ddt_bias.p) store_out(p.ddt_bias.p, p.ddt_bias.t, j * kK + c, static_cast<float>(b));
 #pragma unroll
-  for (int d = 16; d > 0; d >>= 1) a += __shfl_xor_sync(0xffffffffu, a, d);
-  if ((c & 31) == 0) wsum[c / 32] = a;
-  asm volatile("bar.sync 1, %0;" ::"r"(kK));  // the first kK threads only (group 0)
-  if (c == 0 && p.dA_log.p) {
+    for (int d = 16; d > 0; d >>= 1) a += __shfl_xor_sync(0xffffffffu, a, d);
+    if ((c & 31) == 0) wsum[c / 32] = a;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && p.dA_log.p) {
     double s = 0.0;
     for (int i = 0; i < kK / 32; ++i) s += wsum[i];
     store_out(p.dA_log.p, p.dA_log.t, j, static_cast<float>(s));
